@@ -1,0 +1,194 @@
+package strategy
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Commands are pure: each returns a new State and leaves s untouched. Each
+// records when it happened (LastCommandAt), which also bounds the clock from
+// below for later Steps. A command that does not apply to the current phase
+// returns s unchanged (for example Resume when nothing is paused, or Retry
+// when nothing was aborted).
+
+func (s State) command(now time.Time) State {
+	s.LastCommandAt = micro(clock(&s, now))
+	return s
+}
+
+// Pause holds the rollout where it is until Resume. It does not hold an
+// abort, nor a rollout that has finished. A timed pause step keeps counting
+// while paused.
+func (s State) Pause(now time.Time) State {
+	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Paused {
+		return s
+	}
+	s = s.command(now)
+	s.Paused, s.PauseReason, s.PausedAt = true, ReasonManualPause, s.LastCommandAt
+	return s
+}
+
+// Resume ends a manual pause, an indefinite pause step, an inconclusive gate
+// (which then counts as passed) or a pause for an unhealthy canary (whose
+// count of unhealthy observations starts again).
+func (s State) Resume(now time.Time) State {
+	if !s.Paused {
+		return s
+	}
+	s = s.command(now)
+	if s.PauseReason == ReasonUnhealthy {
+		s.UnhealthyCount = 0
+	}
+	s.Paused, s.PauseReason = false, ""
+	s.Resumed = true
+	return s
+}
+
+// Abort walks traffic back to the stable side, capacity-safe and within the
+// same surge budget, as Options.AbortRamp says. reason is recorded in
+// State.Abort and the Degraded condition.
+func (s State) Abort(reason string, now time.Time) State {
+	if s.Phase.Terminal() || s.Phase == PhaseAborting {
+		return s
+	}
+	s = s.command(now)
+	if reason == "" {
+		reason = ReasonAborted
+	}
+	s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
+	s.Phase = PhaseAborting
+	s.Paused, s.PauseReason = false, ""
+	s.PromoteRequested, s.PromoteFullRequested = false, false
+	return s
+}
+
+// Promote finishes the current step now: it ends a pause or a gate (timed or
+// not) and skips the wait for the next Incremental interval. A walk to a
+// SetWeight step has nothing to skip; it still moves capacity-safely.
+func (s State) Promote(now time.Time) State {
+	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
+		return s
+	}
+	s = s.command(now)
+	s.PromoteRequested = true
+	return s
+}
+
+// PromoteFull walks to weight 100 now, skipping every remaining step, pause,
+// gate and interval; the walk stays capacity-safe. It also ends a manual
+// pause.
+func (s State) PromoteFull(now time.Time) State {
+	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
+		return s
+	}
+	s = s.command(now)
+	s.PromoteFullRequested = true
+	s.Paused, s.PauseReason = false, ""
+	return s
+}
+
+// Retry starts an aborted rollout again (Aborted, or Aborting because of a
+// failure): it continues at the first step whose weight is >= the current
+// weight, from step 0 once the walk back has finished.
+func (s State) Retry(now time.Time) State {
+	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
+		return s
+	}
+	s = s.command(now)
+	s.Aborted = nil
+	s.Phase = PhaseProgressing
+	s.FinishedAt = metav1.MicroTime{}
+	s.UnhealthyCount = 0
+	s.StepsHash = "" // re-place by weight at the next Step
+	return s
+}
+
+// Retarget changes the canary revision mid-rollout:
+//   - to the current canary: nothing, except that it cancels a walk back that
+//     an earlier Retarget started (A->B->A->B continues toward B);
+//   - to the stable revision: rollback; the canary is walked back and the
+//     rollout ends RolledBack (A->B->A);
+//   - to another revision: the abandoned canary is walked back safely, then
+//     the new one starts from the first step (A->B->C). With no canary
+//     traffic or capacity yet, it starts at once.
+//
+// After Succeeded or RolledBack, a new revision starts the next rollout from
+// the current stable.
+func (s State) Retarget(revision string, now time.Time) State {
+	switch {
+	case s.Phase == PhaseSucceeded || s.Phase == PhaseRolledBack:
+		if revision == s.StableRevision || revision == "" {
+			return s
+		}
+		return s.restart(revision, now)
+	case s.Phase == PhaseAborted:
+		switch revision {
+		case s.CanaryRevision, "":
+			return s
+		case s.StableRevision:
+			s = s.command(now)
+			s.Phase = PhaseRolledBack
+			s.CanaryRevision = revision
+			s.Aborted = nil
+			return s
+		}
+		return s.restart(revision, now)
+	case revision == "":
+		return s
+	case revision == s.CanaryRevision && s.PendingRevision == "":
+		return s
+	case revision == s.CanaryRevision:
+		// Cancel the walk back that a Retarget started.
+		s = s.command(now)
+		s.PendingRevision = ""
+		if s.Aborted != nil && s.Aborted.Reason == ReasonRetarget {
+			s.Aborted = nil
+			s.Phase = PhaseProgressing
+			s.StepsHash = ""
+		}
+		return s
+	case s.Phase == "" || s.untouched():
+		if revision == s.StableRevision {
+			s = s.command(now)
+			s.CanaryRevision = revision
+			s.Phase = PhaseRolledBack
+			s.PendingRevision = ""
+			s.Aborted = nil
+			return s
+		}
+		return s.restart(revision, now)
+	}
+	s = s.command(now)
+	s.PendingRevision = revision
+	if s.Phase != PhaseAborting {
+		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: s.LastCommandAt}
+		s.Phase = PhaseAborting
+		s.Paused, s.PauseReason = false, ""
+		s.PromoteRequested, s.PromoteFullRequested = false, false
+	}
+	return s
+}
+
+// untouched reports that the canary has neither traffic nor capacity, asked
+// or observed, so a new revision can replace it without a walk back.
+func (s *State) untouched() bool {
+	return s.Desired.Weight == 0 && s.Desired.CanaryCapacity == 0 &&
+		s.Observed.Weight == 0 && s.Observed.Canary.Capacity == 0 && s.Observed.Canary.Ready == 0
+}
+
+// restart begins a new rollout toward revision from the current stable.
+func (s State) restart(revision string, now time.Time) State {
+	s = s.command(now)
+	s.CanaryRevision = revision
+	s.PendingRevision = ""
+	s.Phase = ""
+	s.StepIndex = 0
+	s.StepsHash = ""
+	s.Aborted = nil
+	s.Paused, s.PauseReason, s.Resumed = false, "", false
+	s.PromoteRequested, s.PromoteFullRequested, s.Released = false, false, false
+	s.UnhealthyCount = 0
+	s.ReachedAt, s.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}
+	return s
+}

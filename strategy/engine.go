@@ -1,0 +1,805 @@
+package strategy
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types set on State.Conditions.
+const (
+	ConditionProgressing = "Progressing"
+	ConditionPaused      = "Paused"
+	ConditionDegraded    = "Degraded"
+	ConditionAvailable   = "Available"
+)
+
+// Reasons used in conditions, PauseReason and AbortStatus.Reason.
+const (
+	ReasonProgressing            = "Progressing"
+	ReasonCompleting             = "Completing"
+	ReasonSucceeded              = "Succeeded"
+	ReasonAborting               = "Aborting"
+	ReasonAborted                = "Aborted"
+	ReasonRolledBack             = "RolledBack"
+	ReasonPauseStep              = "PauseStep"
+	ReasonManualPause            = "ManualPause"
+	ReasonGateInconclusive       = "GateInconclusive"
+	ReasonGateFailed             = "GateFailed"
+	ReasonUnhealthy              = "Unhealthy"
+	ReasonProgressDeadline       = "ProgressDeadlineExceeded"
+	ReasonInvalidOptions         = "InvalidOptions"
+	ReasonRetarget               = "Retarget"
+	ReasonAsExpected             = "AsExpected"
+	ReasonTrafficExceedsCapacity = "TrafficExceedsReadyCapacity"
+	ReasonWaitingForObservation  = "WaitingForObservation"
+	reasonHealthy                = "Healthy"
+	msgWaitingHop                = "waiting for the last hop to be observed applied"
+	msgWaitingInterval           = "waiting for the step interval"
+	msgWaitingCapacity           = "waiting for ready capacity"
+	msgWaitingGate               = "waiting for a gate verdict"
+	msgPausedStep                = "paused by a step"
+	msgPausedManual              = "paused by command"
+	msgPausedGate                = "paused: gate inconclusive"
+	msgPausedUnhealthy           = "paused: canary unhealthy"
+	msgUnhealthy                 = "canary unhealthy: holding"
+	msgDeadline                  = "a hop was not observed applied within the progress deadline"
+	msgScaleDownDelay            = "waiting for the scale-down delay"
+	msgDone                      = "done"
+	msgAborting                  = "walking traffic back to the stable side"
+	msgAvailable                 = "ready capacity covers the traffic on both sides"
+	msgUnavailable               = "traffic exceeds ready capacity on a side"
+	msgDegradedClear             = "no problem"
+)
+
+// engine is the machinery shared by every strategy: commands in the state,
+// health, deadlines, steps, the capacity-safe mover and completion.
+type engine struct {
+	opts     *Options
+	surge    int32
+	stepPct  int32         // Incremental: largest weight hop; 0 = unlimited
+	interval time.Duration // Incremental: least time between weight hops
+	steps    []CanaryStep
+	canary   bool
+}
+
+// run is one Step in progress.
+type run struct {
+	e          *engine
+	d          *Decision
+	st         *State
+	now        time.Time
+	condCopied bool
+}
+
+// micro is the recorded form of an instant: UTC, microseconds, exactly what a
+// JSON round trip of metav1.MicroTime preserves.
+func micro(t time.Time) metav1.MicroTime {
+	return metav1.MicroTime{Time: t.UTC().Truncate(time.Microsecond)}
+}
+
+func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d) }
+
+// clock returns now, or the latest instant recorded in s if now is earlier:
+// time that runs backwards counts as no time passing.
+func clock(s *State, now time.Time) time.Time {
+	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.StepStartedAt,
+		&s.ReachedAt, &s.FinishedAt, &s.PausedAt, &s.HealthCheckedAt, &s.LastCommandAt} {
+		if t.Time.After(now) {
+			now = t.Time
+		}
+	}
+	if s.Aborted != nil && s.Aborted.At.Time.After(now) {
+		now = s.Aborted.At.Time
+	}
+	return now
+}
+
+func (e *engine) invalid(s State, now time.Time, err error) Decision {
+	d := Decision{State: s}
+	r := run{e: e, d: &d, st: &d.State, now: clock(&s, now)}
+	r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidOptions, err.Error())
+	return d
+}
+
+func (e *engine) step(s State, now time.Time) Decision {
+	d := Decision{State: s}
+	r := run{e: e, d: &d, st: &d.State, now: clock(&s, now)}
+	r.step()
+	r.conditions()
+	return d
+}
+
+func (r *run) step() {
+	st := r.st
+	if st.Phase == "" {
+		st.Phase = PhaseProgressing
+		st.StartedAt = micro(r.now)
+		r.enter(0)
+	}
+	if st.Phase.Terminal() {
+		return
+	}
+	if r.e.canary && st.Phase != PhaseAborting {
+		r.checkSteps()
+	}
+	applied := r.applied()
+	if r.countHealth() && st.Phase != PhaseAborting && st.Phase != PhaseCompleting {
+		if r.e.opts.UnhealthyAction == UnhealthyPause {
+			if !st.Paused {
+				st.Paused, st.PauseReason, st.PausedAt = true, ReasonUnhealthy, micro(r.now)
+			}
+		} else {
+			r.abort(ReasonUnhealthy)
+		}
+	}
+	if st.Phase == PhaseAborting {
+		r.markEmergency()
+	}
+	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
+		return
+	}
+	if !applied {
+		r.waitApplied()
+		return
+	}
+	if r.degradedBy(ReasonProgressDeadline) {
+		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
+	}
+	switch st.Phase {
+	case PhaseAborting:
+		r.walkBack()
+	case PhaseCompleting:
+		r.complete()
+	default:
+		r.progress()
+	}
+}
+
+// applied reports whether the last hop is observed applied: the route
+// programmed with the desired weight, each side settled at its capacity.
+func (r *run) applied() bool {
+	o, d := &r.st.Observed, &r.st.Desired
+	if r.e.opts.Capacity != CapacityReplicas && (!o.WeightApplied || o.Weight != d.Weight) {
+		return false
+	}
+	if r.e.opts.Capacity != CapacityFixed {
+		if !o.Stable.Settled || o.Stable.Capacity != d.StableCapacity ||
+			!o.Canary.Settled || o.Canary.Capacity != d.CanaryCapacity {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *run) waitApplied() {
+	st, o := r.st, r.e.opts
+	st.Message = msgWaitingHop
+	wait := o.pollInterval()
+	if o.ProgressDeadline > 0 && !st.HopAt.IsZero() {
+		deadline := after(st.HopAt, o.ProgressDeadline)
+		if !r.now.Before(deadline) {
+			if !r.degradedBy(ReasonProgressDeadline) {
+				r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
+			}
+			if o.AbortOnProgressDeadline && st.Phase != PhaseAborting {
+				r.abort(ReasonProgressDeadline)
+			}
+		} else if left := deadline.Sub(r.now); left < wait {
+			wait = left
+		}
+	}
+	r.d.RequeueAfter = wait
+}
+
+// countHealth counts a new observation's health and reports whether the
+// unhealthy threshold is reached.
+func (r *run) countHealth() bool {
+	st := r.st
+	at := micro(st.Observed.At.Time)
+	if st.Observed.At.IsZero() || !at.Time.After(st.HealthCheckedAt.Time) {
+		return false
+	}
+	st.HealthCheckedAt = at
+	if st.Observed.Health != HealthUnhealthy {
+		st.UnhealthyCount = 0
+		return false
+	}
+	st.UnhealthyCount++
+	return st.UnhealthyCount >= r.e.opts.unhealthyThreshold()
+}
+
+func (r *run) abort(reason string) {
+	st := r.st
+	if st.Phase == PhaseAborting || st.Phase.Terminal() {
+		return
+	}
+	if st.Aborted == nil {
+		st.Aborted = &AbortStatus{Reason: reason, At: micro(r.now)}
+	}
+	st.Phase = PhaseAborting
+	st.Paused, st.PauseReason = false, ""
+	st.PromoteRequested, st.PromoteFullRequested = false, false
+	r.markEmergency()
+}
+
+// markEmergency sets Abort.Emergency when the options ask for it, copying
+// the AbortStatus so the caller's state is not modified.
+func (r *run) markEmergency() {
+	st := r.st
+	if st.Aborted != nil && !st.Aborted.Emergency && r.e.opts.AbortRamp == AbortEmergency &&
+		st.Aborted.Reason != ReasonRetarget {
+		a := *st.Aborted
+		a.Emergency = true
+		st.Aborted = &a
+	}
+}
+
+// emergency sends all traffic to the stable side at once, and scales the
+// stable side up within the surge budget, without waiting for the last hop.
+// It reports whether it asked for anything.
+func (r *run) emergency() bool {
+	st := r.st
+	if r.e.opts.Capacity == CapacityReplicas || st.Desired.Weight == 0 {
+		return false
+	}
+	r.hopWeight(0)
+	if r.e.opts.Capacity == CapacityManaged {
+		s := min(100, 100+r.e.surge-st.Desired.CanaryCapacity)
+		if s > st.Desired.StableCapacity {
+			r.hopStable(s)
+		}
+	}
+	st.Message = msgAborting
+	return true
+}
+
+// enter starts step i now.
+func (r *run) enter(i int32) {
+	st := r.st
+	st.StepIndex = i
+	st.StepStartedAt = micro(r.now)
+	st.PromoteRequested = false
+	if st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive {
+		st.Paused, st.PauseReason = false, ""
+	}
+	st.Resumed = false
+	if r.e.canary {
+		var buf [16]byte
+		n := min(int(i)+1, len(r.e.steps))
+		if h := stepsHash(r.e.steps[:n], &buf); string(h) != st.StepsHash {
+			st.StepsHash = string(h)
+		}
+		if int(i) < len(r.e.steps) {
+			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil {
+				st.Paused, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
+			}
+		}
+	}
+}
+
+// effectiveWeight is the weight in force at step i: that of the last
+// SetWeight at or before it, 0 if none.
+func (e *engine) effectiveWeight(i int) int32 {
+	for j := min(i, len(e.steps)-1); j >= 0; j-- {
+		if w := e.steps[j].SetWeight; w != nil {
+			return *w
+		}
+	}
+	return 0
+}
+
+// checkSteps re-places the rollout when the steps up to and including the
+// current one changed (an edit mid-rollout, or a Retry): it continues at the
+// first step whose weight is >= the current weight, never at step 0 by
+// default. Edits after the current step take effect without disturbing it.
+func (r *run) checkSteps() {
+	st := r.st
+	var buf [16]byte
+	n := min(int(st.StepIndex)+1, len(r.e.steps))
+	if n < 0 {
+		n = 0
+	}
+	if string(stepsHash(r.e.steps[:n], &buf)) == st.StepsHash && int(st.StepIndex) <= len(r.e.steps) && st.StepIndex >= 0 {
+		return
+	}
+	i := len(r.e.steps)
+	for j := range r.e.steps {
+		if r.e.effectiveWeight(j) >= st.Desired.Weight {
+			i = j
+			break
+		}
+	}
+	r.enter(int32(i))
+}
+
+func (r *run) progress() {
+	st, e := r.st, r.e
+	if st.Paused && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
+		st.Paused, st.PauseReason = false, ""
+	}
+	if st.Paused {
+		st.Phase = PhasePaused
+		switch st.PauseReason {
+		case ReasonPauseStep:
+			st.Message = msgPausedStep
+		case ReasonGateInconclusive:
+			st.Message = msgPausedGate
+		case ReasonUnhealthy:
+			st.Message = msgPausedUnhealthy
+		default:
+			st.Message = msgPausedManual
+		}
+		return
+	}
+	st.Phase = PhaseProgressing
+	if st.Observed.Health == HealthUnhealthy {
+		st.Message = msgUnhealthy
+		r.d.RequeueAfter = e.opts.pollInterval()
+		return
+	}
+	if st.PromoteFullRequested {
+		if r.move(100, 0, 0) {
+			r.reached()
+		}
+		return
+	}
+	if !e.canary {
+		if r.move(100, e.stepPct, e.interval) {
+			r.reached()
+		}
+		return
+	}
+	for int(st.StepIndex) < len(e.steps) {
+		i := st.StepIndex
+		s := &e.steps[i]
+		switch {
+		case s.SetWeight != nil:
+			st.PromoteRequested = false // nothing to skip in a walk
+			if !r.move(*s.SetWeight, 0, 0) {
+				return
+			}
+		case s.Pause != nil && s.Pause.Duration != nil:
+			end := after(st.StepStartedAt, *s.Pause.Duration)
+			if !st.PromoteRequested && r.now.Before(end) {
+				st.Phase = PhasePaused
+				st.Message = msgPausedStep
+				r.d.RequeueAfter = end.Sub(r.now)
+				return
+			}
+		case s.Pause != nil:
+			if !st.PromoteRequested && !st.Resumed {
+				st.Paused, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
+				st.Phase = PhasePaused
+				st.Message = msgPausedStep
+				return
+			}
+		case s.Gate != nil:
+			g := st.Observed.Gate(s.Gate.Name)
+			if !g.At.IsZero() && micro(g.At.Time).Time.Before(st.StepStartedAt.Time) {
+				g.Verdict = VerdictPending // stale: from an earlier run of this gate
+			}
+			if !st.PromoteRequested && !st.Resumed {
+				switch g.Verdict {
+				case VerdictPass:
+				case VerdictFail:
+					r.abort(ReasonGateFailed)
+					r.walkBack()
+					return
+				case VerdictInconclusive:
+					st.Paused, st.PauseReason, st.PausedAt = true, ReasonGateInconclusive, micro(r.now)
+					st.Phase = PhasePaused
+					st.Message = msgPausedGate
+					return
+				default:
+					st.Message = msgWaitingGate
+					r.d.RequeueAfter = e.opts.pollInterval()
+					return
+				}
+			}
+		}
+		r.enter(i + 1)
+	}
+	if r.move(100, 0, 0) {
+		r.reached()
+	}
+}
+
+// reached is called when all traffic is observed on the canary.
+func (r *run) reached() {
+	st := r.st
+	st.Phase = PhaseCompleting
+	st.ReachedAt = micro(r.now)
+	st.PromoteRequested, st.PromoteFullRequested = false, false
+	r.complete()
+}
+
+func (r *run) complete() {
+	st, o := r.st, r.e.opts
+	if st.Paused {
+		st.Message = msgPausedManual
+		return
+	}
+	if o.Capacity == CapacityManaged {
+		if st.Desired.StableCapacity > 0 {
+			if end := after(st.ReachedAt, o.ScaleDownDelay); r.now.Before(end) {
+				st.Message = msgScaleDownDelay
+				r.d.RequeueAfter = end.Sub(r.now)
+				return
+			}
+			r.hopStable(0)
+		}
+	}
+	if o.Capacity != CapacityFixed && !st.Released {
+		st.Released = true
+		r.d.CanaryCapacity = Target{Set: true, Value: 100, Steady: true}
+		st.Desired.CanaryCapacity = 100
+		r.hopped()
+		return
+	}
+	if r.d.HasHops() {
+		return
+	}
+	r.succeed()
+}
+
+// succeed ends the rollout: the canary becomes the stable and the roles swap.
+func (r *run) succeed() {
+	st := r.st
+	st.Phase = PhaseSucceeded
+	st.FinishedAt = micro(r.now)
+	st.StableRevision = st.CanaryRevision
+	st.StableSide = st.StableSide.Other()
+	st.Desired = Allocation{
+		Weight:         100 - st.Desired.Weight,
+		StableCapacity: st.Desired.CanaryCapacity,
+		CanaryCapacity: st.Desired.StableCapacity,
+	}
+	st.Observed.Weight = 100 - st.Observed.Weight
+	st.Observed.Stable, st.Observed.Canary = st.Observed.Canary, st.Observed.Stable
+	st.Released = false
+	st.Message = msgDone
+}
+
+// walkBack moves traffic and capacity back to the stable side.
+func (r *run) walkBack() {
+	st, e := r.st, r.e
+	st.Phase = PhaseAborting
+	st.Message = msgAborting
+	gradual := e.opts.AbortRamp == AbortGradual
+	for {
+		t := int32(0)
+		if gradual && e.canary {
+			for j := range e.steps {
+				if w := e.steps[j].SetWeight; w != nil && *w < st.Desired.Weight && *w > t {
+					t = *w
+				}
+			}
+		}
+		var limit int32
+		var interval time.Duration
+		if gradual {
+			limit, interval = e.stepPct, e.interval
+		}
+		if !r.move(t, limit, interval) {
+			return
+		}
+		if t == 0 {
+			break
+		}
+	}
+	if e.opts.Capacity == CapacityManaged {
+		if st.Desired.CanaryCapacity > 0 {
+			r.hopCanary(0)
+			return
+		}
+		if st.Desired.StableCapacity < 100 {
+			r.hopStable(100)
+			return
+		}
+	}
+	r.d.RequeueAfter = 0
+	st.FinishedAt = micro(r.now)
+	switch pending := st.PendingRevision; {
+	case pending == "":
+		st.Phase = PhaseAborted
+		st.Message = ReasonAborted
+	case pending == st.StableRevision:
+		st.Phase = PhaseRolledBack
+		st.CanaryRevision = pending
+		st.PendingRevision = ""
+		st.Aborted = nil
+		st.Message = ReasonRolledBack
+	default:
+		st.CanaryRevision = pending
+		st.PendingRevision = ""
+		st.Aborted = nil
+		st.FinishedAt = metav1.MicroTime{}
+		st.Phase = PhaseProgressing
+		st.UnhealthyCount = 0
+		r.enter(0)
+		r.progress()
+	}
+}
+
+// move walks toward canary weight t, one hop at a time, and reports whether
+// t is reached with nothing left to do. limit bounds one weight hop (0: no
+// bound); interval is the least time between two weight hops.
+func (r *run) move(t, limit int32, interval time.Duration) bool {
+	if r.e.opts.Capacity == CapacityReplicas {
+		return r.moveReplicas(t, limit, interval)
+	}
+	st, e := r.st, r.e
+	a, o := &st.Desired, &st.Observed
+	w, s, c := a.Weight, a.StableCapacity, a.CanaryCapacity
+	fixed := e.opts.Capacity == CapacityFixed
+	rs, rc := o.Stable.Ready, o.Canary.Ready
+	if !fixed {
+		rs, rc = min(rs, s), min(rc, c)
+	}
+	switch {
+	case w < t:
+		next := min(t, rc)
+		if limit > 0 {
+			next = min(next, w+limit)
+		}
+		if next > w {
+			r.weightHop(next, interval)
+			return false
+		}
+		if !fixed {
+			want := t
+			if c >= t && o.Canary.Ready < t { // settled below what was asked: ask for more
+				want = c + t - o.Canary.Ready
+			}
+			if n := min(100, want, 100+e.surge-s); n > c {
+				r.hopCanary(n)
+				return false
+			}
+			if n := 100 - w; n < s {
+				r.hopStable(n)
+				return false
+			}
+		}
+		r.waitCapacity()
+		return false
+	case w > t:
+		next := max(t, 100-rs)
+		if limit > 0 {
+			next = max(next, w-limit)
+		}
+		if next < w {
+			r.weightHop(next, interval)
+			return false
+		}
+		if !fixed {
+			want := 100 - t
+			if s >= want && o.Stable.Ready < want {
+				want = s + want - o.Stable.Ready
+			}
+			if n := min(100, want, 100+e.surge-c); n > s {
+				r.hopStable(n)
+				return false
+			}
+			if w < c {
+				r.hopCanary(w)
+				return false
+			}
+		}
+		r.waitCapacity()
+		return false
+	}
+	return true
+}
+
+// moveReplicas is the walk without a traffic router: traffic follows ready
+// replicas, so only capacities move, like a rolling update bounded by
+// MaxSurgePercent and MaxUnavailablePercent. Desired.Weight mirrors the
+// canary capacity.
+func (r *run) moveReplicas(t, limit int32, interval time.Duration) bool {
+	st, e := r.st, r.e
+	a, o := &st.Desired, &st.Observed
+	s, c := a.StableCapacity, a.CanaryCapacity
+	rs, rc := min(o.Stable.Ready, s), min(o.Canary.Ready, c)
+	mu := e.opts.MaxUnavailablePercent
+	switch {
+	case c < t || s > 100-t:
+		if c < t {
+			n := min(t, 100+e.surge-s)
+			if limit > 0 {
+				n = min(n, c+limit)
+			}
+			if n > c {
+				if r.intervalWait(interval) {
+					return false
+				}
+				r.hopCanary(n)
+				st.WeightChangedAt = micro(r.now)
+				st.PromoteRequested = false
+				return false
+			}
+		}
+		if s > 100-t {
+			if n := max(100-t, 100-mu-rc, 0); n < s {
+				r.hopStable(n)
+				return false
+			}
+		}
+		r.waitCapacity()
+		return false
+	case c > t || s < 100-t:
+		if s < 100-t {
+			if n := min(100-t, 100+e.surge-c); n > s {
+				r.hopStable(n)
+				return false
+			}
+		}
+		if c > t {
+			n := max(t, 100-mu-rs, 0)
+			if limit > 0 {
+				n = max(n, c-limit)
+			}
+			if n < c {
+				if r.intervalWait(interval) {
+					return false
+				}
+				r.hopCanary(n)
+				st.WeightChangedAt = micro(r.now)
+				return false
+			}
+		}
+		r.waitCapacity()
+		return false
+	}
+	return true
+}
+
+// intervalWait reports whether a weight hop must wait for the interval, and
+// if so sets the exact requeue.
+func (r *run) intervalWait(interval time.Duration) bool {
+	st := r.st
+	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() {
+		return false
+	}
+	if end := after(st.WeightChangedAt, interval); r.now.Before(end) {
+		st.Message = msgWaitingInterval
+		r.d.RequeueAfter = end.Sub(r.now)
+		return true
+	}
+	return false
+}
+
+func (r *run) weightHop(w int32, interval time.Duration) {
+	if r.intervalWait(interval) {
+		return
+	}
+	r.hopWeight(w)
+	r.st.PromoteRequested = false
+}
+
+func (r *run) waitCapacity() {
+	r.st.Message = msgWaitingCapacity
+	r.d.RequeueAfter = r.e.opts.pollInterval()
+}
+
+func (r *run) hopped() {
+	r.st.HopAt = micro(r.now)
+	r.d.RequeueAfter = r.e.opts.pollInterval()
+	if r.st.Phase != PhaseAborting {
+		r.st.Message = ReasonProgressing
+	}
+}
+
+func (r *run) hopWeight(w int32) {
+	r.d.Weight = Target{Set: true, Value: w}
+	r.st.Desired.Weight = w
+	r.st.WeightChangedAt = micro(r.now)
+	r.hopped()
+}
+
+func (r *run) hopStable(c int32) {
+	r.d.StableCapacity = Target{Set: true, Value: c}
+	r.st.Desired.StableCapacity = c
+	r.hopped()
+}
+
+func (r *run) hopCanary(c int32) {
+	r.d.CanaryCapacity = Target{Set: true, Value: c}
+	r.st.Desired.CanaryCapacity = c
+	if r.e.opts.Capacity == CapacityReplicas {
+		r.st.Desired.Weight = c
+	}
+	r.hopped()
+}
+
+// conditions brings the four conditions in line with the state.
+func (r *run) conditions() {
+	st := r.st
+	switch st.Phase {
+	case PhaseSucceeded:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonSucceeded, msgDone)
+	case PhaseAborted:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonAborted, msgDone)
+	case PhaseRolledBack:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonRolledBack, msgDone)
+	case PhaseAborting:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAborting, msgAborting)
+	case PhaseCompleting:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonCompleting, ReasonCompleting)
+	default:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonProgressing, ReasonProgressing)
+	}
+	if st.Paused || st.Phase == PhasePaused {
+		reason := st.PauseReason
+		if reason == "" {
+			reason = ReasonPauseStep
+		}
+		r.setCond(ConditionPaused, metav1.ConditionTrue, reason, st.Message)
+	} else {
+		r.setCond(ConditionPaused, metav1.ConditionFalse, ReasonProgressing, ReasonProgressing)
+	}
+	switch {
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
+	case r.degradedBy(ReasonProgressDeadline):
+	default:
+		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
+	}
+	o := &st.Observed
+	ok := o.Weight <= o.Canary.Ready && 100-o.Weight <= o.Stable.Ready
+	if r.e.opts.Capacity == CapacityReplicas {
+		ok = o.Stable.Ready+o.Canary.Ready >= 100-r.e.opts.MaxUnavailablePercent
+	}
+	if ok {
+		r.setCond(ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected, msgAvailable)
+	} else {
+		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsCapacity, msgUnavailable)
+	}
+}
+
+func (r *run) degradedBy(reason string) bool {
+	for i := range r.st.Conditions {
+		c := &r.st.Conditions[i]
+		if c.Type == ConditionDegraded {
+			return c.Status == metav1.ConditionTrue && c.Reason == reason
+		}
+	}
+	return false
+}
+
+// setCond sets a condition, copying the slice before the first change so the
+// caller's state is never modified. LastTransitionTime comes from now.
+func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg string) {
+	st := r.st
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != typ {
+			continue
+		}
+		if c.Status == status && c.Reason == reason && c.Message == msg {
+			return
+		}
+		r.copyConds()
+		c = &st.Conditions[i]
+		if c.Status != status {
+			c.LastTransitionTime = metav1.Time{Time: r.now.UTC().Truncate(time.Second)}
+		}
+		c.Status, c.Reason, c.Message = status, reason, msg
+		return
+	}
+	r.copyConds()
+	st.Conditions = append(st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		LastTransitionTime: metav1.Time{Time: r.now.UTC().Truncate(time.Second)},
+	})
+}
+
+func (r *run) copyConds() {
+	if r.condCopied {
+		return
+	}
+	r.condCopied = true
+	c := make([]metav1.Condition, len(r.st.Conditions), max(len(r.st.Conditions), 4))
+	copy(c, r.st.Conditions)
+	r.st.Conditions = c
+}

@@ -1,0 +1,180 @@
+package strategy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// CapacityMode says how capacity moves during a rollout.
+type CapacityMode string
+
+const (
+	// CapacityManaged (the zero value): a CapacitySetter per side; traffic
+	// and capacity move together within the surge budget.
+	CapacityManaged CapacityMode = ""
+	// CapacityFixed: both sides stay as provisioned; only weights move,
+	// still bounded by what each side reports ready.
+	CapacityFixed CapacityMode = "Fixed"
+	// CapacityReplicas: no traffic router; traffic follows ready replicas.
+	// Capacities move like a Deployment rolling update, bounded by
+	// MaxSurgePercent and Options.MaxUnavailablePercent. Decision.Weight is
+	// never set; State.Desired.Weight holds the canary's capacity target.
+	CapacityReplicas CapacityMode = "Replicas"
+)
+
+// AbortRamp chooses how an abort walks traffic back to the stable side.
+type AbortRamp string
+
+const (
+	// AbortImmediate (the zero value): as few hops as capacity allows, each
+	// as soon as the stable side is ready for it.
+	AbortImmediate AbortRamp = ""
+	// AbortGradual: the strategy's own hops in reverse (Incremental: at most
+	// StepPercent per Interval; Canary: through the earlier step weights).
+	AbortGradual AbortRamp = "Gradual"
+	// AbortEmergency: all traffic to the stable side at once while it scales
+	// up; for a canary that is failing requests. It is the one documented
+	// exception to "traffic never exceeds ready capacity".
+	AbortEmergency AbortRamp = "Emergency"
+)
+
+// UnhealthyAction is what happens after UnhealthyThreshold unhealthy
+// observations.
+type UnhealthyAction string
+
+const (
+	UnhealthyAbort UnhealthyAction = "" // the zero value
+	UnhealthyPause UnhealthyAction = "Pause"
+)
+
+// DefaultPollInterval is used when Options.PollInterval is zero.
+const DefaultPollInterval = 2 * time.Second
+
+// Options are the knobs every strategy shares. The zero value is valid:
+// managed capacity, immediate aborts, no progress deadline, abort after three
+// unhealthy observations, poll every DefaultPollInterval.
+type Options struct {
+	Capacity CapacityMode `json:"capacity,omitempty"`
+	// MaxUnavailablePercent (replicas mode only) is how far total ready
+	// capacity may dip below 100 while replicas move.
+	MaxUnavailablePercent int32     `json:"maxUnavailablePercent,omitempty"`
+	AbortRamp             AbortRamp `json:"abortRamp,omitempty"`
+	// UnhealthyThreshold is the number of consecutive unhealthy observations
+	// that trigger UnhealthyAction; 0 means 3.
+	UnhealthyThreshold int32           `json:"unhealthyThreshold,omitempty"`
+	UnhealthyAction    UnhealthyAction `json:"unhealthyAction,omitempty"`
+	// ProgressDeadline bounds the wait for a hop to be observed applied;
+	// 0 disables it. When exceeded, the Degraded condition is set, and the
+	// rollout aborts if AbortOnProgressDeadline. Pauses are exempt.
+	ProgressDeadline        time.Duration `json:"progressDeadline,omitempty"`
+	AbortOnProgressDeadline bool          `json:"abortOnProgressDeadline,omitempty"`
+	// ScaleDownDelay is how long the stable side keeps its capacity after
+	// all traffic is observed on the canary.
+	ScaleDownDelay time.Duration `json:"scaleDownDelay,omitempty"`
+	// PollInterval is the requeue while waiting for an observation.
+	PollInterval time.Duration `json:"pollInterval,omitempty"`
+}
+
+func (o *Options) unhealthyThreshold() int32 {
+	if o.UnhealthyThreshold == 0 {
+		return 3
+	}
+	return o.UnhealthyThreshold
+}
+
+func (o *Options) pollInterval() time.Duration {
+	if o.PollInterval == 0 {
+		return DefaultPollInterval
+	}
+	return o.PollInterval
+}
+
+func (o *Options) validate(root string, surge int32) field.ErrorList {
+	var errs field.ErrorList
+	p := field.NewPath(root)
+	switch o.Capacity {
+	case CapacityManaged, CapacityFixed, CapacityReplicas:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("capacity"), o.Capacity,
+			[]string{string(CapacityManaged), string(CapacityFixed), string(CapacityReplicas)}))
+	}
+	if o.MaxUnavailablePercent < 0 || o.MaxUnavailablePercent > 100 {
+		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent, "must be between 0 and 100"))
+	}
+	if o.MaxUnavailablePercent != 0 && o.Capacity != CapacityReplicas {
+		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent, "only applies to the Replicas capacity mode"))
+	}
+	switch o.AbortRamp {
+	case AbortImmediate, AbortGradual, AbortEmergency:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("abortRamp"), o.AbortRamp,
+			[]string{string(AbortImmediate), string(AbortGradual), string(AbortEmergency)}))
+	}
+	if o.AbortRamp == AbortEmergency && o.Capacity == CapacityReplicas {
+		errs = append(errs, field.Invalid(p.Child("abortRamp"), o.AbortRamp, "needs a traffic router; the Replicas mode has none"))
+	}
+	if o.UnhealthyThreshold < 0 {
+		errs = append(errs, field.Invalid(p.Child("unhealthyThreshold"), o.UnhealthyThreshold, "must not be negative"))
+	}
+	switch o.UnhealthyAction {
+	case UnhealthyAbort, UnhealthyPause:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("unhealthyAction"), o.UnhealthyAction,
+			[]string{string(UnhealthyAbort), string(UnhealthyPause)}))
+	}
+	if o.ProgressDeadline < 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must not be negative"))
+	}
+	if o.AbortOnProgressDeadline && o.ProgressDeadline == 0 {
+		errs = append(errs, field.Required(p.Child("progressDeadline"), "abortOnProgressDeadline needs a progress deadline"))
+	}
+	if o.ScaleDownDelay < 0 {
+		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.String(), "must not be negative"))
+	}
+	if o.PollInterval < 0 {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must not be negative"))
+	}
+	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent,
+			"maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move"))
+	}
+	return errs
+}
+
+// ErrInvalid is matched (errors.Is) by every validation error.
+var ErrInvalid = errors.New("strategy: invalid options")
+
+// InvalidError lists every problem found in a strategy's options, each with
+// the path of the field it concerns (for example "incremental.stepPercent").
+type InvalidError struct {
+	Errors field.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	msgs := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		msgs[i] = fe.Error()
+	}
+	return "strategy: invalid options: " + strings.Join(msgs, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+func toError(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return &InvalidError{Errors: errs}
+}
+
+func validPercent(p *field.Path, v int32, min int32) *field.Error {
+	if v < min || v > 100 {
+		return field.Invalid(p, v, fmt.Sprintf("must be between %d and 100", min))
+	}
+	return nil
+}

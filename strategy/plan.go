@@ -1,0 +1,195 @@
+package strategy
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// PlanOptions tune a dry run. The zero value plans from the zero instant with
+// a fresh state, resumes every indefinite pause at once and passes every gate.
+type PlanOptions struct {
+	// Start is the instant the plan begins; the zero value means the Unix
+	// epoch (Step needs a real instant: a zero time reads as "never").
+	Start time.Time
+	// State is where the plan starts; nil means NewState("stable", "canary").
+	State *State
+	// ResumeAfter is how long a human takes to resume an indefinite pause or
+	// an inconclusive gate.
+	ResumeAfter time.Duration
+	// Verdicts gives gate verdicts by name; a gate not listed passes.
+	Verdicts map[string]Verdict
+	// MaxSteps bounds the simulation; 0 means 100000.
+	MaxSteps int
+}
+
+// Event is one moment of a plan: a hop, the start or end of a pause, or the
+// end of the rollout.
+type Event struct {
+	// Offset is the time since PlanOptions.Start.
+	Offset time.Duration
+	// What happened: "weight 20", "canary capacity 30", "stable capacity 0",
+	// "pause 1m0s", "resume", "Succeeded"...
+	What string
+	Phase Phase
+	// Allocation is the allocation in force after the event, in the roles
+	// of the rollout being planned (before the swap at success).
+	Allocation Allocation
+}
+
+// Timeline is the result of Plan.
+type Timeline struct {
+	Start time.Time
+	// Initial is the allocation before the first event.
+	Initial Allocation
+	Events []Event
+	// Duration is the time from Start to the terminal phase.
+	Duration time.Duration
+	// Hops counts the adapter changes (a decision moving weight and a
+	// capacity at once counts twice).
+	Hops int
+	// PeakCapacity is the largest stable + canary capacity asked for.
+	PeakCapacity int32
+	// Final is the state at the end.
+	Final State
+}
+
+// ErrPlanStuck is returned when a plan cannot finish: an indefinite wait
+// that the planner cannot end, or MaxSteps exceeded.
+var ErrPlanStuck = errors.New("strategy: plan does not finish")
+
+// Plan simulates a whole rollout with adapters that apply every hop at once
+// and returns its exact timeline. Because Step is pure, the timeline is what
+// a real rollout does when its adapters are fast; slow adapters only add
+// their own delays. It returns the strategy's *InvalidError for bad options.
+func Plan(s Strategy, o PlanOptions) (Timeline, error) {
+	if err := s.Validate(); err != nil {
+		return Timeline{}, err
+	}
+	st := NewState("stable", "canary")
+	if o.State != nil {
+		st = *o.State.DeepCopy()
+	}
+	limit := o.MaxSteps
+	if limit == 0 {
+		limit = 100000
+	}
+	if o.Start.IsZero() {
+		o.Start = time.Unix(0, 0).UTC()
+	}
+	tl := Timeline{Start: o.Start, Initial: st.Desired}
+	now := o.Start
+	var gates []GateResult
+	if c, ok := s.(Canary); ok {
+		for _, step := range c.Steps {
+			if step.Gate != nil {
+				v, ok := o.Verdicts[step.Gate.Name]
+				if !ok {
+					v = VerdictPass
+				}
+				gates = append(gates, GateResult{Name: step.Gate.Name, Verdict: v})
+			}
+		}
+	}
+	paused := false
+	for i := 0; i < limit; i++ {
+		st.Observed.Gates = gates
+		st.Observed.At = micro(now)
+		d := s.Step(st, now)
+		st = d.State
+		add := func(what string) {
+			tl.Events = append(tl.Events, Event{Offset: now.Sub(o.Start), What: what, Phase: st.Phase, Allocation: st.Desired})
+		}
+		if d.HasHops() {
+			applyInstantly(&st, &d)
+			if d.Weight.Set {
+				tl.Hops++
+				add(fmt.Sprintf("weight %d", d.Weight.Value))
+			}
+			if d.StableCapacity.Set {
+				tl.Hops++
+				add(fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
+			}
+			if d.CanaryCapacity.Set {
+				tl.Hops++
+				what := fmt.Sprintf("canary capacity %d", d.CanaryCapacity.Value)
+				if d.CanaryCapacity.Steady {
+					what = "canary capacity steady"
+				}
+				add(what)
+			}
+			tl.PeakCapacity = max(tl.PeakCapacity, st.Desired.StableCapacity+st.Desired.CanaryCapacity)
+			paused = false
+			continue
+		}
+		if st.Phase.Terminal() {
+			end := st
+			if st.Phase == PhaseSucceeded { // report the allocation before the swap
+				end.Desired = Allocation{Weight: 100, StableCapacity: st.Desired.CanaryCapacity, CanaryCapacity: st.Desired.StableCapacity}
+			}
+			tl.Events = append(tl.Events, Event{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired})
+			tl.Duration = now.Sub(o.Start)
+			tl.Final = st
+			return tl, nil
+		}
+		if st.Paused {
+			add("pause until resumed")
+			now = now.Add(o.ResumeAfter)
+			st = st.Resume(now)
+			add("resume")
+			continue
+		}
+		if d.RequeueAfter <= 0 {
+			return tl, fmt.Errorf("%w: nothing to wait for in phase %s (%s)", ErrPlanStuck, st.Phase, st.Message)
+		}
+		if st.Phase == PhasePaused && !paused {
+			add("pause " + d.RequeueAfter.String())
+			paused = true
+		}
+		now = now.Add(d.RequeueAfter)
+	}
+	return tl, fmt.Errorf("%w: more than %d steps", ErrPlanStuck, limit)
+}
+
+// applyInstantly makes the observation show every hop of d applied and ready.
+func applyInstantly(st *State, d *Decision) {
+	o := &st.Observed
+	if d.Weight.Set {
+		o.Weight, o.WeightApplied = d.Weight.Value, true
+	}
+	if d.StableCapacity.Set {
+		o.Stable = SideObservation{Capacity: d.StableCapacity.Value, Ready: d.StableCapacity.Value, Settled: true}
+	}
+	if d.CanaryCapacity.Set {
+		o.Canary = SideObservation{Capacity: d.CanaryCapacity.Value, Ready: d.CanaryCapacity.Value, Settled: true}
+	}
+}
+
+// String renders the timeline one event a line:
+// "+1m0s weight 20 (100,20) w20".
+func (t Timeline) String() string {
+	var b strings.Builder
+	for _, e := range t.Events {
+		fmt.Fprintf(&b, "+%s %s (%d,%d) w%d\n", e.Offset, e.What,
+			e.Allocation.StableCapacity, e.Allocation.CanaryCapacity, e.Allocation.Weight)
+	}
+	fmt.Fprintf(&b, "total %s, %d hops, peak capacity %d", t.Duration, t.Hops, t.PeakCapacity)
+	return b.String()
+}
+
+// Capacities renders the sequence of (stable,canary) capacities on one line:
+// "(100,0) -> (100,30) -> ... -> (0,100)".
+func (t Timeline) Capacities() string {
+	var b strings.Builder
+	last := t.Initial
+	fmt.Fprintf(&b, "(%d,%d)", last.StableCapacity, last.CanaryCapacity)
+	for _, e := range t.Events {
+		a := e.Allocation
+		if a.StableCapacity != last.StableCapacity || a.CanaryCapacity != last.CanaryCapacity {
+			fmt.Fprintf(&b, " -> (%d,%d)", a.StableCapacity, a.CanaryCapacity)
+			last = a
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,288 @@
+package strategy
+
+import (
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Strategy decides the next hop of a rollout. Implementations are pure:
+// Step does no I/O, reads no clock but now, does not modify s (its
+// Conditions slice included) and returns deep-equal decisions for equal
+// inputs. Invalid options never panic: Step returns the state unchanged but
+// for a Degraded condition naming every problem.
+type Strategy interface {
+	Step(s State, now time.Time) Decision
+	Validate() error
+}
+
+// Incremental raises the canary weight by at most StepPercent at most once per
+// Interval, and moves capacity by up to MaxSurgePercent as soon as traffic has
+// caught up with it. With StepPercent 10 and MaxSurgePercent 30 the
+// capacities go (100,0) -> (100,30) -> weights 10, 20, 30 -> (70,30) ->
+// (70,60) -> ... -> (0,100).
+//
+// The zero value is invalid (StepPercent, Interval and MaxSurgePercent must
+// be set, except MaxSurgePercent in the Fixed capacity mode). Safe for
+// concurrent use once built: Step does not modify it.
+type Incremental struct {
+	StepPercent     int32         `json:"stepPercent"`
+	Interval        time.Duration `json:"interval"`
+	MaxSurgePercent int32         `json:"maxSurgePercent"`
+	Options         `json:",inline"`
+}
+
+// Validate reports every problem with the options at once (an
+// *InvalidError listing field paths), or nil.
+func (in Incremental) Validate() error { return toError(in.validate()) }
+
+func (in *Incremental) validate() field.ErrorList {
+	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval > 0 &&
+		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
+		(in.MaxSurgePercent >= in.StepPercent || in.Capacity == CapacityFixed) &&
+		optionsLookValid(&in.Options, in.MaxSurgePercent) {
+		return nil // the common case, without allocating
+	}
+	var errs field.ErrorList
+	if e := validPercent(field.NewPath("incremental", "stepPercent"), in.StepPercent, 1); e != nil {
+		errs = append(errs, e)
+	}
+	if in.Interval <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("incremental", "interval"), in.Interval.String(), "must be positive"))
+	}
+	errs = append(errs, validateSurge("incremental", in.MaxSurgePercent, in.Capacity)...)
+	if in.Capacity != CapacityFixed && in.MaxSurgePercent >= 1 && in.MaxSurgePercent <= 100 &&
+		in.StepPercent >= 1 && in.StepPercent <= 100 && in.StepPercent > in.MaxSurgePercent {
+		errs = append(errs, field.Invalid(field.NewPath("incremental", "stepPercent"), in.StepPercent,
+			"must not exceed maxSurgePercent ("+strconv.Itoa(int(in.MaxSurgePercent))+"): traffic could never catch up with capacity"))
+	}
+	return append(errs, in.Options.validate("incremental", in.MaxSurgePercent)...)
+}
+
+func validateSurge(root string, surge int32, mode CapacityMode) field.ErrorList {
+	min := int32(1)
+	if mode == CapacityFixed || mode == CapacityReplicas {
+		min = 0 // fixed: nothing surges; replicas: MaxUnavailable may carry the move
+	}
+	if e := validPercent(field.NewPath(root, "maxSurgePercent"), surge, min); e != nil {
+		return field.ErrorList{e}
+	}
+	return nil
+}
+
+// optionsLookValid is the allocation-free fast path of Options.validate.
+func optionsLookValid(o *Options, surge int32) bool {
+	return (o.Capacity == CapacityManaged && surge >= 1 || o.Capacity == CapacityFixed ||
+		o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent >= 1) &&
+		o.MaxUnavailablePercent >= 0 && o.MaxUnavailablePercent <= 100 &&
+		(o.MaxUnavailablePercent == 0 || o.Capacity == CapacityReplicas) &&
+		(o.AbortRamp == AbortImmediate || o.AbortRamp == AbortGradual ||
+			o.AbortRamp == AbortEmergency && o.Capacity != CapacityReplicas) &&
+		o.UnhealthyThreshold >= 0 &&
+		(o.UnhealthyAction == UnhealthyAbort || o.UnhealthyAction == UnhealthyPause) &&
+		o.ProgressDeadline >= 0 && (!o.AbortOnProgressDeadline || o.ProgressDeadline > 0) &&
+		o.ScaleDownDelay >= 0 && o.PollInterval >= 0
+}
+
+// Step decides the next hop. See Strategy.
+func (in Incremental) Step(s State, now time.Time) Decision {
+	e := engine{
+		opts:     &in.Options,
+		surge:    in.MaxSurgePercent,
+		stepPct:  in.StepPercent,
+		interval: in.Interval,
+	}
+	if errs := in.validate(); errs != nil {
+		return e.invalid(s, now, toError(errs))
+	}
+	return e.step(s, now)
+}
+
+// BlueGreen provisions the whole canary next to the stable side, moves all
+// traffic in one hop, then scales the stable side down: Incremental with
+// StepPercent 100 and MaxSurgePercent 100. The zero value is valid.
+type BlueGreen struct {
+	Options `json:",inline"`
+}
+
+// Validate reports every problem with the options at once, or nil.
+func (b BlueGreen) Validate() error { return toError(b.validate()) }
+
+func (b *BlueGreen) validate() field.ErrorList {
+	if optionsLookValid(&b.Options, 100) {
+		return nil
+	}
+	return b.Options.validate("blueGreen", 100)
+}
+
+// Step decides the next hop. See Strategy.
+func (b BlueGreen) Step(s State, now time.Time) Decision {
+	e := engine{opts: &b.Options, surge: 100, stepPct: 100}
+	if errs := b.validate(); errs != nil {
+		return e.invalid(s, now, toError(errs))
+	}
+	return e.step(s, now)
+}
+
+// CanaryStep is one step of a Canary strategy. Exactly one field is set;
+// build steps with SetWeight, Pause, PauseUntilResumed and Gate.
+type CanaryStep struct {
+	// SetWeight walks traffic (and capacity, safely) to this canary weight.
+	SetWeight *int32 `json:"setWeight,omitempty"`
+	// Pause waits. With a Duration it is timed from the moment the previous
+	// step was observed complete; without one it waits for Resume.
+	Pause *PauseStep `json:"pause,omitempty"`
+	// Gate waits for a verdict on the named gate: pass -> next step,
+	// fail -> abort, inconclusive -> pause until Resume.
+	Gate *GateStep `json:"gate,omitempty"`
+}
+
+// PauseStep is a pause; a nil Duration waits until Resume.
+type PauseStep struct {
+	Duration *time.Duration `json:"duration,omitempty"`
+}
+
+// GateStep waits for the verdict of the named gate (see Observation.Gates).
+type GateStep struct {
+	Name string `json:"name"`
+}
+
+// SetWeight returns a step that walks to canary weight w.
+func SetWeight(w int32) CanaryStep { return CanaryStep{SetWeight: &w} }
+
+// Pause returns a step that waits d from the moment the previous step was
+// observed complete.
+func Pause(d time.Duration) CanaryStep { return CanaryStep{Pause: &PauseStep{Duration: &d}} }
+
+// PauseUntilResumed returns a step that waits for the Resume command.
+func PauseUntilResumed() CanaryStep { return CanaryStep{Pause: &PauseStep{}} }
+
+// Gate returns a step that waits for a verdict on the named gate.
+func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name}} }
+
+// Canary walks through explicit steps; a final implicit step promotes to
+// weight 100. Weights may go up or down between steps. MaxSurgePercent bounds
+// the extra capacity provisioned while traffic moves (the canary side is
+// provisioned up to the step's weight, no more).
+//
+// The zero value (no steps) is valid in the Fixed capacity mode and promotes
+// straight to 100; otherwise MaxSurgePercent must be set. Safe for concurrent
+// use once built.
+type Canary struct {
+	Steps           []CanaryStep `json:"steps"`
+	MaxSurgePercent int32        `json:"maxSurgePercent"`
+	Options         `json:",inline"`
+}
+
+// Validate reports every problem with the options at once, or nil.
+func (c Canary) Validate() error { return toError(c.validate()) }
+
+func (c *Canary) stepsLookValid() bool {
+	for i := range c.Steps {
+		st := &c.Steps[i]
+		switch {
+		case st.SetWeight != nil && st.Pause == nil && st.Gate == nil:
+			if *st.SetWeight < 0 || *st.SetWeight > 100 {
+				return false
+			}
+		case st.SetWeight == nil && st.Pause != nil && st.Gate == nil:
+			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
+				return false
+			}
+		case st.SetWeight == nil && st.Pause == nil && st.Gate != nil:
+			if st.Gate.Name == "" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Canary) validate() field.ErrorList {
+	if c.stepsLookValid() && c.MaxSurgePercent >= 0 && c.MaxSurgePercent <= 100 &&
+		optionsLookValid(&c.Options, c.MaxSurgePercent) {
+		return nil
+	}
+	var errs field.ErrorList
+	for i := range c.Steps {
+		st := &c.Steps[i]
+		p := field.NewPath("canary", "steps").Index(i)
+		n := 0
+		if st.SetWeight != nil {
+			n++
+			if e := validPercent(p.Child("setWeight"), *st.SetWeight, 0); e != nil {
+				errs = append(errs, e)
+			}
+		}
+		if st.Pause != nil {
+			n++
+			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
+				errs = append(errs, field.Invalid(p.Child("pause", "duration"), st.Pause.Duration.String(),
+					"must be positive; use PauseUntilResumed for a pause without end"))
+			}
+		}
+		if st.Gate != nil {
+			n++
+			if st.Gate.Name == "" {
+				errs = append(errs, field.Required(p.Child("gate", "name"), "a gate needs a name"))
+			}
+		}
+		if n != 1 {
+			errs = append(errs, field.Invalid(p, n, "exactly one of setWeight, pause and gate must be set"))
+		}
+	}
+	errs = append(errs, validateSurge("canary", c.MaxSurgePercent, c.Capacity)...)
+	return append(errs, c.Options.validate("canary", c.MaxSurgePercent)...)
+}
+
+// Step decides the next hop. See Strategy.
+func (c Canary) Step(s State, now time.Time) Decision {
+	e := engine{opts: &c.Options, surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
+	if errs := c.validate(); errs != nil {
+		return e.invalid(s, now, toError(errs))
+	}
+	return e.step(s, now)
+}
+
+// stepsHash identifies a list of steps, written into buf without allocating.
+func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
+	const prime = 1099511628211
+	h := uint64(14695981039346656037)
+	mix := func(v uint64) {
+		for i := 0; i < 8; i++ {
+			h ^= v & 0xff
+			h *= prime
+			v >>= 8
+		}
+	}
+	for i := range steps {
+		st := &steps[i]
+		switch {
+		case st.SetWeight != nil:
+			mix(1)
+			mix(uint64(*st.SetWeight))
+		case st.Pause != nil:
+			mix(2)
+			if st.Pause.Duration != nil {
+				mix(uint64(*st.Pause.Duration))
+			} else {
+				mix(^uint64(0))
+			}
+		case st.Gate != nil:
+			mix(3)
+			for j := 0; j < len(st.Gate.Name); j++ {
+				h ^= uint64(st.Gate.Name[j])
+				h *= prime
+			}
+		}
+	}
+	const hex = "0123456789abcdef"
+	for i := 15; i >= 0; i-- {
+		buf[i] = hex[h&0xf]
+		h >>= 4
+	}
+	return buf[:]
+}

@@ -1,0 +1,294 @@
+package strategy
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is where a rollout stands. The zero value ("") is a rollout that has
+// not been stepped yet; the first Step moves it to PhaseProgressing.
+type Phase string
+
+const (
+	// PhaseProgressing: moving toward the current step's target weight.
+	PhaseProgressing Phase = "Progressing"
+	// PhasePaused: waiting on a pause step, a manual pause or an
+	// inconclusive gate. Resume (or the end of a timed pause) continues.
+	PhasePaused Phase = "Paused"
+	// PhaseAborting: walking traffic and capacity back to the stable side.
+	PhaseAborting Phase = "Aborting"
+	// PhaseAborted: all traffic is back on the stable side and the canary is
+	// scaled to zero. Retry starts the rollout again from the first step.
+	PhaseAborted Phase = "Aborted"
+	// PhaseRolledBack: the canary revision was retargeted to the stable one
+	// and the walk back has finished. Nothing is left to do.
+	PhaseRolledBack Phase = "RolledBack"
+	// PhaseCompleting: all traffic is on the canary; the stable side is being
+	// scaled down and the canary returned to its steady-state capacity.
+	PhaseCompleting Phase = "Completing"
+	// PhaseSucceeded: the canary is the new stable. The roles have been
+	// swapped (State.StableSide flipped) and the allocation reads
+	// weight 0, stable capacity 100, canary capacity 0.
+	PhaseSucceeded Phase = "Succeeded"
+)
+
+// Terminal reports whether Step will never again ask for a hop in this phase
+// without a command (Retry or Retarget).
+func (p Phase) Terminal() bool {
+	return p == PhaseAborted || p == PhaseRolledBack || p == PhaseSucceeded
+}
+
+// Side names one of the two physical sides a rollout moves between. The
+// roles "stable" and "canary" alternate between them: when a rollout
+// succeeds the canary side becomes the stable side of the next rollout.
+// The zero value is SideA.
+type Side string
+
+const (
+	SideA Side = "A"
+	SideB Side = "B"
+)
+
+// Other returns the opposite side. The zero value counts as SideA.
+func (s Side) Other() Side {
+	if s == SideB {
+		return SideA
+	}
+	return SideB
+}
+
+// Health is the canary's health as the last observation reported it.
+type Health string
+
+const (
+	// HealthUnknown: nothing reported. Treated as healthy.
+	HealthUnknown Health = ""
+	HealthHealthy Health = "Healthy"
+	// HealthUnhealthy: the canary is failing. No progress is made while it
+	// lasts; after Options.UnhealthyThreshold consecutive unhealthy
+	// observations the rollout aborts (or pauses, by option).
+	HealthUnhealthy Health = "Unhealthy"
+)
+
+// Verdict is the outcome of a gate's analysis.
+type Verdict string
+
+const (
+	// VerdictPending (the zero value): no verdict yet; the gate keeps waiting.
+	VerdictPending      Verdict = ""
+	VerdictPass         Verdict = "Pass"
+	VerdictFail         Verdict = "Fail"
+	VerdictInconclusive Verdict = "Inconclusive"
+)
+
+// Allocation is a split of traffic and capacity between the two roles, all in
+// percent (0..100). Weight is the canary's share of requests; the stable side
+// receives 100 - Weight.
+type Allocation struct {
+	Weight         int32 `json:"weight"`
+	StableCapacity int32 `json:"stableCapacity"`
+	CanaryCapacity int32 `json:"canaryCapacity"`
+}
+
+// Surge is the capacity provisioned above 100 percent.
+func (a Allocation) Surge() int32 { return a.StableCapacity + a.CanaryCapacity - 100 }
+
+// SideObservation is what a CapacitySetter reports for one side.
+type SideObservation struct {
+	// Capacity is the capacity the side is currently set to (what the last
+	// applied request asked for).
+	Capacity int32 `json:"capacity"`
+	// Ready is the share of the side's full capacity observed ready now,
+	// whatever was asked (1 of 3 replicas ready is 33).
+	Ready int32 `json:"ready"`
+	// Settled reports that the side has finished moving to Capacity: nothing
+	// is starting or stopping. Ready may still be below Capacity when the
+	// backend rounds (3 replicas at 40 percent can settle at 33).
+	Settled bool `json:"settled"`
+}
+
+// GateResult is a verdict reported for a named gate.
+type GateResult struct {
+	Name    string  `json:"name"`
+	Verdict Verdict `json:"verdict"`
+	Message string  `json:"message,omitempty"`
+	// At is when the verdict was reached. A verdict older than the start of
+	// the current gate step is stale and ignored; a zero At is always taken.
+	At metav1.MicroTime `json:"at,omitzero"`
+}
+
+// Observation is what the adapters report, written into State.Observed by
+// the caller before each Step.
+type Observation struct {
+	// At is when the observation was taken. Consecutive unhealthy
+	// observations are counted by distinct At values.
+	At metav1.MicroTime `json:"at,omitzero"`
+	// Weight is the canary weight the traffic router reports as programmed.
+	Weight int32 `json:"weight"`
+	// WeightApplied reports that the data plane accepted Weight (for Gateway
+	// API: every parent Accepted and ResolvedRefs for the current generation).
+	WeightApplied bool `json:"weightApplied"`
+	// Stable and Canary are the capacity observations for the two roles.
+	// Without a CapacitySetter (fixed capacity) the caller reports both as
+	// provisioned: Capacity and Ready 100, Settled true.
+	Stable SideObservation `json:"stable"`
+	Canary SideObservation `json:"canary"`
+	// Health is the canary's health; HealthMessage says why.
+	Health        Health `json:"health,omitempty"`
+	HealthMessage string `json:"healthMessage,omitempty"`
+	// Gates holds the latest verdict of every gate analysed so far.
+	Gates []GateResult `json:"gates,omitempty"`
+}
+
+// Gate returns the reported verdict for the named gate, VerdictPending if
+// none was reported.
+func (o *Observation) Gate(name string) GateResult {
+	for _, g := range o.Gates {
+		if g.Name == name {
+			return g
+		}
+	}
+	return GateResult{Name: name}
+}
+
+// AbortStatus records why and when a rollout was aborted.
+type AbortStatus struct {
+	Reason string           `json:"reason"`
+	At     metav1.MicroTime `json:"at,omitzero"`
+	// Emergency is set when all traffic was sent to the stable side at once.
+	Emergency bool `json:"emergency,omitempty"`
+}
+
+// State is the whole, serialisable state of one rollout. It embeds in a CRD
+// status: every field has a JSON tag, times are metav1.MicroTime (so a JSON
+// round trip loses nothing that a decision depends on), and DeepCopy is
+// provided. The zero value plus two revisions (see NewState) is a rollout
+// about to start: all traffic and capacity on the stable side.
+//
+// State is a value: commands and Step return a new State and never modify
+// the one they were given. It is not safe for concurrent mutation.
+type State struct {
+	// StableRevision runs on the stable side; CanaryRevision is what the
+	// canary side should run now. While an abandoned canary is walked back
+	// after a Retarget, CanaryRevision still names it and PendingRevision
+	// names the one that will follow.
+	StableRevision  string `json:"stableRevision"`
+	CanaryRevision  string `json:"canaryRevision"`
+	PendingRevision string `json:"pendingRevision,omitempty"`
+	// StableSide is the physical side that holds the stable role.
+	StableSide Side `json:"stableSide,omitempty"`
+
+	Phase Phase `json:"phase,omitempty"`
+	// StepIndex is the current canary step (0-based). Incremental and
+	// BlueGreen leave it at 0.
+	StepIndex int32 `json:"stepIndex"`
+	// StepsHash identifies the canary steps StepIndex refers to, so an edit
+	// of the steps mid-rollout is detected.
+	StepsHash string `json:"stepsHash,omitempty"`
+
+	// Desired is the allocation last asked of the adapters.
+	Desired Allocation `json:"desired"`
+	// Observed is the latest observation, written by the caller.
+	Observed Observation `json:"observed"`
+
+	// StartedAt is when the rollout was first stepped.
+	StartedAt metav1.MicroTime `json:"startedAt,omitzero"`
+	// HopAt is when the latest hop was asked for; ProgressDeadline counts
+	// from here until the hop is observed applied.
+	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
+	// WeightChangedAt is when the weight was last moved (Interval counts
+	// from here).
+	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
+	// StepStartedAt is when the current step began: for a pause, the moment
+	// the previous step was observed complete.
+	StepStartedAt metav1.MicroTime `json:"stepStartedAt,omitzero"`
+	// ReachedAt is when all traffic was observed on the canary (completion;
+	// ScaleDownDelay counts from here).
+	ReachedAt metav1.MicroTime `json:"reachedAt,omitzero"`
+	// FinishedAt is when the rollout reached a terminal phase.
+	FinishedAt metav1.MicroTime `json:"finishedAt,omitzero"`
+
+	// Paused is a manual pause (the Pause command, an indefinite pause step
+	// or an inconclusive gate); PauseReason says which.
+	Paused      bool             `json:"paused,omitempty"`
+	PauseReason string           `json:"pauseReason,omitempty"`
+	PausedAt    metav1.MicroTime `json:"pausedAt,omitzero"`
+	// PromoteRequested asks to finish the current step now;
+	// PromoteFullRequested to walk to
+	// 100 now, skipping every remaining step. Both stay capacity-safe.
+	PromoteRequested     bool `json:"promoteRequested,omitempty"`
+	PromoteFullRequested bool `json:"promoteFullRequested,omitempty"`
+	// Resumed records a Resume during the current step: it ends an
+	// indefinite pause step or an inconclusive gate. Entering a step clears it.
+	Resumed bool `json:"resumed,omitempty"`
+	// Released records that the winner was asked to return to its steady
+	// state (Target.Steady) during completion.
+	Released bool `json:"released,omitempty"`
+
+	Aborted *AbortStatus `json:"aborted,omitempty"`
+
+	// UnhealthyCount counts consecutive unhealthy observations;
+	// HealthCheckedAt is the At of the last observation counted.
+	UnhealthyCount  int32            `json:"unhealthyCount,omitempty"`
+	HealthCheckedAt metav1.MicroTime `json:"healthCheckedAt,omitzero"`
+
+	// Message is a human-readable line about what the rollout waits for.
+	Message string `json:"message,omitempty"`
+
+	// LastCommandAt is when the latest command was applied. Like every other
+	// recorded time it bounds the clock from below: a now earlier than any
+	// recorded time is treated as that time.
+	LastCommandAt metav1.MicroTime `json:"lastCommandAt,omitzero"`
+
+	// Conditions: Progressing, Paused, Degraded, Available.
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// NewState returns the state of a rollout from stable to canary that has not
+// started: all traffic and capacity on the stable side.
+func NewState(stableRevision, canaryRevision string) State {
+	return State{
+		StableRevision: stableRevision,
+		CanaryRevision: canaryRevision,
+		StableSide:     SideA,
+		Desired:        Allocation{StableCapacity: 100},
+		Observed: Observation{
+			WeightApplied: true,
+			Stable:        SideObservation{Capacity: 100, Ready: 100, Settled: true},
+			Canary:        SideObservation{Settled: true},
+		},
+	}
+}
+
+// Target is one value an adapter is asked to apply. Set reports whether
+// there is anything to apply.
+type Target struct {
+	Set   bool  `json:"set"`
+	Value int32 `json:"value"`
+	// Steady (capacities only) asks the side to return to its steady state:
+	// full capacity with nothing pinned (for Ray Serve, target_capacity null).
+	Steady bool `json:"steady,omitempty"`
+}
+
+// Decision is the result of one Step.
+type Decision struct {
+	// State is the next state; the caller stores it.
+	State State
+	// Weight, StableCapacity and CanaryCapacity are the hops to apply now.
+	// Apply capacity increases before a weight change and capacity decreases
+	// after it; the Runner in package rollout does exactly that.
+	Weight         Target
+	StableCapacity Target
+	CanaryCapacity Target
+	// RequeueAfter is when to call Step again: the exact time until the next
+	// time-gated event, or the poll interval while waiting for an
+	// observation. Zero means nothing will happen without a new observation
+	// or command (terminal phases, indefinite pauses).
+	RequeueAfter time.Duration
+}
+
+// HasHops reports whether the decision asks any adapter for anything.
+func (d *Decision) HasHops() bool {
+	return d.Weight.Set || d.StableCapacity.Set || d.CanaryCapacity.Set
+}
