@@ -31,7 +31,7 @@ type Event struct {
 	Offset time.Duration
 	// What happened: "weight 20", "canary capacity 30", "stable capacity 0",
 	// "pause 1m0s", "resume", "Succeeded"...
-	What string
+	What  string
 	Phase Phase
 	// Allocation is the allocation in force after the event, in the roles
 	// of the rollout being planned (before the swap at success).
@@ -43,7 +43,7 @@ type Timeline struct {
 	Start time.Time
 	// Initial is the allocation before the first event.
 	Initial Allocation
-	Events []Event
+	Events  []Event
 	// Duration is the time from Start to the terminal phase.
 	Duration time.Duration
 	// Hops counts the adapter changes (a decision moving weight and a
@@ -70,6 +70,9 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	st := NewState("stable", "canary")
 	if o.State != nil {
 		st = *o.State.DeepCopy()
+	} else if so, ok := s.(interface{ options() *Options }); ok && so.options().Capacity == CapacityFixed {
+		// Fixed capacity: both sides are provisioned in full.
+		st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
 	}
 	limit := o.MaxSteps
 	if limit == 0 {

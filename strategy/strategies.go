@@ -286,3 +286,7 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 	}
 	return buf[:]
 }
+
+func (in Incremental) options() *Options { return &in.Options }
+func (b BlueGreen) options() *Options    { return &b.Options }
+func (c Canary) options() *Options       { return &c.Options }

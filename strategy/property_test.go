@@ -1,0 +1,316 @@
+package strategy
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
+)
+
+// TB is the part of testing.TB the checks need, so they run under rapid too.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func roundTrip(t TB, s State) State {
+	t.Helper()
+	b, err := json.Marshal(s)
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	var out State
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("unmarshal: %v", err)
+	}
+	return out
+}
+
+// naiveApplied is the reference reading of DESIGN 3.1 (4): the previous hop
+// is observed applied.
+func naiveApplied(s *State, mode CapacityMode) bool {
+	o, d := s.Observed, s.Desired
+	weightOK := mode == CapacityReplicas || (o.WeightApplied && o.Weight == d.Weight)
+	capOK := mode == CapacityFixed ||
+		(o.Stable.Settled && o.Canary.Settled && o.Stable.Capacity == d.StableCapacity && o.Canary.Capacity == d.CanaryCapacity)
+	return weightOK && capOK
+}
+
+// checkStep checks every invariant of one Step that does not need history.
+func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
+	t.Helper()
+	before := *in.DeepCopy()
+	d := strat.Step(in, now)
+	if diff := cmp.Diff(before, in); diff != "" {
+		t.Fatalf("Step modified its input (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(d, strat.Step(in, now)); diff != "" {
+		t.Fatalf("Step is not deterministic (-first +second):\n%s", diff)
+	}
+	if diff := cmp.Diff(d, strat.Step(roundTrip(t, in), now)); diff != "" {
+		t.Fatalf("a JSON round trip of the state changed the decision (-direct +roundtrip):\n%s", diff)
+	}
+	if latest := clock(&in, time.Time{}); latest.After(now) || latest.Equal(now) {
+		// now is at or before a recorded instant: any earlier now decides the same.
+		if diff := cmp.Diff(d, strat.Step(in, latest.Add(-time.Hour))); diff != "" {
+			t.Fatalf("time running backwards changed the decision (-at now +earlier):\n%s", diff)
+		}
+	}
+	opts, surge := optionsOf(strat)
+	mode := opts.Capacity
+	a := d.State.Desired
+	for _, v := range []int32{a.Weight, a.StableCapacity, a.CanaryCapacity} {
+		if v < 0 || v > 100 {
+			t.Fatalf("allocation out of range: %+v", a)
+		}
+	}
+	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge {
+		t.Fatalf("surge %d exceeds MaxSurge %d: %+v", a.Surge(), surge, a)
+	}
+	if d.RequeueAfter < 0 {
+		t.Fatalf("negative requeue %v", d.RequeueAfter)
+	}
+	if mode == CapacityReplicas && d.Weight.Set {
+		t.Fatalf("replicas mode set a weight: %+v", d.Weight)
+	}
+	emergency := d.State.Aborted != nil && d.State.Aborted.Emergency && d.Weight.Set && d.Weight.Value == 0
+	if !d.HasHops() {
+		return d
+	}
+	if !emergency && !naiveApplied(&in, mode) {
+		t.Fatalf("a hop before the previous one was observed applied:\nin.Desired=%+v\nin.Observed=%+v\nhops=%+v %+v %+v",
+			in.Desired, in.Observed, d.Weight, d.StableCapacity, d.CanaryCapacity)
+	}
+	if d.Weight.Set && !emergency {
+		w, old := d.Weight.Value, in.Desired.Weight
+		if w > old && w > in.Observed.Canary.Ready {
+			t.Fatalf("weight %d -> %d exceeds canary ready %d", old, w, in.Observed.Canary.Ready)
+		}
+		if w < old && 100-w > in.Observed.Stable.Ready {
+			t.Fatalf("weight %d -> %d sends %d to a stable side with ready %d", old, w, 100-w, in.Observed.Stable.Ready)
+		}
+	}
+	if mode == CapacityManaged {
+		if c := d.StableCapacity; c.Set && c.Value < in.Desired.StableCapacity && c.Value < 100-a.Weight {
+			t.Fatalf("stable scaled down to %d below its traffic %d", c.Value, 100-a.Weight)
+		}
+		if c := d.CanaryCapacity; c.Set && c.Value < in.Desired.CanaryCapacity && c.Value < a.Weight {
+			t.Fatalf("canary scaled down to %d below its traffic %d", c.Value, a.Weight)
+		}
+		if d.Weight.Set && (d.StableCapacity.Set || d.CanaryCapacity.Set) && !emergency {
+			t.Fatalf("weight and capacity in one decision outside an emergency: %+v", d)
+		}
+	}
+	return d
+}
+
+// nonDecreasing reports whether a strategy only ever moves the weight up
+// when nothing commands it back.
+func nonDecreasing(s Strategy) bool {
+	c, ok := s.(Canary)
+	if !ok {
+		return true
+	}
+	last := int32(0)
+	for _, st := range c.Steps {
+		if st.SetWeight != nil {
+			if *st.SetWeight < last {
+				return false
+			}
+			last = *st.SetWeight
+		}
+	}
+	return true
+}
+
+// TestStepInvariants drives random strategies against a lagging world with
+// random commands, health, gate verdicts, restarts and clock jumps, checking
+// every Step and the world after every tick.
+func TestStepInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
+		strat := genStrategy(t, mode)
+		opts, _ := optionsOf(strat)
+		// Half-up rounding (Ray Serve) can leave a scaled-down side below its
+		// traffic; the world-level check then only holds with ceil rounding.
+		halfUp := rapid.Bool().Draw(t, "halfUp")
+		s := NewState("a", "b")
+		w := newWorld(mode, &s)
+		w.stable.replicas = rapid.Int32Range(0, 12).Draw(t, "stableReplicas")
+		w.canary.replicas = rapid.Int32Range(0, 12).Draw(t, "canaryReplicas")
+		w.canary.halfUp = halfUp
+		w.stable.halfUp = halfUp
+		w.stable.ready = w.stable.readyFor(w.stable.asked)
+		now := t0
+		commanded := false // a command or an abort may move the weight back
+		emergencySeen := false
+		steps := rapid.IntRange(1, 200).Draw(t, "steps")
+		for i := 0; i < steps; i++ {
+			switch rapid.IntRange(0, 9).Draw(t, "action") {
+			case 0, 1, 2, 3:
+				s.Observed = w.observe(now)
+				d := checkStep(t, strat, s, now)
+				if nonDecreasing(strat) && !commanded && s.Aborted == nil && d.State.Aborted == nil &&
+					d.State.Phase != PhaseSucceeded && d.State.Desired.Weight < s.Desired.Weight {
+					t.Fatalf("weight went back from %d to %d without a command", s.Desired.Weight, d.State.Desired.Weight)
+				}
+				if d.State.Aborted != nil {
+					commanded = true
+					emergencySeen = emergencySeen || d.State.Aborted.Emergency
+				}
+				w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
+				s = d.State
+			case 4, 5:
+				w.tick()
+				if !halfUp && !emergencySeen && !w.trafficFits(opts.MaxUnavailablePercent) {
+					t.Fatalf("world: weight %d, ready stable %d canary %d", w.weight, w.stable.ready, w.canary.ready)
+				}
+			case 6:
+				now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
+			case 7:
+				switch rapid.IntRange(0, 8).Draw(t, "command") {
+				case 0:
+					s = s.Pause(now)
+				case 1:
+					s = s.Resume(now)
+				case 2:
+					s = s.Abort("test", now)
+					commanded = true
+				case 3:
+					s = s.Promote(now)
+				case 4:
+					s = s.PromoteFull(now)
+				case 5:
+					s = s.Retry(now)
+					commanded = true
+				case 6:
+					s = s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now)
+					commanded = true
+				case 7:
+					s = roundTrip(t, s) // a restarted controller
+				default:
+					now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
+				}
+			case 8:
+				w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+			default:
+				w.gates = []GateResult{{
+					Name:    rapid.SampledFrom([]string{"latency", "errors"}).Draw(t, "gate"),
+					Verdict: rapid.SampledFrom([]Verdict{VerdictPending, VerdictPass, VerdictFail, VerdictInconclusive}).Draw(t, "verdict"),
+					At:      micro(now),
+				}}
+			}
+		}
+	})
+}
+
+// drive runs a rollout to a terminal phase against a world with the given
+// lag, resuming indefinite pauses at once, and returns every hop it asked
+// for. It fails if the rollout needs more than maxSteps Steps.
+func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxSteps int) ([]string, State, time.Time) {
+	t.Helper()
+	var hops []string
+	if c, ok := strat.(Canary); ok { // every gate passes
+		for _, st := range c.Steps {
+			if st.Gate != nil {
+				w.gates = append(w.gates, GateResult{Name: st.Gate.Name, Verdict: VerdictPass})
+			}
+		}
+	}
+	for i := 0; i < maxSteps; i++ {
+		s.Observed = w.observe(now)
+		d := checkStep(t, strat, s, now)
+		s = d.State
+		if d.HasHops() {
+			if d.Weight.Set {
+				hops = append(hops, fmt.Sprintf("weight %d", d.Weight.Value))
+			}
+			if d.StableCapacity.Set {
+				hops = append(hops, fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
+			}
+			if d.CanaryCapacity.Set {
+				what := fmt.Sprintf("canary capacity %d", d.CanaryCapacity.Value)
+				if d.CanaryCapacity.Steady {
+					what = "canary capacity steady"
+				}
+				hops = append(hops, what)
+			}
+			w.apply(&d, lag)
+			w.settle()
+			continue
+		}
+		if s.Phase.Terminal() {
+			return hops, s, now
+		}
+		if s.Paused {
+			s = s.Resume(now)
+			continue
+		}
+		if d.RequeueAfter <= 0 {
+			t.Fatalf("stuck in %s: %s", s.Phase, s.Message)
+		}
+		now = now.Add(d.RequeueAfter)
+	}
+	t.Fatalf("not finished after %d steps: phase %s, %s, desired %+v observed %+v", maxSteps, s.Phase, s.Message, s.Desired, s.Observed)
+	return nil, s, now
+}
+
+// hopBound is the most hops a rollout from 0 to 100 may take. Capacity moves
+// in chunks of the surge budget; within a chunk the weight moves in hops of at
+// most StepPercent; each chunk costs a canary and a stable capacity hop.
+func hopBound(strat Strategy) int {
+	_, surge := optionsOf(strat)
+	s := int(max(surge, 1))
+	chunks := (100 + s - 1) / s
+	switch v := strat.(type) {
+	case Incremental:
+		step := int(v.StepPercent)
+		return chunks*((s+step-1)/step) + 2*chunks + 3
+	case Canary:
+		return (len(v.Steps) + 1) * (3*chunks + 3)
+	}
+	return 3*chunks + 3
+}
+
+// TestTerminationAndPlanAgreement: with adapters that apply what they are
+// asked (after any lag) and no faults, every valid strategy finishes within
+// the hop bound, and asks for exactly the hops Plan predicted.
+func TestTerminationAndPlanAgreement(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
+		strat := genStrategy(t, mode)
+		tl, err := Plan(strat, PlanOptions{Start: t0})
+		if err != nil {
+			t.Fatalf("plan: %v", err)
+		}
+		if tl.Final.Phase != PhaseSucceeded {
+			t.Fatalf("plan ended %s", tl.Final.Phase)
+		}
+		var planned []string
+		for _, e := range tl.Events {
+			if e.What != "pause until resumed" && e.What != "resume" && e.What != string(PhaseSucceeded) && !isPause(e.What) {
+				planned = append(planned, e.What)
+			}
+		}
+		if b := hopBound(strat); tl.Hops > b {
+			t.Fatalf("%d hops exceed the bound %d", tl.Hops, b)
+		}
+		s := NewState("a", "b")
+		w := newWorld(mode, &s)
+		lag := rapid.IntRange(0, 4).Draw(t, "lag")
+		hops, end, _ := drive(t, strat, s, w, lag, t0, 20000)
+		if end.Phase != PhaseSucceeded {
+			t.Fatalf("ended %s", end.Phase)
+		}
+		if diff := cmp.Diff(planned, hops); diff != "" {
+			t.Fatalf("hops differ from the plan (-plan +run):\n%s", diff)
+		}
+	})
+}
+
+func isPause(what string) bool { return len(what) > 6 && what[:6] == "pause " }
