@@ -197,7 +197,11 @@ func TestStepInvariants(t *testing.T) {
 					now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
 				}
 			case 8:
-				w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+				if rapid.Bool().Draw(t, "routerFault") {
+					w.accepted = !w.accepted // a parent stops (or resumes) accepting the route
+				} else {
+					w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+				}
 			default:
 				w.gates = []GateResult{{
 					Name:    rapid.SampledFrom([]string{"latency", "errors"}).Draw(t, "gate"),
