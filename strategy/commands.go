@@ -56,11 +56,18 @@ func (s State) Abort(reason string, now time.Time) State {
 	if reason == "" {
 		reason = ReasonAborted
 	}
-	s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
-	s.Phase = PhaseAborting
-	s.Paused, s.PauseReason = false, ""
-	s.PromoteRequested, s.PromoteFullRequested = false, false
+	s.beginAbort(reason, s.LastCommandAt)
 	return s
+}
+
+// beginAbort starts the walk back, keeping the first reason recorded.
+func (s *State) beginAbort(reason string, at metav1.MicroTime) {
+	if s.Aborted == nil {
+		s.Aborted = &AbortStatus{Reason: reason, At: at}
+	}
+	s.Phase = PhaseAborting
+	s.Paused, s.PauseReason, s.Gate = false, "", ""
+	s.PromoteRequested, s.PromoteFullRequested = false, false
 }
 
 // Promote finishes the current step now: it ends a pause or a gate (timed or
@@ -162,10 +169,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 	s = s.command(now)
 	s.PendingRevision = revision
 	if s.Phase != PhaseAborting {
-		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: s.LastCommandAt}
-		s.Phase = PhaseAborting
-		s.Paused, s.PauseReason = false, ""
-		s.PromoteRequested, s.PromoteFullRequested = false, false
+		s.beginAbort(ReasonRetarget, s.LastCommandAt)
 	}
 	return s
 }
@@ -188,6 +192,7 @@ func (s State) restart(revision string, now time.Time) State {
 	s.Aborted = nil
 	s.Paused, s.PauseReason, s.Resumed = false, "", false
 	s.PromoteRequested, s.PromoteFullRequested, s.Released = false, false, false
+	s.Gate = ""
 	s.UnhealthyCount = 0
 	s.ReachedAt, s.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}
 	return s

@@ -210,16 +210,10 @@ func (r *run) countHealth() bool {
 }
 
 func (r *run) abort(reason string) {
-	st := r.st
-	if st.Phase == PhaseAborting || st.Phase.Terminal() {
+	if r.st.Phase == PhaseAborting || r.st.Phase.Terminal() {
 		return
 	}
-	if st.Aborted == nil {
-		st.Aborted = &AbortStatus{Reason: reason, At: micro(r.now)}
-	}
-	st.Phase = PhaseAborting
-	st.Paused, st.PauseReason = false, ""
-	st.PromoteRequested, st.PromoteFullRequested = false, false
+	r.st.beginAbort(reason, micro(r.now))
 	r.markEmergency()
 }
 
@@ -260,6 +254,7 @@ func (r *run) enter(i int32) {
 	st.StepIndex = i
 	st.StepStartedAt = micro(r.now)
 	st.PromoteRequested = false
+	st.Gate = ""
 	if st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive {
 		st.Paused, st.PauseReason = false, ""
 	}
@@ -375,6 +370,7 @@ func (r *run) progress() {
 				return
 			}
 		case s.Gate != nil:
+			st.Gate = s.Gate.Name
 			g := st.Observed.Gate(s.Gate.Name)
 			if !g.At.IsZero() && micro(g.At.Time).Time.Before(st.StepStartedAt.Time) {
 				g.Verdict = VerdictPending // stale: from an earlier run of this gate
@@ -383,6 +379,7 @@ func (r *run) progress() {
 				switch g.Verdict {
 				case VerdictPass:
 				case VerdictFail:
+					st.Gate = ""
 					r.abort(ReasonGateFailed)
 					r.walkBack()
 					return

@@ -233,6 +233,10 @@ type State struct {
 	UnhealthyCount  int32            `json:"unhealthyCount,omitempty"`
 	HealthCheckedAt metav1.MicroTime `json:"healthCheckedAt,omitzero"`
 
+	// Gate names the gate the current step waits on, for the caller to
+	// analyse and report in Observed.Gates; empty when no gate is pending.
+	Gate string `json:"gate,omitempty"`
+
 	// Message is a human-readable line about what the rollout waits for.
 	Message string `json:"message,omitempty"`
 
