@@ -1,0 +1,41 @@
+// Package fake holds stateful, in-memory adapters for testing code that uses
+// upshift: your own reconciler, an operator that embeds a rollout.Runner, or
+// a program that drives strategy.Step by hand.
+//
+// The fakes behave like the systems they stand in for, not like mocks:
+//
+//   - Router keeps a route's spec weights and the weights its data plane has
+//     accepted; a change is accepted after a Lag (a number of observations
+//     and/or a duration on a Clock). Reject makes the data plane refuse the
+//     route; Conflicts makes writes lose optimistic-concurrency races.
+//   - Capacity is one side's workload: a replica count, replicas that stop at
+//     once and start after a Lag (all together, or one per observation with
+//     SetPartial), health, and errors.
+//   - Store keeps a rollout's state as JSON; Analyzer answers gates.
+//   - Clock is a manual clock that also implements rollout.Clock.
+//   - Traffic sends simulated requests split by the applied weights and
+//     counts what each side could serve: a rollout that ever sends traffic
+//     to capacity that is not ready shows up as Overloaded or Dropped.
+//
+// Every fake is safe for concurrent use, records a History of its calls
+// (KeepHistory(false) keeps only counts), and fails on demand with FailWith.
+// For anything else — a delay, a one-off error, a write that lands but
+// reports failure — wrap a fake (or any adapter) with InterceptRouter or
+// InterceptCapacity: each intercepting func receives the wrapped adapter and
+// decides what to do with the call.
+//
+// A typical test:
+//
+//	clock := fake.NewClock(t0)
+//	router := fake.NewRouter(clock)
+//	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+//	b.SetLag(fake.Lag{Reads: 2})
+//	r := &rollout.Runner{Strategy: myStrategy, Router: router, A: a, B: b, Clock: clock}
+//	s := strategy.NewState("v1", "v2")
+//	for !s.Phase.Terminal() {
+//		next, requeue, err := r.Reconcile(ctx, s)
+//		...
+//		s = next
+//		clock.Advance(requeue)
+//	}
+package fake

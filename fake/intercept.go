@@ -1,0 +1,69 @@
+package fake
+
+import (
+	"context"
+
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// RouterFuncs intercepts a TrafficRouter's calls. Each func receives the
+// wrapped router, so it can fail, delay, alter or pass the call on. A nil
+// func passes the call through.
+type RouterFuncs struct {
+	SetWeights func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error
+	Weights    func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error)
+}
+
+// InterceptRouter wraps next with funcs.
+func InterceptRouter(next rollout.TrafficRouter, funcs RouterFuncs) rollout.TrafficRouter {
+	return &interceptedRouter{next: next, f: funcs}
+}
+
+type interceptedRouter struct {
+	next rollout.TrafficRouter
+	f    RouterFuncs
+}
+
+func (r *interceptedRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
+	if r.f.SetWeights != nil {
+		return r.f.SetWeights(ctx, r.next, w)
+	}
+	return r.next.SetWeights(ctx, w)
+}
+
+func (r *interceptedRouter) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	if r.f.Weights != nil {
+		return r.f.Weights(ctx, r.next)
+	}
+	return r.next.Weights(ctx)
+}
+
+// CapacityFuncs intercepts a CapacitySetter's calls, like RouterFuncs.
+type CapacityFuncs struct {
+	SetCapacity func(ctx context.Context, next rollout.CapacitySetter, r rollout.CapacityRequest) error
+	Capacity    func(ctx context.Context, next rollout.CapacitySetter) (rollout.CapacityStatus, error)
+}
+
+// InterceptCapacity wraps next with funcs.
+func InterceptCapacity(next rollout.CapacitySetter, funcs CapacityFuncs) rollout.CapacitySetter {
+	return &interceptedCapacity{next: next, f: funcs}
+}
+
+type interceptedCapacity struct {
+	next rollout.CapacitySetter
+	f    CapacityFuncs
+}
+
+func (c *interceptedCapacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
+	if c.f.SetCapacity != nil {
+		return c.f.SetCapacity(ctx, c.next, r)
+	}
+	return c.next.SetCapacity(ctx, r)
+}
+
+func (c *interceptedCapacity) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
+	if c.f.Capacity != nil {
+		return c.f.Capacity(ctx, c.next)
+	}
+	return c.next.Capacity(ctx)
+}

@@ -1,0 +1,239 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// Lag delays a change: it becomes visible after Reads observations, and
+// after Duration on the adapter's Clock (both must pass). The zero Lag
+// applies changes at once.
+type Lag struct {
+	Reads    int
+	Duration time.Duration
+}
+
+// Call is one call recorded in an adapter's history.
+type Call struct {
+	At  time.Time
+	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Load", "Save", "Analyze"
+	Arg string // the argument, formatted
+	Err error
+}
+
+// pending is a change waiting for its lag.
+type pending struct {
+	reads int
+	due   time.Time
+}
+
+func (p *pending) ready(now time.Time) bool {
+	return p.reads <= 0 && (p.due.IsZero() || !now.Before(p.due))
+}
+
+// history is shared by the fakes: counts of successful calls by operation,
+// and the calls themselves unless turned off.
+type history struct {
+	off   bool
+	calls []Call
+	ok    map[string]int
+}
+
+func (h *history) add(clock *Clock, op, arg string, err error) {
+	if err == nil {
+		if h.ok == nil {
+			h.ok = map[string]int{}
+		}
+		h.ok[op]++
+	}
+	if h.off {
+		return
+	}
+	var at time.Time
+	if clock != nil {
+		at = clock.Now()
+	}
+	h.calls = append(h.calls, Call{At: at, Op: op, Arg: arg, Err: err})
+}
+
+func (h *history) count(op string) int { return h.ok[op] }
+
+// Router is an in-memory rollout.TrafficRouter: a route whose spec holds the
+// weights last set, and whose data plane accepts them after a Lag. Applied
+// reports what the data plane routes by, which is what the Traffic simulator
+// uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, History.
+//
+// The zero value routes everything to side A and applies changes at once.
+// Safe for concurrent use.
+type Router struct {
+	mu       sync.Mutex
+	clock    *Clock
+	lag      Lag
+	spec     rollout.Weights
+	applied  rollout.Weights
+	change   *pending
+	err      error
+	conflict int
+	rejected string
+	hist     history
+}
+
+var _ rollout.TrafficRouter = (*Router)(nil)
+
+// NewRouter returns a router that sends all traffic to side A. clock may be
+// nil when no Lag uses a Duration.
+func NewRouter(clock *Clock) *Router {
+	return &Router{clock: clock, spec: rollout.Weights{A: 100}, applied: rollout.Weights{A: 100}}
+}
+
+func (r *Router) now() time.Time {
+	if r.clock == nil {
+		return time.Time{}
+	}
+	return r.clock.Now()
+}
+
+// SetWeights writes the weights into the route's spec. They are accepted by
+// the data plane after the Lag.
+func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	arg := fmt.Sprintf("A=%d B=%d", w.A, w.B)
+	if err := ctx.Err(); err != nil {
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		return err
+	}
+	if r.err != nil {
+		r.hist.add(r.clock, "SetWeights", arg, r.err)
+		return r.err
+	}
+	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
+		err := rollout.Permanent(fmt.Errorf("fake router: weights %s must be non-negative and sum to 100", arg))
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		return err
+	}
+	if r.conflict > 0 {
+		r.conflict--
+		err := fmt.Errorf("fake router: %w", rollout.ErrConflict)
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		return err
+	}
+	r.hist.add(r.clock, "SetWeights", arg, nil)
+	if w == r.spec {
+		return nil
+	}
+	r.spec = w
+	r.change = &pending{reads: r.lag.Reads}
+	if r.lag.Duration > 0 {
+		r.change.due = r.now().Add(r.lag.Duration)
+	}
+	r.settle()
+	return nil
+}
+
+// settle applies a pending change whose lag has passed.
+func (r *Router) settle() {
+	if r.change != nil && r.rejected == "" && r.change.ready(r.now()) {
+		r.applied = r.spec
+		r.change = nil
+	}
+}
+
+// Weights reports the spec weights and whether the data plane accepted them.
+// Each call counts as one observation for the Lag.
+func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		r.hist.add(r.clock, "Weights", "", err)
+		return rollout.RouteStatus{}, err
+	}
+	if r.err != nil {
+		r.hist.add(r.clock, "Weights", "", r.err)
+		return rollout.RouteStatus{}, r.err
+	}
+	r.hist.add(r.clock, "Weights", "", nil)
+	if r.change != nil {
+		r.change.reads--
+	}
+	r.settle()
+	st := rollout.RouteStatus{Weights: r.spec, Accepted: r.change == nil && r.rejected == ""}
+	switch {
+	case r.rejected != "":
+		st.Message = r.rejected
+	case r.change != nil:
+		st.Message = "not yet accepted"
+	}
+	return st, nil
+}
+
+// Applied returns the weights the data plane routes by now.
+func (r *Router) Applied() rollout.Weights {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.settle()
+	return r.applied
+}
+
+// SetLag sets the lag of later changes.
+func (r *Router) SetLag(l Lag) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lag = l
+}
+
+// FailWith makes every call fail with err until FailWith(nil).
+func (r *Router) FailWith(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+// Conflicts makes the next n SetWeights calls fail with rollout.ErrConflict
+// without writing.
+func (r *Router) Conflicts(n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.conflict = n
+}
+
+// Reject makes the data plane refuse the route (Accepted false with msg)
+// until Reject(""). Traffic keeps flowing by the last accepted weights.
+func (r *Router) Reject(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rejected = msg
+}
+
+// KeepHistory turns the recording of calls on (the default) or off; counts
+// (Reads, Writes) are kept either way.
+func (r *Router) KeepHistory(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.hist.off = !on
+}
+
+// History returns every call so far.
+func (r *Router) History() []Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Call(nil), r.hist.calls...)
+}
+
+// Writes counts successful SetWeights calls.
+func (r *Router) Writes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hist.count("SetWeights")
+}
+
+// Reads counts successful Weights calls.
+func (r *Router) Reads() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hist.count("Weights")
+}

@@ -1,0 +1,137 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// Weights is a split of requests between the two physical sides, in percent.
+// A and B always sum to 100 when the Runner writes them.
+type Weights struct {
+	A int32 `json:"a"`
+	B int32 `json:"b"`
+}
+
+// Of returns the weight of one side.
+func (w Weights) Of(s strategy.Side) int32 {
+	if s == strategy.SideB {
+		return w.B
+	}
+	return w.A
+}
+
+// RouteStatus is what a TrafficRouter reports.
+type RouteStatus struct {
+	// Weights are the weights in the route's spec.
+	Weights Weights
+	// Accepted reports that the data plane has accepted Weights (for Gateway
+	// API: every parent Accepted and ResolvedRefs for the current
+	// generation, plus any settle delay). False means "not yet".
+	Accepted bool
+	// Message says why not, when Accepted is false.
+	Message string
+}
+
+// TrafficRouter moves requests between the two sides. Implementations are
+// idempotent (setting the weights already in place writes nothing) and safe
+// for concurrent use.
+//
+// SetWeights returns ErrNotFound when the route or a backend is missing, a
+// Permanent error for anything retrying cannot fix, and other errors for
+// transient failures.
+type TrafficRouter interface {
+	SetWeights(ctx context.Context, w Weights) error
+	Weights(ctx context.Context) (RouteStatus, error)
+}
+
+// CapacityRequest asks a side for a share of its full serving capacity.
+type CapacityRequest struct {
+	// Percent is 0..100.
+	Percent int32
+	// Steady asks the side to return to its steady state (full capacity,
+	// nothing pinned: Ray Serve's target_capacity null). Percent is 100.
+	Steady bool
+}
+
+// CapacityStatus is what a CapacitySetter reports for its side.
+type CapacityStatus struct {
+	// Capacity is the percent the side is set to (100 when steady).
+	Capacity int32
+	// Steady reports the side is in its steady state.
+	Steady bool
+	// Ready is the share of full capacity observed ready now.
+	Ready int32
+	// Settled reports nothing is starting or stopping on the side.
+	Settled bool
+	// Health of the side (read for the canary); HealthMessage says why.
+	Health        strategy.Health
+	HealthMessage string
+}
+
+// CapacitySetter provisions one side. Implementations are idempotent and safe
+// for concurrent use. SetCapacity returns ErrNotFound when the workload is
+// missing and a Permanent error for a request the backend rejects.
+type CapacitySetter interface {
+	SetCapacity(ctx context.Context, r CapacityRequest) error
+	Capacity(ctx context.Context) (CapacityStatus, error)
+}
+
+// Analyzer returns a verdict for a named gate (a metric query, a smoke
+// test...). VerdictPending means "ask again later". Optional.
+type Analyzer interface {
+	Analyze(ctx context.Context, gate string) (strategy.Verdict, error)
+}
+
+// AnalyzerFunc adapts a function to Analyzer.
+type AnalyzerFunc func(ctx context.Context, gate string) (strategy.Verdict, error)
+
+// Analyze calls f.
+func (f AnalyzerFunc) Analyze(ctx context.Context, gate string) (strategy.Verdict, error) {
+	return f(ctx, gate)
+}
+
+// HealthChecker reports the canary's health when its CapacitySetter does not
+// (or there is none). Optional.
+type HealthChecker interface {
+	Health(ctx context.Context) (strategy.Health, string, error)
+}
+
+// Store loads and saves the state of one rollout for standalone runs. Load
+// returns ErrNotFound when nothing was saved yet. Save is a full replace.
+type Store interface {
+	Load(ctx context.Context) (strategy.State, error)
+	Save(ctx context.Context, s strategy.State) error
+}
+
+// Sentinel errors. Adapters wrap them with %w.
+var (
+	// ErrNotFound: the route, backend, workload or saved state is missing.
+	ErrNotFound = errors.New("rollout: not found")
+	// ErrConflict: a write lost an optimistic-concurrency race; retrying
+	// after a fresh read is expected to succeed.
+	ErrConflict = errors.New("rollout: conflict")
+)
+
+// permanent marks an error that retrying will not fix.
+type permanent struct{ err error }
+
+func (p *permanent) Error() string { return p.err.Error() }
+func (p *permanent) Unwrap() error { return p.err }
+
+// Permanent marks err as not worth retrying: the Runner aborts the rollout
+// (or, if it is already walking back, degrades it) instead of retrying
+// forever. Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanent{err: err}
+}
+
+// IsPermanent reports whether err or anything it wraps was marked Permanent.
+func IsPermanent(err error) bool {
+	var p *permanent
+	return errors.As(err, &p)
+}

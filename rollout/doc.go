@@ -1,0 +1,38 @@
+// Package rollout applies the decisions of a strategy through adapters: a
+// TrafficRouter that moves request weights between the two physical sides,
+// a CapacitySetter per side, and optional Analyzer, HealthChecker, Store and
+// Observer.
+//
+// A Runner embeds in a reconciler. Each Reconcile observes every adapter,
+// calls Strategy.Step once, and applies the hops in the safe order: capacity
+// increases, then the weight, then capacity decreases. It returns the state
+// to store and the exact time until the next time-gated event:
+//
+//	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+//		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
+//		if obj.Spec.Revision != obj.Status.Rollout.CanaryRevision {
+//			obj.Status.Rollout = obj.Status.Rollout.Retarget(obj.Spec.Revision, time.Now())
+//		}
+//		next, requeue, err := c.runner.Reconcile(ctx, obj.Status.Rollout)
+//		obj.Status.Rollout = next // store it even when err != nil: nothing is lost
+//		if uerr := c.Status().Update(ctx, obj); uerr != nil {
+//			return ctrl.Result{}, uerr
+//		}
+//		return ctrl.Result{RequeueAfter: requeue}, err
+//	}
+//
+// Logging goes through the logr.Logger in the context (the controller-runtime
+// convention); each applied hop is logged at V(1). Events and metrics go
+// through the Observer, which sees every reconcile: the state before and
+// after, the decision, the hops applied and any error.
+//
+// Errors. Adapter errors come back as *AdapterError naming the adapter
+// ("router", "capacity A", ...), the operation and the hop, wrapping the
+// adapter's error (ErrNotFound, ErrConflict, ...). After a transient error
+// the returned state is the one before the failed hop, so the next reconcile
+// asks for it again. An error marked Permanent aborts the rollout instead of
+// retrying forever.
+//
+// Standalone programs call Run, which loops with a Store so that a killed
+// process resumes where it stopped; package fake has an in-memory Store.
+package rollout

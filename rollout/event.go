@@ -1,0 +1,93 @@
+package rollout
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// HopKind says what a hop changed.
+type HopKind string
+
+const (
+	HopWeight   HopKind = "weight"
+	HopCapacity HopKind = "capacity"
+)
+
+// Hop is one change the Runner applied through an adapter.
+type Hop struct {
+	Kind HopKind
+	// Role is "stable" or "canary"; Side is the physical side.
+	Role string
+	Side strategy.Side
+	// Value is the canary weight (HopWeight) or the side's capacity.
+	Value  int32
+	Steady bool
+	// Weights are the weights written (HopWeight).
+	Weights Weights
+}
+
+func (h Hop) String() string {
+	if h.Kind == HopWeight {
+		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
+	}
+	if h.Steady {
+		return fmt.Sprintf("%s capacity steady (side %s)", h.Role, h.Side)
+	}
+	return fmt.Sprintf("%s capacity %d (side %s)", h.Role, h.Value, h.Side)
+}
+
+// Event describes one reconcile, for the Observer.
+type Event struct {
+	Time time.Time
+	// Before is the state passed in; After the state returned.
+	Before, After strategy.State
+	// Decision is the strategy's decision (zero if observing failed).
+	Decision strategy.Decision
+	// Applied lists the hops applied, in order.
+	Applied []Hop
+	// Err is the adapter error, if any.
+	Err error
+}
+
+// Observer receives an Event after every reconcile: the hook for Kubernetes
+// events, metrics and audit logs. It is called synchronously; keep it fast.
+type Observer interface {
+	Reconciled(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to Observer.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Reconciled calls f.
+func (f ObserverFunc) Reconciled(ctx context.Context, e Event) { f(ctx, e) }
+
+// AdapterError is an adapter failure, naming the adapter ("router",
+// "capacity A", "analyzer", "health", "store"), the operation and the hop.
+type AdapterError struct {
+	Adapter string
+	Op      string
+	// Hop is the hop being applied, empty for reads.
+	Hop string
+	Err error
+}
+
+func (e *AdapterError) Error() string {
+	if e.Hop != "" {
+		return fmt.Sprintf("rollout: %s: %s %s: %v", e.Adapter, e.Op, e.Hop, e.Err)
+	}
+	return fmt.Sprintf("rollout: %s: %s: %v", e.Adapter, e.Op, e.Err)
+}
+
+func (e *AdapterError) Unwrap() error { return e.Err }
+
+func metaMicro(t time.Time) metav1.MicroTime {
+	return metav1.MicroTime{Time: t.UTC().Truncate(time.Microsecond)}
+}
+
+func statesEqual(a, b *strategy.State) bool { return reflect.DeepEqual(a, b) }

@@ -1,0 +1,376 @@
+package rollout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// Clock is the Runner's source of time. The zero Runner uses the wall clock;
+// tests use fake.Clock.
+type Clock interface {
+	Now() time.Time
+	// After delivers the time once d has passed.
+	After(d time.Duration) <-chan time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time                         { return time.Now() }
+func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Runner applies a Strategy's decisions through the adapters: one call to
+// Reconcile observes every adapter, steps the strategy once and applies the
+// hops in the safe order (capacity increases, then the weight, then capacity
+// decreases).
+//
+// Sides: A and B are the two physical sides; State.StableSide says which
+// one holds the stable role, and it flips when a rollout succeeds. Which
+// adapters are set must match the strategy's capacity mode:
+//
+//	managed:  Router, A and B
+//	fixed:    Router only (both sides stay provisioned)
+//	replicas: A and B only (traffic follows ready replicas)
+//
+// A Runner holds no per-rollout state: one Runner may reconcile many
+// rollouts that share its adapters' configuration, and it is safe for
+// concurrent use when its adapters are. Its zero value is not usable: set
+// Strategy and the adapters; Validate reports what is missing.
+type Runner struct {
+	Strategy strategy.Strategy
+	Router   TrafficRouter
+	A, B     CapacitySetter
+	// Analyzer answers gate steps; without one, a gate waits for Promote.
+	Analyzer Analyzer
+	// Health reports the canary's health; without one, the canary side's
+	// CapacityStatus.Health is used.
+	Health HealthChecker
+	// Observer receives an Event after every reconcile.
+	Observer Observer
+	// Store keeps the state for Run.
+	Store Store
+	// Clock defaults to the wall clock.
+	Clock Clock
+	// RetryInterval is the requeue after a transient adapter error; 0 means
+	// the strategy's poll interval.
+	RetryInterval time.Duration
+}
+
+// ErrConfig is matched by every configuration error from Validate.
+var ErrConfig = errors.New("rollout: invalid runner")
+
+// Validate checks that the adapters set match the strategy's capacity mode,
+// and that the strategy's options are valid. It names every problem.
+func (r *Runner) Validate() error {
+	var errs []error
+	if r.Strategy == nil {
+		return fmt.Errorf("%w: Strategy is required", ErrConfig)
+	}
+	if err := r.Strategy.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	opts, _ := strategy.OptionsOf(r.Strategy)
+	switch opts.Capacity {
+	case strategy.CapacityManaged:
+		if r.Router == nil {
+			errs = append(errs, fmt.Errorf("%w: Router is required in the managed capacity mode", ErrConfig))
+		}
+		if r.A == nil || r.B == nil {
+			errs = append(errs, fmt.Errorf("%w: A and B capacity setters are required in the managed capacity mode", ErrConfig))
+		}
+	case strategy.CapacityFixed:
+		if r.Router == nil {
+			errs = append(errs, fmt.Errorf("%w: Router is required in the fixed capacity mode", ErrConfig))
+		}
+		if r.A != nil || r.B != nil {
+			errs = append(errs, fmt.Errorf("%w: capacity setters are not used in the fixed capacity mode; use the managed mode", ErrConfig))
+		}
+	case strategy.CapacityReplicas:
+		if r.Router != nil {
+			errs = append(errs, fmt.Errorf("%w: the replicas capacity mode has no Router; traffic follows ready replicas", ErrConfig))
+		}
+		if r.A == nil || r.B == nil {
+			errs = append(errs, fmt.Errorf("%w: A and B capacity setters are required in the replicas capacity mode", ErrConfig))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Runner) clock() Clock {
+	if r.Clock == nil {
+		return wallClock{}
+	}
+	return r.Clock
+}
+
+func (r *Runner) setter(side strategy.Side) CapacitySetter {
+	if side == strategy.SideB {
+		return r.B
+	}
+	return r.A
+}
+
+func (r *Runner) retryAfter() time.Duration {
+	if r.RetryInterval > 0 {
+		return r.RetryInterval
+	}
+	opts, _ := strategy.OptionsOf(r.Strategy)
+	if opts.PollInterval > 0 {
+		return opts.PollInterval
+	}
+	return strategy.DefaultPollInterval
+}
+
+// Reconcile is ReconcileAt with the Runner's clock.
+func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.State, time.Duration, error) {
+	return r.ReconcileAt(ctx, s, r.clock().Now())
+}
+
+// ReconcileAt observes, steps and applies once, at now. It returns the state
+// to store and when to reconcile again (0: only on a command or an event).
+//
+// The returned state is always the one to store, also with an error: after a
+// transient adapter error it is the state before the failed hop (with the new
+// observation), so the next reconcile asks for the hop again; nothing is
+// lost. An error marked Permanent aborts the rollout instead (or, during a
+// walk back, is returned like a transient one).
+func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Time) (strategy.State, time.Duration, error) {
+	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
+	ev := Event{Time: now, Before: s}
+	obs, err := r.observe(ctx, &s, now)
+	if err != nil {
+		return r.failed(ctx, log, ev, s, now, err)
+	}
+	s.Observed = obs
+	d := r.Strategy.Step(s, now)
+	ev.Decision = d
+	applied, err := r.apply(ctx, log, &s, &d)
+	ev.Applied = applied
+	if err != nil {
+		return r.failed(ctx, log, ev, s, now, err)
+	}
+	ev.After = d.State
+	if d.State.Phase != s.Phase {
+		log.Info("phase", "from", s.Phase, "to", d.State.Phase, "message", d.State.Message)
+	}
+	r.notify(ctx, ev)
+	return d.State, d.RequeueAfter, nil
+}
+
+// failed turns an adapter error into the state to store.
+func (r *Runner) failed(ctx context.Context, log logr.Logger, ev Event, s strategy.State, now time.Time, err error) (strategy.State, time.Duration, error) {
+	ev.Err = err
+	if IsPermanent(err) && s.Phase != strategy.PhaseAborting && !s.Phase.Terminal() {
+		log.Error(err, "permanent adapter error: aborting the rollout")
+		next := s.Abort("adapter error: "+err.Error(), now)
+		ev.After = next
+		r.notify(ctx, ev)
+		return next, time.Nanosecond, nil
+	}
+	log.Error(err, "adapter error; will retry", "after", r.retryAfter())
+	ev.After = s
+	r.notify(ctx, ev)
+	return s, r.retryAfter(), err
+}
+
+func (r *Runner) notify(ctx context.Context, ev Event) {
+	if r.Observer != nil {
+		r.Observer.Reconciled(ctx, ev)
+	}
+}
+
+// observe reads every adapter into an Observation, in role terms.
+func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) (strategy.Observation, error) {
+	stableSide := s.StableSide
+	if stableSide == "" {
+		stableSide = strategy.SideA
+	}
+	canarySide := stableSide.Other()
+	obs := strategy.Observation{At: metaMicro(now)}
+	if r.Router != nil {
+		rs, err := r.Router.Weights(ctx)
+		if err != nil {
+			return obs, &AdapterError{Adapter: "router", Op: "read weights", Err: err}
+		}
+		obs.Weight = rs.Weights.Of(canarySide)
+		obs.WeightApplied = rs.Accepted && rs.Weights.A+rs.Weights.B == 100
+	}
+	for _, side := range [2]strategy.Side{stableSide, canarySide} {
+		so := strategy.SideObservation{Capacity: 100, Ready: 100, Settled: true} // fixed: as provisioned
+		if c := r.setter(side); c != nil {
+			cs, err := c.Capacity(ctx)
+			if err != nil {
+				return obs, &AdapterError{Adapter: "capacity " + string(side), Op: "read capacity", Err: err}
+			}
+			so = strategy.SideObservation{Capacity: cs.Capacity, Ready: cs.Ready, Settled: cs.Settled}
+			if side == canarySide {
+				obs.Health, obs.HealthMessage = cs.Health, cs.HealthMessage
+			}
+		}
+		if side == stableSide {
+			obs.Stable = so
+		} else {
+			obs.Canary = so
+		}
+	}
+	if r.Health != nil {
+		h, msg, err := r.Health.Health(ctx)
+		if err != nil {
+			return obs, &AdapterError{Adapter: "health", Op: "read health", Err: err}
+		}
+		obs.Health, obs.HealthMessage = h, msg
+	}
+	if s.Gate != "" && r.Analyzer != nil {
+		v, err := r.Analyzer.Analyze(ctx, s.Gate)
+		if err != nil {
+			return obs, &AdapterError{Adapter: "analyzer", Op: "analyze gate " + s.Gate, Err: err}
+		}
+		obs.Gates = []strategy.GateResult{{Name: s.Gate, Verdict: v, At: metaMicro(now)}}
+	}
+	return obs, nil
+}
+
+// apply carries out d's hops in the safe order and returns those applied.
+func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision) ([]Hop, error) {
+	if !d.HasHops() {
+		return nil, nil
+	}
+	stableSide := before.StableSide
+	if stableSide == "" {
+		stableSide = strategy.SideA
+	}
+	type capHop struct {
+		role   string
+		side   strategy.Side
+		t      strategy.Target
+		before int32
+	}
+	caps := [2]capHop{
+		{"stable", stableSide, d.StableCapacity, before.Desired.StableCapacity},
+		{"canary", stableSide.Other(), d.CanaryCapacity, before.Desired.CanaryCapacity},
+	}
+	var applied []Hop
+	setCap := func(h capHop) error {
+		c := r.setter(h.side)
+		hop := Hop{Kind: HopCapacity, Role: h.role, Side: h.side, Value: h.t.Value, Steady: h.t.Steady}
+		if c == nil {
+			return &AdapterError{Adapter: "capacity " + string(h.side), Op: "set capacity", Hop: hop.String(),
+				Err: Permanent(fmt.Errorf("%w: no capacity setter for side %s", ErrConfig, h.side))}
+		}
+		if err := c.SetCapacity(ctx, CapacityRequest{Percent: h.t.Value, Steady: h.t.Steady}); err != nil {
+			return &AdapterError{Adapter: "capacity " + string(h.side), Op: "set capacity", Hop: hop.String(), Err: err}
+		}
+		log.V(1).Info("hop", "hop", hop.String())
+		applied = append(applied, hop)
+		return nil
+	}
+	// 1. capacity increases
+	for _, h := range caps {
+		if h.t.Set && h.t.Value >= h.before {
+			if err := setCap(h); err != nil {
+				return applied, err
+			}
+		}
+	}
+	// 2. the weight
+	if d.Weight.Set {
+		w := Weights{A: 100 - d.Weight.Value, B: d.Weight.Value}
+		if stableSide == strategy.SideB {
+			w = Weights{A: d.Weight.Value, B: 100 - d.Weight.Value}
+		}
+		hop := Hop{Kind: HopWeight, Role: "canary", Side: stableSide.Other(), Value: d.Weight.Value, Weights: w}
+		if r.Router == nil {
+			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(),
+				Err: Permanent(fmt.Errorf("%w: no router", ErrConfig))}
+		}
+		if err := r.Router.SetWeights(ctx, w); err != nil {
+			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
+		}
+		log.V(1).Info("hop", "hop", hop.String())
+		applied = append(applied, hop)
+	}
+	// 3. capacity decreases
+	for _, h := range caps {
+		if h.t.Set && h.t.Value < h.before {
+			if err := setCap(h); err != nil {
+				return applied, err
+			}
+		}
+	}
+	return applied, nil
+}
+
+// Run drives one rollout to a terminal phase in this process: it loads the
+// state from Store (or starts from initial when nothing is saved), reconciles,
+// saves after every change, and waits for the requeue, a command or ctx.
+// Killed and restarted, it resumes where the Store says it was. Commands
+// (strategy.State.Resume, a closure calling Abort...) are applied between
+// reconciles and saved at once.
+func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-chan Command) (strategy.State, error) {
+	if err := r.Validate(); err != nil {
+		return initial, err
+	}
+	if r.Store == nil {
+		return initial, fmt.Errorf("%w: Run needs a Store", ErrConfig)
+	}
+	log := logr.FromContextOrDiscard(ctx)
+	clk := r.clock()
+	s, err := r.Store.Load(ctx)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s = initial
+	case err != nil:
+		return initial, &AdapterError{Adapter: "store", Op: "load", Err: err}
+	}
+	for {
+		next, requeue, err := r.ReconcileAt(ctx, s, clk.Now())
+		if serr := r.save(ctx, s, next); serr != nil {
+			log.Error(serr, "saving the state failed; will retry")
+			requeue = r.retryAfter()
+		} else {
+			s = next
+		}
+		if err == nil && s.Phase.Terminal() {
+			return s, nil
+		}
+		if requeue <= 0 {
+			requeue = r.retryAfter() // keep observing: a gate verdict or a new observation may arrive
+		}
+		select {
+		case <-ctx.Done():
+			return s, ctx.Err()
+		case cmd, ok := <-commands:
+			if !ok {
+				commands = nil
+				continue
+			}
+			next := cmd(s, clk.Now())
+			if err := r.save(ctx, s, next); err != nil {
+				log.Error(err, "saving a command failed")
+				continue
+			}
+			s = next
+		case <-clk.After(requeue):
+		}
+	}
+}
+
+func (r *Runner) save(ctx context.Context, before, after strategy.State) error {
+	if statesEqual(&before, &after) {
+		return nil
+	}
+	if err := r.Store.Save(ctx, after); err != nil {
+		return &AdapterError{Adapter: "store", Op: "save", Err: err}
+	}
+	return nil
+}
+
+// Command changes a state at an instant: strategy.State.Resume,
+// strategy.State.Pause, or a closure such as
+// func(s strategy.State, t time.Time) strategy.State { return s.Abort("slow", t) }.
+type Command func(strategy.State, time.Time) strategy.State

@@ -1,0 +1,302 @@
+package rollout_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/upshift-dev/upshift/fake"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+type rig struct {
+	clock   *fake.Clock
+	router  *fake.Router
+	a, b    *fake.Capacity
+	traffic *fake.Traffic
+	runner  *rollout.Runner
+}
+
+func newRig(strat strategy.Strategy, lag fake.Lag) *rig {
+	clock := fake.NewClock(t0)
+	g := &rig{clock: clock, router: fake.NewRouter(clock), a: fake.NewCapacity(clock, 10, 100), b: fake.NewCapacity(clock, 10, 0)}
+	for _, c := range []*fake.Capacity{g.a, g.b} {
+		c.SetLag(lag)
+	}
+	g.router.SetLag(lag)
+	g.traffic = fake.NewTraffic(g.router, g.a, g.b, 1000)
+	g.runner = &rollout.Runner{Strategy: strat, Router: g.router, A: g.a, B: g.b, Clock: clock}
+	return g
+}
+
+// run reconciles until a terminal phase, advancing the clock by each requeue
+// and ticking the traffic after every reconcile.
+func (g *rig) run(t testing.TB, s strategy.State, maxReconciles int) (strategy.State, int) {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; i < maxReconciles; i++ {
+		next, requeue, err := g.runner.Reconcile(ctx, s)
+		if err != nil {
+			t.Fatalf("reconcile %d: %v", i, err)
+		}
+		s = next
+		g.traffic.Tick()
+		if s.Phase.Terminal() {
+			return s, i + 1
+		}
+		if s.Paused {
+			s = s.Resume(g.clock.Now())
+			continue
+		}
+		g.clock.Advance(requeue)
+	}
+	t.Fatalf("not finished after %d reconciles: %s %s", maxReconciles, s.Phase, s.Message)
+	return s, 0
+}
+
+func TestRunnerIncrementalCounts(t *testing.T) {
+	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+	plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newRig(strat, fake.Lag{Reads: 1, Duration: 3 * time.Second})
+	end, reconciles := g.run(t, strategy.NewState("v1", "v2"), 10000)
+	if end.Phase != strategy.PhaseSucceeded || end.StableRevision != "v2" || end.StableSide != strategy.SideB {
+		t.Fatalf("ended %s stable %s side %s", end.Phase, end.StableRevision, end.StableSide)
+	}
+	writes := g.router.Writes() + g.a.Writes() + g.b.Writes()
+	if writes != plan.Hops {
+		t.Errorf("writes %d, want one per planned hop: %d", writes, plan.Hops)
+	}
+	st := g.traffic.Stats()
+	if st.Dropped != 0 || st.Overloaded != 0 {
+		t.Errorf("traffic: %+v", st)
+	}
+	if st.PeakCapacity != 120 {
+		t.Errorf("peak capacity %d, want 120", st.PeakCapacity)
+	}
+	elapsed := g.clock.Now().Sub(t0)
+	reads := g.router.Reads() + g.a.Reads() + g.b.Reads()
+	fixedPoll := 3 * int(elapsed/(2*time.Second))
+	t.Logf("incremental step 10 surge 20, lag 1 read + 3s: %s (plan %s), %d reconciles, %d writes (= %d hops), %d reads vs %d for a fixed 2s poll",
+		elapsed, plan.Duration, reconciles, writes, plan.Hops, reads, fixedPoll)
+	if reads >= fixedPoll {
+		t.Errorf("%d reads, no better than a fixed 2s poll (%d)", reads, fixedPoll)
+	}
+	if a := g.a.Status(); a.Capacity != 0 {
+		t.Errorf("old stable side A left at capacity %d", a.Capacity)
+	}
+	if b := g.b.Status(); !b.Steady || b.Capacity != 100 {
+		t.Errorf("new stable side B: %+v, want steady at 100", b)
+	}
+	if w := g.router.Applied(); w != (rollout.Weights{A: 0, B: 100}) {
+		t.Errorf("applied weights %+v", w)
+	}
+}
+
+func TestRunnerSafeOrderAndErrors(t *testing.T) {
+	strat := strategy.BlueGreen{}
+	g := newRig(strat, fake.Lag{})
+	var order []string
+	g.runner.Observer = rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+		for _, h := range e.Applied {
+			order = append(order, h.String())
+		}
+	})
+	ctx := context.Background()
+	s := strategy.NewState("v1", "v2")
+	// A transient error on the canary side: the hop is asked again next time.
+	boom := errors.New("boom")
+	g.b.FailWith(boom)
+	next, requeue, err := g.runner.ReconcileAt(ctx, s, t0)
+	var ae *rollout.AdapterError
+	if !errors.As(err, &ae) || !errors.Is(err, boom) || ae.Adapter != "capacity B" {
+		t.Fatalf("err %v, want an AdapterError for capacity B wrapping boom", err)
+	}
+	if requeue != strategy.DefaultPollInterval {
+		t.Errorf("requeue %v after a transient error", requeue)
+	}
+	if next.Desired != s.Desired {
+		t.Fatalf("a failed hop was recorded as asked: %+v", next.Desired)
+	}
+	g.b.FailWith(nil)
+	s = next
+	end, _ := g.run(t, s, 100)
+	if end.Phase != strategy.PhaseSucceeded {
+		t.Fatalf("ended %s", end.Phase)
+	}
+	want := []string{
+		"canary capacity 100 (side B)",
+		"weight 100 (A=0 B=100)",
+		"canary capacity steady (side B)",
+		"stable capacity 0 (side A)",
+	}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("hops (-want +got):\n%s", diff)
+	}
+}
+
+func TestRunnerPermanentErrorAborts(t *testing.T) {
+	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+	g := newRig(strat, fake.Lag{})
+	ctx := context.Background()
+	s := strategy.NewState("v1", "v2")
+	var err error
+	for i := 0; i < 6; i++ { // walk a few hops in
+		s, _, err = g.runner.Reconcile(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.clock.Advance(time.Minute)
+	}
+	g.router.FailWith(rollout.Permanent(errors.New("route is invalid")))
+	s, _, err = g.runner.Reconcile(ctx, s)
+	if err != nil {
+		t.Fatalf("a permanent error should be handled into the state, got %v", err)
+	}
+	if s.Phase != strategy.PhaseAborting || s.Aborted == nil {
+		t.Fatalf("phase %s abort %+v, want Aborting", s.Phase, s.Aborted)
+	}
+	g.router.FailWith(nil)
+	end, _ := g.run(t, s, 100)
+	if end.Phase != strategy.PhaseAborted {
+		t.Fatalf("ended %s", end.Phase)
+	}
+	if st := g.traffic.Stats(); st.Dropped+st.Overloaded != 0 {
+		t.Fatalf("traffic %+v", st)
+	}
+}
+
+func TestRunnerValidate(t *testing.T) {
+	clock := fake.NewClock(t0)
+	cases := []struct {
+		name string
+		r    rollout.Runner
+		ok   bool
+	}{
+		{"managed", rollout.Runner{Strategy: strategy.BlueGreen{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, true},
+		{"managed without sides", rollout.Runner{Strategy: strategy.BlueGreen{}, Router: fake.NewRouter(clock)}, false},
+		{"fixed", rollout.Runner{Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityFixed}}, Router: fake.NewRouter(clock)}, true},
+		{"replicas with router", rollout.Runner{Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityReplicas}}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, false},
+		{"invalid strategy", rollout.Runner{Strategy: strategy.Incremental{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, false},
+		{"nothing", rollout.Runner{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.r.Validate()
+			if (err == nil) != tc.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, rollout.ErrConfig) && !errors.Is(err, strategy.ErrInvalid) {
+				t.Fatalf("untyped error %v", err)
+			}
+		})
+	}
+}
+
+func TestRunResumesFromStore(t *testing.T) {
+	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
+		strategy.SetWeight(30), strategy.PauseUntilResumed(), strategy.SetWeight(60),
+	}}
+	g := newRig(strat, fake.Lag{Reads: 1})
+	store := &fake.Store{}
+	g.runner.Store = store
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.runner.Run(ctx, strategy.NewState("v1", "v2"), nil)
+		done <- err
+	}()
+	// Drive the clock until the rollout pauses, then kill the process.
+	waitFor(t, g.clock, func() bool { s, err := store.Load(ctx); return err == nil && s.Phase == strategy.PhasePaused })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	// A new process, a new Runner, the same store: resume and finish.
+	cmds := make(chan rollout.Command, 1)
+	cmds <- strategy.State.Resume
+	r2 := *g.runner
+	done2 := make(chan strategy.State, 1)
+	go func() {
+		s, err := r2.Run(context.Background(), strategy.NewState("ignored", "ignored"), cmds)
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		done2 <- s
+	}()
+	var end strategy.State
+	waitFor(t, g.clock, func() bool {
+		select {
+		case end = <-done2:
+			return true
+		default:
+			return false
+		}
+	})
+	if end.Phase != strategy.PhaseSucceeded || end.StableRevision != "v2" {
+		t.Fatalf("ended %s with stable %s", end.Phase, end.StableRevision)
+	}
+}
+
+// waitFor advances the fake clock whenever the runner waits on it, until
+// cond holds.
+func waitFor(t *testing.T, clock *fake.Clock, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met")
+		}
+		if at, ok := clock.NextWake(); ok {
+			clock.Set(at)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+}
+
+func ExampleRunner() {
+	clock := fake.NewClock(t0)
+	a, b := fake.NewCapacity(clock, 4, 100), fake.NewCapacity(clock, 4, 0)
+	b.SetLag(fake.Lag{Duration: 5 * time.Second}) // new replicas take 5s to become ready
+	r := &rollout.Runner{
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 50},
+		Router:   fake.NewRouter(clock), A: a, B: b, Clock: clock,
+		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+			for _, h := range e.Applied {
+				fmt.Printf("+%-5s %s\n", e.Time.Sub(t0), h)
+			}
+		}),
+	}
+	s := strategy.NewState("v1", "v2")
+	for !s.Phase.Terminal() {
+		next, requeue, err := r.Reconcile(context.Background(), s)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		s = next
+		clock.Advance(requeue)
+	}
+	fmt.Println(s.Phase, "- stable:", s.StableRevision, "on side", s.StableSide)
+	// Output:
+	// +0s    canary capacity 50 (side B)
+	// +6s    weight 25 (A=75 B=25)
+	// +1m6s  weight 50 (A=50 B=50)
+	// +1m8s  stable capacity 50 (side A)
+	// +1m10s canary capacity 100 (side B)
+	// +2m6s  weight 75 (A=25 B=75)
+	// +3m6s  weight 100 (A=0 B=100)
+	// +3m8s  canary capacity steady (side B)
+	// +3m8s  stable capacity 0 (side A)
+	// Succeeded - stable: v2 on side B
+}
