@@ -300,3 +300,36 @@ func ExampleRunner() {
 	// +3m8s  stable capacity 0 (side A)
 	// Succeeded - stable: v2 on side B
 }
+
+// TestRunnerWaitsForTheDataPlane: with a router whose data plane lags its
+// spec, no capacity moves until the new weights are accepted, so the
+// simulated traffic never finds a side short of ready capacity.
+func TestRunnerWaitsForTheDataPlane(t *testing.T) {
+	for _, lag := range []fake.Lag{{Reads: 3}, {Duration: 7 * time.Second}, {Reads: 2, Duration: 3 * time.Second}} {
+		t.Run(fmt.Sprintf("%+v", lag), func(t *testing.T) {
+			g := newRig(strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10}, fake.Lag{})
+			g.a, g.b = fake.NewCapacity(g.clock, 100, 100), fake.NewCapacity(g.clock, 100, 0)
+			g.runner.A, g.runner.B = g.a, g.b
+			g.traffic = fake.NewTraffic(g.router, g.a, g.b, 1000)
+			g.router.SetLag(lag)
+			ctx := context.Background()
+			s := strategy.NewState("v1", "v2")
+			for i := 0; i < 2000 && !s.Phase.Terminal(); i++ {
+				next, requeue, err := g.runner.Reconcile(ctx, s)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s = next
+				g.traffic.Tick()
+				g.clock.Advance(min(requeue, time.Second))
+				g.traffic.Tick()
+			}
+			if s.Phase != strategy.PhaseSucceeded {
+				t.Fatalf("ended %s", s.Phase)
+			}
+			if st := g.traffic.Stats(); st.Overloaded+st.Dropped != 0 {
+				t.Fatalf("traffic %+v", st)
+			}
+		})
+	}
+}

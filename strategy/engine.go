@@ -141,6 +141,7 @@ func (r *run) step() {
 	}
 	if !applied {
 		r.waitApplied()
+		r.repair()
 		return
 	}
 	if r.degradedBy(ReasonProgressDeadline) {
@@ -192,6 +193,31 @@ func (r *run) waitApplied() {
 	r.d.RequeueAfter = wait
 }
 
+// repair asks again for what the adapters do not hold once a poll interval
+// has passed since the hop: a write that was lost, overwritten by someone
+// else, or made by a reconcile whose state was never stored. Adapters are
+// idempotent, and the state it restores was safe when it was recorded, so
+// this only ever moves the world back to a known-safe allocation. It does
+// not touch HopAt: the progress deadline keeps counting.
+func (r *run) repair() {
+	st, o := r.st, r.e.opts
+	if !st.HopAt.IsZero() && r.now.Before(after(st.HopAt, o.pollInterval())) {
+		return
+	}
+	obs, want := &st.Observed, &st.Desired
+	if o.Capacity != CapacityReplicas && obs.Weight != want.Weight {
+		r.d.Weight = Target{Set: true, Value: want.Weight}
+	}
+	if o.Capacity != CapacityFixed {
+		if obs.Stable.Capacity != want.StableCapacity {
+			r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
+		}
+		if obs.Canary.Capacity != want.CanaryCapacity {
+			r.d.CanaryCapacity = Target{Set: true, Value: want.CanaryCapacity, Steady: st.Released && want.CanaryCapacity == 100}
+		}
+	}
+}
+
 // countHealth counts a new observation's health and reports whether the
 // unhealthy threshold is reached.
 func (r *run) countHealth() bool {
@@ -239,7 +265,9 @@ func (r *run) emergency() bool {
 	}
 	r.hopWeight(0)
 	if r.e.opts.Capacity == CapacityManaged {
-		s := min(100, 100+r.e.surge-st.Desired.CanaryCapacity)
+		// Budget against the larger of what was asked and what the side
+		// reports: a hop may have landed without being recorded.
+		s := min(100, 100+r.e.surge-max(st.Desired.CanaryCapacity, st.Observed.Canary.Capacity))
 		if s > st.Desired.StableCapacity {
 			r.hopStable(s)
 		}

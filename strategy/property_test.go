@@ -82,6 +82,17 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	if !d.HasHops() {
 		return d
 	}
+	// A repair re-asks for the desired allocation and changes nothing else.
+	repair := d.State.Desired == in.Desired && d.State.Released == in.Released &&
+		(!d.Weight.Set || d.Weight.Value == in.Desired.Weight) &&
+		(!d.StableCapacity.Set || d.StableCapacity.Value == in.Desired.StableCapacity) &&
+		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == in.Desired.CanaryCapacity)
+	if repair && !emergency {
+		if naiveApplied(&in, mode) {
+			t.Fatalf("a repair while everything is applied: %+v", d)
+		}
+		return d
+	}
 	if !emergency && !naiveApplied(&in, mode) {
 		t.Fatalf("a hop before the previous one was observed applied:\nin.Desired=%+v\nin.Observed=%+v\nhops=%+v %+v %+v",
 			in.Desired, in.Observed, d.Weight, d.StableCapacity, d.CanaryCapacity)
@@ -192,7 +203,16 @@ func TestStepInvariants(t *testing.T) {
 					s = s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now)
 					commanded = true
 				case 7:
-					s = roundTrip(t, s) // a restarted controller
+					if rapid.Bool().Draw(t, "lost") {
+						// A reconcile whose state is never stored: the world
+						// moves, the state does not.
+						s.Observed = w.observe(now)
+						d := checkStep(t, strat, s, now)
+						emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
+						w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lostLag"))
+					} else {
+						s = roundTrip(t, s) // a restarted controller
+					}
 				default:
 					now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
 				}
