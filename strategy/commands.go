@@ -37,11 +37,15 @@ func (s State) Resume(now time.Time) State {
 		return s
 	}
 	s = s.command(now)
-	if s.PauseReason == ReasonUnhealthy {
+	switch s.PauseReason {
+	case ReasonUnhealthy:
 		s.UnhealthyCount = 0
+	case ReasonPauseStep, ReasonGateInconclusive:
+		// Only these end the step itself; resuming a manual pause or an
+		// unhealthy hold leaves a pending gate pending.
+		s.Resumed = true
 	}
 	s.Paused, s.PauseReason = false, ""
-	s.Resumed = true
 	return s
 }
 
@@ -68,6 +72,7 @@ func (s *State) beginAbort(reason string, at metav1.MicroTime) {
 	s.Phase = PhaseAborting
 	s.Paused, s.PauseReason, s.Gate = false, "", ""
 	s.PromoteRequested, s.PromoteFullRequested = false, false
+	s.Released = false // a later completion asks for the steady state again
 }
 
 // Promote finishes the current step now: it ends a pause or a gate (timed or
@@ -107,6 +112,7 @@ func (s State) Retry(now time.Time) State {
 	s.Phase = PhaseProgressing
 	s.FinishedAt = metav1.MicroTime{}
 	s.UnhealthyCount = 0
+	s.Released = false
 	s.StepsHash = "" // re-place by weight at the next Step
 	return s
 }

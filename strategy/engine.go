@@ -55,7 +55,7 @@ const (
 // engine is the machinery shared by every strategy: commands in the state,
 // health, deadlines, steps, the capacity-safe mover and completion.
 type engine struct {
-	opts     *Options
+	opts     Options
 	surge    int32
 	stepPct  int32         // Incremental: largest weight hop; 0 = unlimited
 	interval time.Duration // Incremental: least time between weight hops
@@ -70,12 +70,21 @@ type run struct {
 	st         *State
 	now        time.Time
 	condCopied bool
+	overdue    bool // ProgressDeadline passed while waiting
 }
 
 // micro is the recorded form of an instant: UTC, microseconds, exactly what a
 // JSON round trip of metav1.MicroTime preserves.
+//
+// It is built from an integer so that no *time.Location of the caller's is
+// written into the state: that keeps Step free of heap allocations.
 func micro(t time.Time) metav1.MicroTime {
-	return metav1.MicroTime{Time: t.UTC().Truncate(time.Microsecond)}
+	return metav1.MicroTime{Time: time.UnixMicro(t.UnixMicro()).UTC()}
+}
+
+// seconds is the recorded form of a condition's transition time.
+func seconds(t time.Time) metav1.Time {
+	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
 }
 
 func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d) }
@@ -112,6 +121,12 @@ func (e *engine) step(s State, now time.Time) Decision {
 
 func (r *run) step() {
 	st := r.st
+	// A corrupt or hand-edited state must not turn into a hop out of range.
+	st.Desired = Allocation{
+		Weight:         clampPercent(st.Desired.Weight),
+		StableCapacity: clampPercent(st.Desired.StableCapacity),
+		CanaryCapacity: clampPercent(st.Desired.CanaryCapacity),
+	}
 	if st.Phase == "" {
 		st.Phase = PhaseProgressing
 		st.StartedAt = micro(r.now)
@@ -144,9 +159,6 @@ func (r *run) step() {
 		r.repair()
 		return
 	}
-	if r.degradedBy(ReasonProgressDeadline) {
-		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
-	}
 	switch st.Phase {
 	case PhaseAborting:
 		r.walkBack()
@@ -173,18 +185,33 @@ func (r *run) applied() bool {
 	return true
 }
 
+func clampPercent(v int32) int32 { return min(max(v, 0), 100) }
+
 func (r *run) waitApplied() {
+	r.st.Message = msgWaitingHop
+	r.deadline(false)
+}
+
+// deadline sets the requeue while waiting for the world (a hop to be
+// applied, capacity to become ready) and enforces ProgressDeadline, counted
+// from the last hop: Degraded when it passes, and an abort if asked.
+//
+// applied says every hop is in place, so an abort can start walking back in
+// this same Step.
+func (r *run) deadline(applied bool) {
 	st, o := r.st, r.e.opts
-	st.Message = msgWaitingHop
 	wait := o.pollInterval()
 	if o.ProgressDeadline > 0 && !st.HopAt.IsZero() {
 		deadline := after(st.HopAt, o.ProgressDeadline)
 		if !r.now.Before(deadline) {
-			if !r.degradedBy(ReasonProgressDeadline) {
-				r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
-			}
+			r.overdue = true
 			if o.AbortOnProgressDeadline && st.Phase != PhaseAborting {
 				r.abort(ReasonProgressDeadline)
+				r.d.RequeueAfter = wait
+				if applied {
+					r.walkBack()
+				}
+				return
 			}
 		} else if left := deadline.Sub(r.now); left < wait {
 			wait = left
@@ -704,7 +731,7 @@ func (r *run) weightHop(w int32, interval time.Duration) {
 
 func (r *run) waitCapacity() {
 	r.st.Message = msgWaitingCapacity
-	r.d.RequeueAfter = r.e.opts.pollInterval()
+	r.deadline(true)
 }
 
 func (r *run) hopped() {
@@ -766,7 +793,8 @@ func (r *run) conditions() {
 	switch {
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
-	case r.degradedBy(ReasonProgressDeadline):
+	case r.overdue:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
 	default:
 		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
 	}
@@ -780,16 +808,6 @@ func (r *run) conditions() {
 	} else {
 		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsCapacity, msgUnavailable)
 	}
-}
-
-func (r *run) degradedBy(reason string) bool {
-	for i := range r.st.Conditions {
-		c := &r.st.Conditions[i]
-		if c.Type == ConditionDegraded {
-			return c.Status == metav1.ConditionTrue && c.Reason == reason
-		}
-	}
-	return false
 }
 
 // setCond sets a condition, copying the slice before the first change so the
@@ -807,7 +825,7 @@ func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg str
 		r.copyConds()
 		c = &st.Conditions[i]
 		if c.Status != status {
-			c.LastTransitionTime = metav1.Time{Time: r.now.UTC().Truncate(time.Second)}
+			c.LastTransitionTime = seconds(r.now)
 		}
 		c.Status, c.Reason, c.Message = status, reason, msg
 		return
@@ -815,7 +833,7 @@ func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg str
 	r.copyConds()
 	st.Conditions = append(st.Conditions, metav1.Condition{
 		Type: typ, Status: status, Reason: reason, Message: msg,
-		LastTransitionTime: metav1.Time{Time: r.now.UTC().Truncate(time.Second)},
+		LastTransitionTime: seconds(r.now),
 	})
 }
 

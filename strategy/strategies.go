@@ -88,7 +88,7 @@ func optionsLookValid(o *Options, surge int32) bool {
 // Step decides the next hop. See Strategy.
 func (in Incremental) Step(s State, now time.Time) Decision {
 	e := engine{
-		opts:     &in.Options,
+		opts:     in.Options,
 		surge:    in.MaxSurgePercent,
 		stepPct:  in.StepPercent,
 		interval: in.Interval,
@@ -118,7 +118,7 @@ func (b *BlueGreen) validate() field.ErrorList {
 
 // Step decides the next hop. See Strategy.
 func (b BlueGreen) Step(s State, now time.Time) Decision {
-	e := engine{opts: &b.Options, surge: 100, stepPct: 100}
+	e := engine{opts: b.Options, surge: 100, stepPct: 100}
 	if errs := b.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}
@@ -240,7 +240,7 @@ func (c *Canary) validate() field.ErrorList {
 
 // Step decides the next hop. See Strategy.
 func (c Canary) Step(s State, now time.Time) Decision {
-	e := engine{opts: &c.Options, surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
+	e := engine{opts: c.Options, surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
 	if errs := c.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}
@@ -290,3 +290,12 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 func (in Incremental) options() *Options { return &in.Options }
 func (b BlueGreen) options() *Options    { return &b.Options }
 func (c Canary) options() *Options       { return &c.Options }
+
+// OptionsOf returns the shared options of the strategies in this package,
+// and false for any other Strategy.
+func OptionsOf(s Strategy) (Options, bool) {
+	if so, ok := s.(interface{ options() *Options }); ok {
+		return *so.options(), true
+	}
+	return Options{}, false
+}

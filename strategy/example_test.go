@@ -1,0 +1,256 @@
+package strategy_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// ExamplePlan dry-runs KubeRay's incremental upgrade: the weight rises by 10
+// once a minute and capacity moves by 30 as soon as traffic has caught up.
+func ExamplePlan() {
+	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	tl, err := strategy.Plan(inc, strategy.PlanOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl.Capacities())
+	fmt.Println("total", tl.Duration)
+	// Output:
+	// (100,0) -> (100,30) -> (70,30) -> (70,60) -> (40,60) -> (40,90) -> (10,90) -> (10,100) -> (0,100)
+	// total 9m0s
+}
+
+// ExampleIncremental prints every hop of an incremental upgrade: offset,
+// hop, (stable,canary) capacities afterwards and the canary weight.
+func ExampleIncremental() {
+	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	tl, err := strategy.Plan(inc, strategy.PlanOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl)
+	// Output:
+	// +0s canary capacity 30 (100,30) w0
+	// +0s weight 10 (100,30) w10
+	// +1m0s weight 20 (100,30) w20
+	// +2m0s weight 30 (100,30) w30
+	// +2m0s stable capacity 70 (70,30) w30
+	// +2m0s canary capacity 60 (70,60) w30
+	// +3m0s weight 40 (70,60) w40
+	// +4m0s weight 50 (70,60) w50
+	// +5m0s weight 60 (70,60) w60
+	// +5m0s stable capacity 40 (40,60) w60
+	// +5m0s canary capacity 90 (40,90) w60
+	// +6m0s weight 70 (40,90) w70
+	// +7m0s weight 80 (40,90) w80
+	// +8m0s weight 90 (40,90) w90
+	// +8m0s stable capacity 10 (10,90) w90
+	// +8m0s canary capacity 100 (10,100) w90
+	// +9m0s weight 100 (10,100) w100
+	// +9m0s stable capacity 0 (0,100) w100
+	// +9m0s canary capacity steady (0,100) w100
+	// +9m0s Succeeded (0,100) w100
+	// total 9m0s, 19 hops, peak capacity 130
+}
+
+// ExampleCanary is the canary 20% / pause 60s / 80% / pause 120s. Each pause
+// counts from the moment the previous step is observed complete, and a final
+// implicit step promotes to 100.
+func ExampleCanary() {
+	c := strategy.Canary{
+		Steps: []strategy.CanaryStep{
+			strategy.SetWeight(20),
+			strategy.Pause(60 * time.Second),
+			strategy.SetWeight(80),
+			strategy.Pause(120 * time.Second),
+		},
+		MaxSurgePercent: 100,
+	}
+	tl, err := strategy.Plan(c, strategy.PlanOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl)
+	// Output:
+	// +0s canary capacity 20 (100,20) w0
+	// +0s weight 20 (100,20) w20
+	// +0s pause 1m0s (100,20) w20
+	// +1m0s canary capacity 80 (100,80) w20
+	// +1m0s weight 80 (100,80) w80
+	// +1m0s pause 2m0s (100,80) w80
+	// +3m0s canary capacity 100 (100,100) w80
+	// +3m0s weight 100 (100,100) w100
+	// +3m0s stable capacity 0 (0,100) w100
+	// +3m0s canary capacity steady (0,100) w100
+	// +3m0s Succeeded (0,100) w100
+	// total 3m0s, 8 hops, peak capacity 200
+}
+
+// ExampleBlueGreen provisions the whole canary, moves all traffic in one hop
+// and scales the old side down.
+func ExampleBlueGreen() {
+	tl, err := strategy.Plan(strategy.BlueGreen{}, strategy.PlanOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl)
+	// Output:
+	// +0s canary capacity 100 (100,100) w0
+	// +0s weight 100 (100,100) w100
+	// +0s stable capacity 0 (0,100) w100
+	// +0s canary capacity steady (0,100) w100
+	// +0s Succeeded (0,100) w100
+	// total 0s, 4 hops, peak capacity 200
+}
+
+// ExampleIncremental_Validate shows that every problem is reported at once,
+// each with the path of its field.
+func ExampleIncremental_Validate() {
+	err := strategy.Incremental{}.Validate()
+	fmt.Println(errors.Is(err, strategy.ErrInvalid))
+	var invalid *strategy.InvalidError
+	if errors.As(err, &invalid) {
+		for _, fe := range invalid.Errors {
+			fmt.Printf("%s: %s\n", fe.Field, fe.Detail)
+		}
+	}
+	// Output:
+	// true
+	// incremental.stepPercent: must be between 1 and 100
+	// incremental.interval: must be positive
+	// incremental.maxSurgePercent: must be between 1 and 100
+}
+
+// ExampleState_Resume drives Step by hand, once a minute, with adapters that
+// apply every hop at once. The rollout holds at weight 50 until Resume.
+func ExampleState_Resume() {
+	c := strategy.Canary{
+		Steps:           []strategy.CanaryStep{strategy.SetWeight(50), strategy.PauseUntilResumed()},
+		MaxSurgePercent: 100,
+	}
+	// observe plays adapters that apply every hop of d at once.
+	observe := func(s *strategy.State, d strategy.Decision, now time.Time) {
+		o := &s.Observed
+		o.At.Time = now
+		if d.Weight.Set {
+			o.Weight, o.WeightApplied = d.Weight.Value, true
+		}
+		if d.StableCapacity.Set {
+			v := d.StableCapacity.Value
+			o.Stable = strategy.SideObservation{Capacity: v, Ready: v, Settled: true}
+		}
+		if d.CanaryCapacity.Set {
+			v := d.CanaryCapacity.Value
+			o.Canary = strategy.SideObservation{Capacity: v, Ready: v, Settled: true}
+		}
+	}
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := strategy.NewState("v1", "v2")
+	for i := range 10 {
+		now := t0.Add(time.Duration(i) * time.Minute)
+		if i == 4 {
+			s = s.Resume(now)
+			fmt.Println("+"+now.Sub(t0).String(), "Resume")
+		}
+		d := c.Step(s, now)
+		s = d.State
+		observe(&s, d, now)
+		fmt.Printf("+%s %s %s requeue %s\n", now.Sub(t0), s.Phase, hops(d), d.RequeueAfter)
+		if s.Phase.Terminal() {
+			break
+		}
+	}
+	// Output:
+	// +0s Progressing [canary=50] requeue 2s
+	// +1m0s Progressing [weight=50] requeue 2s
+	// +2m0s Paused [] requeue 0s
+	// +3m0s Paused [] requeue 0s
+	// +4m0s Resume
+	// +4m0s Progressing [canary=100] requeue 2s
+	// +5m0s Progressing [weight=100] requeue 2s
+	// +6m0s Completing [stable=0 canary=steady] requeue 2s
+	// +7m0s Succeeded [] requeue 0s
+}
+
+// ExampleState_Abort aborts an incremental upgrade mid-way, at weight 60 with
+// the stable side already scaled down to 40. The stable side is scaled back
+// up before any traffic returns to it, hop by hop, within the surge budget.
+func ExampleState_Abort() {
+	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	observe := func(s *strategy.State, d strategy.Decision, now time.Time) {
+		o := &s.Observed
+		o.At.Time = now
+		if d.Weight.Set {
+			o.Weight, o.WeightApplied = d.Weight.Value, true
+		}
+		if d.StableCapacity.Set {
+			v := d.StableCapacity.Value
+			o.Stable = strategy.SideObservation{Capacity: v, Ready: v, Settled: true}
+		}
+		if d.CanaryCapacity.Set {
+			v := d.CanaryCapacity.Value
+			o.Canary = strategy.SideObservation{Capacity: v, Ready: v, Settled: true}
+		}
+	}
+	// A controller steps again after d.RequeueAfter: the poll interval (2s)
+	// while a hop is being applied, the rest of the step interval otherwise.
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	s := strategy.NewState("v1", "v2")
+	now := t0
+	for s.Desired.Weight != 60 || s.Desired.StableCapacity != 40 {
+		d := inc.Step(s, now)
+		s = d.State
+		observe(&s, d, now)
+		now = now.Add(d.RequeueAfter)
+	}
+	fmt.Printf("+%s %s (%d,%d) w%d\n", now.Sub(t0), s.Phase,
+		s.Desired.StableCapacity, s.Desired.CanaryCapacity, s.Desired.Weight)
+
+	s = s.Abort("p99 latency", now)
+	for !s.Phase.Terminal() {
+		d := inc.Step(s, now)
+		s = d.State
+		observe(&s, d, now)
+		fmt.Printf("+%s %s %s -> (%d,%d) w%d\n", now.Sub(t0), s.Phase, hops(d),
+			s.Desired.StableCapacity, s.Desired.CanaryCapacity, s.Desired.Weight)
+		now = now.Add(d.RequeueAfter)
+	}
+	fmt.Println("reason:", s.Aborted.Reason)
+	// Output:
+	// +5m6s Progressing (40,60) w60
+	// +5m6s Aborting [stable=70] -> (70,60) w60
+	// +5m8s Aborting [weight=30] -> (70,60) w30
+	// +5m10s Aborting [canary=30] -> (70,30) w30
+	// +5m12s Aborting [stable=100] -> (100,30) w30
+	// +5m14s Aborting [weight=0] -> (100,30) w0
+	// +5m16s Aborting [canary=0] -> (100,0) w0
+	// +5m18s Aborted [] -> (100,0) w0
+	// reason: p99 latency
+}
+
+// hops renders the hops of a decision.
+func hops(d strategy.Decision) string {
+	var h []string
+	if d.StableCapacity.Set {
+		h = append(h, fmt.Sprintf("stable=%d", d.StableCapacity.Value))
+	}
+	if d.CanaryCapacity.Set {
+		if d.CanaryCapacity.Steady {
+			h = append(h, "canary=steady")
+		} else {
+			h = append(h, fmt.Sprintf("canary=%d", d.CanaryCapacity.Value))
+		}
+	}
+	if d.Weight.Set {
+		h = append(h, fmt.Sprintf("weight=%d", d.Weight.Value))
+	}
+	return "[" + strings.Join(h, " ") + "]"
+}
