@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -331,5 +335,28 @@ func TestRunnerWaitsForTheDataPlane(t *testing.T) {
 				t.Fatalf("traffic %+v", st)
 			}
 		})
+	}
+}
+
+// TestRunnerLogsThroughTheContext: the logger comes from the context, hops
+// are logged at V(1) and adapter errors as errors.
+func TestRunnerLogsThroughTheContext(t *testing.T) {
+	var lines []string
+	log := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 1})
+	ctx := logr.NewContext(context.Background(), log)
+	g := newRig(strategy.BlueGreen{}, fake.Lag{})
+	s, _, err := g.runner.Reconcile(ctx, strategy.NewState("v1", "v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.b.FailWith(errors.New("boom"))
+	if _, _, err := g.runner.Reconcile(ctx, s); err == nil {
+		t.Fatal("want an error")
+	}
+	joined := strings.Join(lines, "\n")
+	for _, want := range []string{`"msg"="hop"`, `"hop"="canary capacity 100 (side B)"`, `"error"="rollout: capacity B: read capacity: boom"`} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("log lacks %s:\n%s", want, joined)
+		}
 	}
 }

@@ -1,0 +1,343 @@
+package fake_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/upshift-dev/upshift/fake"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func TestRouterLag(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		lag  fake.Lag
+		// accepted after this many reads, with the clock advanced by step
+		// before each read
+		step  time.Duration
+		reads int
+	}{
+		{"none", fake.Lag{}, 0, 1},
+		{"reads", fake.Lag{Reads: 3}, 0, 3},
+		{"duration", fake.Lag{Duration: 5 * time.Second}, 2 * time.Second, 3},
+		{"both", fake.Lag{Reads: 4, Duration: time.Second}, time.Second, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fake.NewClock(t0)
+			r := fake.NewRouter(clock)
+			r.SetLag(tc.lag)
+			if err := r.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 1; i <= tc.reads; i++ {
+				clock.Advance(tc.step)
+				st, err := r.Weights(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Weights != (rollout.Weights{A: 70, B: 30}) {
+					t.Fatalf("spec weights %+v", st.Weights)
+				}
+				want := i == tc.reads
+				if st.Accepted != want {
+					t.Fatalf("read %d: accepted %v, want %v", i, st.Accepted, want)
+				}
+				if applied := r.Applied(); (applied.B == 30) != want {
+					t.Fatalf("read %d: applied %+v", i, applied)
+				}
+			}
+		})
+	}
+}
+
+func TestRouterFaults(t *testing.T) {
+	ctx := context.Background()
+	r := fake.NewRouter(nil)
+	r.Conflicts(2)
+	for i := 0; i < 2; i++ {
+		if err := r.SetWeights(ctx, rollout.Weights{A: 50, B: 50}); !errors.Is(err, rollout.ErrConflict) {
+			t.Fatalf("write %d: %v, want a conflict", i, err)
+		}
+	}
+	if got := r.Applied(); got.A != 100 {
+		t.Fatalf("a conflicting write landed: %+v", got)
+	}
+	if err := r.SetWeights(ctx, rollout.Weights{A: 50, B: 50}); err != nil {
+		t.Fatal(err)
+	}
+	r.Reject("gateway gone")
+	if err := r.SetWeights(ctx, rollout.Weights{A: 0, B: 100}); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := r.Weights(ctx)
+	if st.Accepted || st.Message != "gateway gone" || r.Applied().B != 50 {
+		t.Fatalf("rejected route: %+v applied %+v", st, r.Applied())
+	}
+	r.Reject("")
+	if st, _ := r.Weights(ctx); !st.Accepted || r.Applied().B != 100 {
+		t.Fatalf("after the rejection: %+v", st)
+	}
+	if err := r.SetWeights(ctx, rollout.Weights{A: 60, B: 60}); !rollout.IsPermanent(err) {
+		t.Fatalf("weights that do not sum to 100: %v, want a permanent error", err)
+	}
+	boom := errors.New("boom")
+	r.FailWith(boom)
+	if _, err := r.Weights(ctx); !errors.Is(err, boom) {
+		t.Fatalf("FailWith: %v", err)
+	}
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	r.FailWith(nil)
+	if err := r.SetWeights(canceled, rollout.Weights{A: 100}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled context: %v", err)
+	}
+	var ops []string
+	for _, c := range r.History() {
+		ops = append(ops, fmt.Sprintf("%s %s %v", c.Op, c.Arg, c.Err != nil))
+	}
+	want := []string{
+		"SetWeights A=50 B=50 true", "SetWeights A=50 B=50 true", "SetWeights A=50 B=50 false",
+		"SetWeights A=0 B=100 false", "Weights  false", "Weights  false",
+		"SetWeights A=60 B=60 true", "Weights  true", "SetWeights A=100 B=0 true",
+	}
+	if diff := cmp.Diff(want, ops); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	if r.Writes() != 2 || r.Reads() != 2 {
+		t.Errorf("writes %d reads %d, want 2 and 2", r.Writes(), r.Reads())
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	ctx := context.Background()
+	clock := fake.NewClock(t0)
+	c := fake.NewCapacity(clock, 3, 0)
+	c.SetLag(fake.Lag{Reads: 2})
+	if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
+		t.Fatal(err)
+	}
+	// 40% of 3 replicas is 2 replicas (rounded up): 66% once ready.
+	want := []rollout.CapacityStatus{
+		{Capacity: 40, Ready: 0, Settled: false},
+		{Capacity: 40, Ready: 66, Settled: true},
+	}
+	for i, w := range want {
+		got, err := c.Capacity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(w, got); diff != "" {
+			t.Fatalf("read %d (-want +got):\n%s", i, diff)
+		}
+	}
+	// Partial: one more replica per observation.
+	c.SetLag(fake.Lag{})
+	c.SetPartial(true)
+	if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := c.Capacity(ctx); st.Ready != 100 || !st.Settled || !st.Steady {
+		t.Fatalf("after one read: %+v", st)
+	}
+	// Scaling down stops replicas at once.
+	if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Status(); st.Ready != 33 || !st.Settled {
+		t.Fatalf("after scaling down: %+v", st)
+	}
+	if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: 101}); !rollout.IsPermanent(err) {
+		t.Fatalf("out of range: %v", err)
+	}
+	c.SetHealth(strategy.HealthUnhealthy, "crash loop")
+	if st := c.Status(); st.Health != strategy.HealthUnhealthy || st.HealthMessage != "crash loop" {
+		t.Fatalf("health: %+v", st)
+	}
+}
+
+func TestClock(t *testing.T) {
+	c := fake.NewClock(t0)
+	early, late := c.After(time.Second), c.After(time.Minute)
+	if c.Waiters() != 2 {
+		t.Fatalf("waiters %d", c.Waiters())
+	}
+	if at, ok := c.NextWake(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next wake %v %v", at, ok)
+	}
+	c.Advance(30 * time.Second)
+	select {
+	case got := <-early:
+		if !got.Equal(t0.Add(30 * time.Second)) {
+			t.Fatalf("fired at %v", got)
+		}
+	default:
+		t.Fatal("the early waiter did not fire")
+	}
+	select {
+	case <-late:
+		t.Fatal("the late waiter fired early")
+	default:
+	}
+	c.Advance(-time.Hour) // backwards fires nothing
+	select {
+	case <-late:
+		t.Fatal("fired on a backward jump")
+	default:
+	}
+	if now := <-c.After(0); !now.Equal(t0.Add(30*time.Second - time.Hour)) {
+		t.Fatalf("After(0) delivered %v", now)
+	}
+}
+
+func TestStoreRoundTrips(t *testing.T) {
+	ctx := context.Background()
+	var s fake.Store
+	if _, err := s.Load(ctx); !errors.Is(err, rollout.ErrNotFound) {
+		t.Fatalf("empty store: %v", err)
+	}
+	st := strategy.NewState("v1", "v2").Pause(t0.Add(1234567 * time.Nanosecond))
+	if err := s.Save(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(st, got); diff != "" {
+		t.Fatalf("round trip (-saved +loaded):\n%s", diff)
+	}
+	if s.Saves() != 1 {
+		t.Fatalf("saves %d", s.Saves())
+	}
+}
+
+func TestInterceptors(t *testing.T) {
+	ctx := context.Background()
+	r := fake.NewRouter(nil)
+	var seen []rollout.Weights
+	ir := fake.InterceptRouter(r, fake.RouterFuncs{
+		SetWeights: func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error {
+			seen = append(seen, w)
+			// The write lands, but the caller is told it failed.
+			if err := next.SetWeights(ctx, w); err != nil {
+				return err
+			}
+			return errors.New("timeout after the write")
+		},
+	})
+	if err := ir.SetWeights(ctx, rollout.Weights{A: 80, B: 20}); err == nil {
+		t.Fatal("want the intercepted error")
+	}
+	if st, _ := ir.Weights(ctx); st.Weights.B != 20 {
+		t.Fatalf("the write did not reach the wrapped router: %+v", st)
+	}
+	c := fake.NewCapacity(nil, 4, 0)
+	ic := fake.InterceptCapacity(c, fake.CapacityFuncs{
+		Capacity: func(ctx context.Context, next rollout.CapacitySetter) (rollout.CapacityStatus, error) {
+			st, err := next.Capacity(ctx)
+			st.Ready = 0 // a side whose readiness probe lies
+			return st, err
+		},
+	})
+	_ = ic.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50})
+	if st, _ := ic.Capacity(ctx); st.Ready != 0 || c.Status().Ready != 50 {
+		t.Fatalf("interceptor: %+v, wrapped %+v", st, c.Status())
+	}
+	if len(seen) != 1 {
+		t.Fatalf("seen %v", seen)
+	}
+}
+
+func TestTraffic(t *testing.T) {
+	ctx := context.Background()
+	r := fake.NewRouter(nil)
+	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
+	tr := fake.NewTraffic(r, a, b, 1000)
+	tr.Tick()
+	_ = b.SetCapacity(ctx, rollout.CapacityRequest{Percent: 20})
+	_ = r.SetWeights(ctx, rollout.Weights{A: 70, B: 30}) // 30% of traffic on 20% of capacity
+	tr.Tick()
+	_ = a.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0})
+	tr.Tick() // side A gets 700 requests with nothing ready
+	want := fake.TrafficStats{Ticks: 3, Served: 1000 + 900 + 200, Overloaded: 100 + 100, Dropped: 700, PeakCapacity: 120}
+	if diff := cmp.Diff(want, tr.Stats()); diff != "" {
+		t.Fatalf("(-want +got):\n%s", diff)
+	}
+	// Without a router, traffic follows ready capacity.
+	ra, rb := fake.NewCapacity(nil, 4, 50), fake.NewCapacity(nil, 4, 25)
+	tr = fake.NewTraffic(nil, ra, rb, 1000)
+	tr.Tick()
+	if st := tr.Stats(); st.Served != 750 || st.Overloaded != 250 || st.Dropped != 0 {
+		t.Fatalf("replicas mode: %+v", st)
+	}
+}
+
+// myReconciler is what a user of upshift might write: a reconciler that keeps
+// its rollout state in a map, standing in for a CRD status.
+type myReconciler struct {
+	runner *rollout.Runner
+	status map[string]strategy.State
+}
+
+func (m *myReconciler) Reconcile(ctx context.Context, name, revision string, now time.Time) (time.Duration, error) {
+	s, ok := m.status[name]
+	if !ok {
+		s = strategy.NewState("v1", revision)
+	}
+	s = s.Retarget(revision, now)
+	next, requeue, err := m.runner.ReconcileAt(ctx, s, now)
+	m.status[name] = next // stored even on error: nothing is lost
+	return requeue, err
+}
+
+// Example tests a user's own reconciler with the fakes: a slow canary side,
+// a route that loses a write race, and simulated traffic that must never
+// reach capacity that is not ready.
+func Example() {
+	clock := fake.NewClock(t0)
+	router := fake.NewRouter(clock)
+	stable, canary := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	canary.SetLag(fake.Lag{Duration: 20 * time.Second})
+	router.Conflicts(1)
+	traffic := fake.NewTraffic(router, stable, canary, 1000)
+
+	rec := &myReconciler{
+		runner: &rollout.Runner{
+			Strategy: strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
+				strategy.SetWeight(25), strategy.Pause(time.Minute), strategy.SetWeight(75),
+			}},
+			Router: router, A: stable, B: canary, Clock: clock,
+		},
+		status: map[string]strategy.State{},
+	}
+	ctx := context.Background()
+	errs := 0
+	for i := 0; i < 500 && !rec.status["web"].Phase.Terminal(); i++ {
+		requeue, err := rec.Reconcile(ctx, "web", "v2", clock.Now())
+		if err != nil {
+			errs++
+		}
+		for d := time.Duration(0); d < requeue; d += time.Second {
+			clock.Advance(min(time.Second, requeue-d))
+			traffic.Tick()
+		}
+	}
+	st := traffic.Stats()
+	fmt.Println("phase:", rec.status["web"].Phase, "stable:", rec.status["web"].StableRevision)
+	fmt.Println("took:", clock.Now().Sub(t0), "errors retried:", errs)
+	fmt.Println("served:", st.Served, "overloaded:", st.Overloaded, "dropped:", st.Dropped, "peak capacity:", st.PeakCapacity)
+	// Output:
+	// phase: Succeeded stable: v2
+	// took: 2m34s errors retried: 1
+	// served: 154000 overloaded: 0 dropped: 0 peak capacity: 150
+}
