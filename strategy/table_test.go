@@ -21,8 +21,6 @@ var (
 	t4 = t0.Add(4 * tick)
 	t5 = t0.Add(5 * tick)
 	t6 = t0.Add(6 * tick)
-	t7 = t0.Add(7 * tick)
-	t8 = t0.Add(8 * tick)
 	t9 = t0.Add(9 * tick)
 )
 
