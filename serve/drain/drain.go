@@ -1,0 +1,577 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// State is a phase of the drain. States only move forward:
+// Serving -> Unready -> Draining -> Terminating -> Stopped, possibly
+// skipping some (Force from Serving goes straight to Terminating).
+// The zero value is Serving. A State is a plain value, safe to copy and
+// share.
+type State int32
+
+const (
+	// Serving: every request is admitted and readiness answers 200.
+	Serving State = iota
+	// Unready: readiness answers 503 while requests are still admitted,
+	// so load balancers and endpoint lists stop sending new work.
+	Unready
+	// Draining: new non-exempt requests are refused with 503 before any
+	// work; admitted Wait requests run on; CancelOnDrain requests have
+	// been cancelled.
+	Draining
+	// Terminating: every request still running has been cancelled and
+	// the attached servers are being shut down.
+	Terminating
+	// Stopped: the controller is done. Handlers still running now were
+	// abandoned; Stats().InFlight counts them.
+	Stopped
+)
+
+var stateNames = [...]string{"Serving", "Unready", "Draining", "Terminating", "Stopped"}
+
+func (s State) String() string {
+	if s >= 0 && int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Class tells the controller how to treat a request. One predicate,
+// [Config.Classify], decides it, and the same answer is used for
+// admission and for in-flight counting. The zero value is Wait. A Class
+// is a plain value, safe to copy and share.
+type Class int
+
+const (
+	// Wait requests are refused from Draining on; once admitted they run
+	// to completion unless the controller reaches Terminating first.
+	Wait Class = iota
+	// CancelOnDrain requests (long streams, watches, internal work that
+	// can be resumed elsewhere) are refused like Wait requests and have
+	// their context cancelled, with cause ErrDraining, as soon as the
+	// controller enters Draining.
+	CancelOnDrain
+	// Exempt requests (health, readiness, metrics, control endpoints) are
+	// never refused and never counted. They still see their context
+	// cancelled once the controller is Terminating if the server was
+	// attached.
+	Exempt
+)
+
+var classNames = [...]string{"Wait", "CancelOnDrain", "Exempt"}
+
+func (c Class) String() string {
+	if c >= 0 && int(c) < len(classNames) {
+		return classNames[c]
+	}
+	return "Class(" + strconv.Itoa(int(c)) + ")"
+}
+
+// The marker header. A draining server sets it on the responses it
+// produces itself, so that clients can tell a planned refusal from a
+// failure. serve/retry recognises the same name and values.
+const (
+	// MarkerHeader is the response header (or trailer) name.
+	MarkerHeader = "Upshift-Drain"
+	// MarkerRefused on a 503: the request was refused before any work;
+	// retrying it is safe whatever its method.
+	MarkerRefused = "refused"
+	// MarkerCancelled on a 503: the handler started and was cancelled
+	// before writing anything; work may have happened, so only requests
+	// that are safe to repeat should be retried.
+	MarkerCancelled = "cancelled"
+	// MarkerResumable as a trailer: the response was cut short by the
+	// drain after its headers went out; the client holds a prefix of it
+	// and may resume from another server.
+	MarkerResumable = "resumable"
+)
+
+// Defaults used for zero fields of Config.
+const (
+	DefaultGracePeriod = 30 * time.Second
+	DefaultRetryAfter  = time.Second
+)
+
+// Config configures a [Controller]. Zero fields take the documented
+// defaults, and the zero Config is valid. A Config is a plain value,
+// safe to copy; its funcs must be safe for concurrent use.
+type Config struct {
+	// GracePeriod is the whole budget from the signal (Begin, or Force
+	// if it came first) to Stopped. Every deadline derives from it and
+	// from that one instant. Zero means DefaultGracePeriod (30s, the
+	// Kubernetes default terminationGracePeriodSeconds).
+	GracePeriod time.Duration
+
+	// AcceptGrace is how long the controller stays Unready after Begin:
+	// readiness already fails but requests are still admitted, so that
+	// load balancers and endpoint lists can catch up. Zero skips the
+	// wait (Begin enters Draining at once).
+	AcceptGrace time.Duration
+
+	// TerminateGrace is the part of GracePeriod kept for Terminating:
+	// cancelling what still runs, http.Server.Shutdown and Close.
+	// Draining ends at the latest at Begin + GracePeriod - TerminateGrace.
+	// Zero means GracePeriod/10.
+	TerminateGrace time.Duration
+
+	// RetryAfter is advertised in the Retry-After header of refusals,
+	// rounded up to whole seconds and at least 1. Zero means
+	// DefaultRetryAfter (1s).
+	RetryAfter time.Duration
+
+	// Classify assigns a Class to each request. It must be fast, must
+	// not block and must be safe for concurrent use. Nil classifies
+	// every request as Wait. An unknown Class is treated as Wait.
+	Classify func(*http.Request) Class
+
+	// OnTransition, if set, is called once per state change, in order,
+	// outside the controller's lock (it may call the controller). It
+	// must not block for long: the goroutine that caused the change
+	// runs it.
+	OnTransition func(Transition)
+
+	// Clock is the time source. Nil means the wall clock.
+	Clock Clock
+}
+
+// Transition describes one state change, passed to Config.OnTransition.
+// It is a plain value (the zero value describes no change), safe to
+// copy and share.
+type Transition struct {
+	From, To State
+	At       time.Time // the Clock's time of the change
+	InFlight int       // non-exempt requests running at that moment
+}
+
+// Validate reports every invalid field at once, as *ConfigError values
+// joined with errors.Join (each wraps ErrInvalidConfig). It returns nil
+// for a valid Config, including the zero Config.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, problem string) {
+		errs = append(errs, &ConfigError{Field: field, Problem: problem})
+	}
+	if c.GracePeriod < 0 {
+		bad("GracePeriod", "must not be negative, got "+c.GracePeriod.String())
+	}
+	if c.AcceptGrace < 0 {
+		bad("AcceptGrace", "must not be negative, got "+c.AcceptGrace.String())
+	}
+	if c.TerminateGrace < 0 {
+		bad("TerminateGrace", "must not be negative, got "+c.TerminateGrace.String())
+	}
+	if c.RetryAfter < 0 {
+		bad("RetryAfter", "must not be negative, got "+c.RetryAfter.String())
+	}
+	if len(errs) == 0 {
+		d := c.withDefaults()
+		if d.TerminateGrace > d.GracePeriod {
+			bad("TerminateGrace", "must not exceed GracePeriod ("+d.GracePeriod.String()+"), got "+d.TerminateGrace.String())
+		} else if d.AcceptGrace > d.GracePeriod-d.TerminateGrace {
+			bad("AcceptGrace", "AcceptGrace + TerminateGrace must not exceed GracePeriod ("+
+				d.GracePeriod.String()+"), got "+d.AcceptGrace.String()+" + "+d.TerminateGrace.String())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c Config) withDefaults() Config {
+	if c.GracePeriod == 0 {
+		c.GracePeriod = DefaultGracePeriod
+	}
+	if c.TerminateGrace == 0 {
+		c.TerminateGrace = c.GracePeriod / 10
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+	return c
+}
+
+// Stats is a snapshot of a Controller's counters, taken under its lock
+// so that the fields agree with each other. It is a plain value (the
+// zero value is a Serving controller that saw no request), safe to copy
+// and share.
+type Stats struct {
+	State    State
+	Began    time.Time // the signal instant; zero while Serving
+	InFlight int       // non-exempt requests running now (abandoned ones once Stopped)
+
+	Admitted  uint64 // non-exempt requests passed to the handler
+	Completed uint64 // admitted requests whose handler returned before any drain cancellation
+	Cancelled uint64 // admitted requests whose context the drain cancelled while they ran
+	Refused   uint64 // non-exempt requests answered 503 without calling the handler
+}
+
+// Controller drives one server (or a group of servers) through a
+// graceful drain. Create it with New. The zero value is usable and
+// behaves as New(Config{}) (30s grace period, no accept grace, every
+// request Wait). A Controller must not be copied after first use. All
+// methods are safe for concurrent use.
+type Controller struct {
+	once       sync.Once
+	cfg        Config
+	retryAfter string // pre-rendered Retry-After value
+
+	state atomic.Int32 // mirror of st for lock-free reads (written under mu)
+
+	mu       sync.Mutex
+	st       State
+	began    time.Time
+	stopAt   time.Time // began + GracePeriod
+	counts   Stats     // counters; State/Began/InFlight kept in st/began/inflight
+	inflight int
+	head     *tracked // requests with a derived, individually cancellable context
+
+	termCtx    context.Context // cancelled at Terminating; the BaseContext of attached servers
+	termCancel context.CancelCauseFunc
+	baseCtx    context.Context // termCtx carrying baseKey{} -> c
+
+	servers       []*http.Server
+	startShutdown bool // set under mu; consumed by unlock
+	shutdownDone  bool
+	timers        []func() bool
+	pending       []Transition
+	dispatching   bool
+	done          chan struct{}
+}
+
+type baseKey struct{}
+
+// New returns a Serving controller for cfg, or the errors of
+// cfg.Validate.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Controller{}
+	c.once.Do(func() { c.setup(cfg) })
+	return c, nil
+}
+
+// setup initialises c for a valid cfg.
+func (c *Controller) setup(cfg Config) {
+	cfg = cfg.withDefaults()
+	secs := int64((cfg.RetryAfter + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	c.cfg = cfg
+	c.retryAfter = strconv.FormatInt(secs, 10)
+	c.done = make(chan struct{})
+	c.termCtx, c.termCancel = context.WithCancelCause(context.Background())
+	c.baseCtx = context.WithValue(c.termCtx, baseKey{}, c)
+}
+
+// init makes the zero Controller equivalent to New(Config{}).
+func (c *Controller) init() { c.once.Do(func() { c.setup(Config{}) }) }
+
+// State returns the current state.
+func (c *Controller) State() State { return State(c.state.Load()) }
+
+// Done returns a channel closed when the controller reaches Stopped.
+func (c *Controller) Done() <-chan struct{} {
+	c.init()
+	return c.done
+}
+
+// Wait blocks until the controller is Stopped or ctx ends; in the latter
+// case it returns context.Cause(ctx).
+func (c *Controller) Wait(ctx context.Context) error {
+	c.init()
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Controller) Stats() Stats {
+	c.init()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.counts
+	s.State = c.st
+	s.Began = c.began
+	s.InFlight = c.inflight
+	return s
+}
+
+// Begin starts the drain: the signal. It records the instant from which
+// every deadline is measured and enters Unready (then Draining after
+// AcceptGrace). Calling it again, or after Force, does nothing.
+func (c *Controller) Begin() {
+	c.init()
+	c.mu.Lock()
+	if c.st == Serving {
+		now := c.cfg.Clock.Now()
+		c.startTimeline(now)
+		c.setState(Unready, now)
+		if c.cfg.AcceptGrace <= 0 {
+			c.enterDraining(now)
+		} else {
+			c.timers = append(c.timers, c.cfg.Clock.AfterFunc(c.cfg.AcceptGrace, c.onAcceptGraceEnd))
+		}
+	}
+	c.unlock()
+}
+
+// Force jumps to Terminating now (the second signal): everything still
+// running is cancelled and attached servers are shut down with what is
+// left of the grace period. If Begin was never called, the grace period
+// is measured from this call. Force after Terminating does nothing.
+func (c *Controller) Force() {
+	c.init()
+	c.mu.Lock()
+	c.enterTerminating(c.cfg.Clock.Now())
+	c.unlock()
+}
+
+// ReadinessHandler answers 200 while the controller is Serving and 503
+// in every other state. Classify its path as Exempt if it sits behind
+// the Middleware.
+func (c *Controller) ReadinessHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		st := c.State()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if st == Serving {
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte("ready\n"))
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte("not ready: " + st.String() + "\n"))
+	})
+}
+
+// Attach ties srv to the controller. Call it before srv starts serving,
+// once per server; several servers may share one controller.
+//
+// It installs srv.BaseContext so that request contexts are cancelled
+// (cause ErrTerminating) when the controller reaches Terminating,
+// wrapping any BaseContext already set, and registers an OnShutdown
+// hook that calls Begin, so that a Shutdown started by other code also
+// fails readiness and refuses new work. At Terminating the controller
+// calls srv.Shutdown with the rest of the grace period and srv.Close if
+// that runs out.
+func (c *Controller) Attach(srv *http.Server) error {
+	if srv == nil {
+		return ErrNilServer
+	}
+	c.init()
+	c.mu.Lock()
+	if c.st >= Terminating {
+		c.mu.Unlock()
+		return ErrTooLate
+	}
+	c.servers = append(c.servers, srv)
+	c.mu.Unlock()
+
+	prev := srv.BaseContext
+	if prev == nil {
+		srv.BaseContext = func(net.Listener) context.Context { return c.baseCtx }
+	} else {
+		srv.BaseContext = func(l net.Listener) context.Context {
+			parent := prev(l)
+			if parent == nil {
+				parent = context.Background()
+			}
+			ctx, cancel := context.WithCancelCause(parent)
+			context.AfterFunc(c.termCtx, func() { cancel(context.Cause(c.termCtx)) })
+			return ctx
+		}
+	}
+	srv.RegisterOnShutdown(c.Begin)
+	return nil
+}
+
+// --- state machine; every function below with a lowercase name expects c.mu held ---
+
+func (c *Controller) setState(to State, now time.Time) {
+	from := c.st
+	c.st = to
+	c.state.Store(int32(to))
+	c.pending = append(c.pending, Transition{From: from, To: to, At: now, InFlight: c.inflight})
+	if to == Stopped {
+		for _, stop := range c.timers {
+			stop()
+		}
+		c.timers = nil
+		close(c.done)
+	}
+}
+
+func (c *Controller) startTimeline(now time.Time) {
+	c.began = now
+	c.stopAt = now.Add(c.cfg.GracePeriod)
+	clk := c.cfg.Clock
+	c.timers = append(c.timers,
+		clk.AfterFunc(c.cfg.GracePeriod-c.cfg.TerminateGrace, c.onDrainDeadline),
+		clk.AfterFunc(c.cfg.GracePeriod, c.onStopDeadline))
+}
+
+func (c *Controller) enterDraining(now time.Time) {
+	if c.st != Unready {
+		return
+	}
+	c.setState(Draining, now)
+	for t := c.head; t != nil; t = t.next {
+		if t.class == CancelOnDrain {
+			t.cancel(ErrDraining)
+		}
+	}
+	if c.inflight == 0 {
+		c.enterTerminating(now)
+	}
+}
+
+func (c *Controller) enterTerminating(now time.Time) {
+	if c.st >= Terminating {
+		return
+	}
+	if c.st == Serving {
+		c.startTimeline(now)
+	}
+	c.setState(Terminating, now)
+	for t := c.head; t != nil; t = t.next {
+		t.cancel(ErrTerminating)
+	}
+	c.termCancel(ErrTerminating)
+	if len(c.servers) > 0 {
+		c.startShutdown = true
+	} else {
+		c.shutdownDone = true
+	}
+	c.maybeStop(now)
+}
+
+func (c *Controller) maybeStop(now time.Time) {
+	if c.st == Terminating && c.shutdownDone && c.inflight == 0 {
+		c.setState(Stopped, now)
+	}
+}
+
+// requestDone is called (under mu) when a non-exempt handler returns.
+func (c *Controller) requestDone(now time.Time) {
+	switch c.st {
+	case Draining:
+		if c.inflight == 0 {
+			c.enterTerminating(now)
+		}
+	case Terminating:
+		c.maybeStop(now)
+	}
+}
+
+// --- timer callbacks ---
+
+func (c *Controller) onAcceptGraceEnd() {
+	c.mu.Lock()
+	c.enterDraining(c.cfg.Clock.Now())
+	c.unlock()
+}
+
+func (c *Controller) onDrainDeadline() {
+	c.mu.Lock()
+	c.enterTerminating(c.cfg.Clock.Now())
+	c.unlock()
+}
+
+func (c *Controller) onStopDeadline() {
+	c.mu.Lock()
+	now := c.cfg.Clock.Now()
+	c.enterTerminating(now)
+	if c.st < Stopped {
+		c.setState(Stopped, now)
+	}
+	c.unlock()
+}
+
+// unlock releases mu, then starts the shutdown of attached servers if a
+// transition asked for it and delivers pending transitions to the hook.
+func (c *Controller) unlock() {
+	start := c.startShutdown
+	c.startShutdown = false
+	var servers []*http.Server
+	var budget time.Duration
+	if start {
+		servers = append(servers, c.servers...)
+		budget = c.stopAt.Sub(c.cfg.Clock.Now())
+	}
+	c.mu.Unlock()
+	if start {
+		go c.shutdown(servers, budget)
+	}
+	c.dispatch()
+}
+
+// shutdown runs http.Server.Shutdown on every attached server with the
+// remaining budget, then Close on those that did not finish in time.
+func (c *Controller) shutdown(servers []*http.Server, budget time.Duration) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	stop := c.cfg.Clock.AfterFunc(budget, func() { cancel(errGraceExpired) })
+	var wg sync.WaitGroup
+	for _, srv := range servers {
+		wg.Go(func() {
+			if err := srv.Shutdown(ctx); err != nil {
+				_ = srv.Close()
+			}
+		})
+	}
+	wg.Wait()
+	stop()
+	cancel(nil)
+	c.mu.Lock()
+	c.shutdownDone = true
+	c.maybeStop(c.cfg.Clock.Now())
+	c.unlock()
+}
+
+// dispatch delivers pending transitions to OnTransition in order. Only
+// one goroutine dispatches at a time; others leave their transitions to
+// it.
+func (c *Controller) dispatch() {
+	c.mu.Lock()
+	if c.dispatching || len(c.pending) == 0 {
+		c.mu.Unlock()
+		return
+	}
+	c.dispatching = true
+	finished := false
+	defer func() {
+		if !finished { // the hook panicked: let later transitions through
+			c.mu.Lock()
+			c.dispatching = false
+			c.mu.Unlock()
+		}
+	}()
+	for len(c.pending) > 0 {
+		batch := c.pending
+		c.pending = nil
+		c.mu.Unlock()
+		if hook := c.cfg.OnTransition; hook != nil {
+			for _, tr := range batch {
+				hook(tr)
+			}
+		}
+		c.mu.Lock()
+	}
+	c.dispatching = false
+	finished = true
+	c.mu.Unlock()
+}

@@ -1,0 +1,271 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/upshift-dev/upshift/serve/drain"
+)
+
+// drainMachine drives a Controller with random requests, handler
+// behaviours, clock moves, Begin and Force, and checks the invariants of
+// issue 6 after every step:
+//
+//   - no non-exempt request reaches the handler at or after cordon (Draining);
+//   - states only move forward;
+//   - every admitted request completes or is cancelled by its deadline
+//     (Draining for CancelOnDrain, Terminating for every class), and none
+//     is cancelled earlier;
+//   - Begin -> Stopped within GracePeriod whatever handlers do;
+//   - readiness answers 200 iff Serving;
+//   - exempt requests are never counted;
+//   - a completed request is never marked cancelled; a cancelled one is
+//     marked (503 + marker before headers, resumable trailer after).
+type drainMachine struct {
+	cfg    drain.Config
+	clk    *fakeClock
+	ctrl   *drain.Controller
+	h      http.Handler
+	trans  func() []drain.Transition
+	calls  []*call
+	seen   map[*call]bool // finished calls already checked
+	forced bool
+	last   drain.State
+
+	refused, completed, cancelled uint64
+}
+
+func newDrainMachine(t *rapid.T) *drainMachine {
+	gp := time.Duration(rapid.IntRange(1, 120).Draw(t, "graceSeconds")) * time.Second
+	tg := time.Duration(rapid.Int64Range(0, int64(gp/time.Millisecond)/2).Draw(t, "terminateMillis")) * time.Millisecond
+	effTG := tg
+	if effTG == 0 {
+		effTG = gp / 10 // the documented default
+	}
+	ag := time.Duration(rapid.Int64Range(0, int64((gp-effTG)/time.Millisecond)).Draw(t, "acceptMillis")) * time.Millisecond
+	m := &drainMachine{clk: newFakeClock(t0), seen: map[*call]bool{}}
+	hook, got := recordTransitions()
+	m.trans = got
+	m.cfg = drain.Config{GracePeriod: gp, AcceptGrace: ag, TerminateGrace: tg, Clock: m.clk, OnTransition: hook, Classify: classifyByPath}
+	m.ctrl = mustNew(t, m.cfg)
+	m.cfg.TerminateGrace = effTG
+	m.h = m.ctrl.Middleware(testHandler)
+	t.Cleanup(func() {
+		for _, cl := range m.calls {
+			if cl.admitted && !cl.finished {
+				cl.finish()
+			}
+		}
+	})
+	return m
+}
+
+func (m *drainMachine) running() []*call {
+	var out []*call
+	for _, cl := range m.calls {
+		if cl.admitted && !cl.finished {
+			out = append(out, cl)
+		}
+	}
+	return out
+}
+
+func (m *drainMachine) Start(t *rapid.T) {
+	class := rapid.SampledFrom([]drain.Class{drain.Wait, drain.Wait, drain.CancelOnDrain, drain.Exempt}).Draw(t, "class")
+	respect := rapid.Bool().Draw(t, "respectCtx")
+	before := m.ctrl.State()
+	cl := start(m.h, class, respect)
+	m.calls = append(m.calls, cl)
+	if class == drain.Exempt {
+		if !cl.admitted {
+			t.Fatalf("exempt request refused in %v", before)
+		}
+		return
+	}
+	if cordoned := before >= drain.Draining; cl.admitted == cordoned {
+		t.Fatalf("%v request in state %v: admitted=%v", class, before, cl.admitted)
+	}
+	if !cl.admitted {
+		m.refused++
+		m.seen[cl] = true
+		res := cl.rec.Result()
+		ra, err := strconv.Atoi(res.Header.Get("Retry-After"))
+		if res.StatusCode != 503 || res.Header.Get(drain.MarkerHeader) != drain.MarkerRefused ||
+			res.Header.Get("Connection") != "close" || err != nil || ra < 1 {
+			t.Fatalf("bad refusal: status %d headers %v", res.StatusCode, res.Header)
+		}
+	}
+}
+
+func (m *drainMachine) Header(t *rapid.T) {
+	run := m.running()
+	if len(run) == 0 {
+		t.Skip("nothing running")
+	}
+	cl := rapid.SampledFrom(run).Draw(t, "call")
+	if cl.wroteHeader {
+		t.Skip("headers already written")
+	}
+	cl.header()
+}
+
+func (m *drainMachine) Finish(t *rapid.T) {
+	run := m.running()
+	if len(run) == 0 {
+		t.Skip("nothing running")
+	}
+	rapid.SampledFrom(run).Draw(t, "call").finish()
+}
+
+func (m *drainMachine) Advance(t *rapid.T) {
+	ms := rapid.Int64Range(0, int64(m.cfg.GracePeriod/time.Millisecond)).Draw(t, "advanceMillis")
+	m.clk.Advance(time.Duration(ms) * time.Millisecond)
+}
+
+func (m *drainMachine) Begin(t *rapid.T) { m.ctrl.Begin() }
+
+func (m *drainMachine) Force(t *rapid.T) {
+	if rapid.IntRange(0, 3).Draw(t, "forceDice") != 0 {
+		t.Skip("Force kept rare")
+	}
+	if m.ctrl.State() < drain.Terminating {
+		m.forced = true
+	}
+	m.ctrl.Force()
+}
+
+// Check runs after every action.
+func (m *drainMachine) Check(t *rapid.T) {
+	settle(m.calls)
+	st := m.ctrl.State()
+	stats := m.ctrl.Stats()
+	now := m.clk.Now()
+
+	// States only move forward, and the hook saw every change in order.
+	if st < m.last {
+		t.Fatalf("state went back from %v to %v", m.last, st)
+	}
+	m.last = st
+	prev := drain.Serving
+	for _, tr := range m.trans() {
+		if tr.From != prev || tr.To <= tr.From {
+			t.Fatalf("bad transition %v -> %v after %v", tr.From, tr.To, prev)
+		}
+		prev = tr.To
+	}
+	if prev != st {
+		t.Fatalf("last transition to %v, state %v", prev, st)
+	}
+
+	// Readiness 200 iff Serving.
+	rec := httptest.NewRecorder()
+	m.ctrl.ReadinessHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	if (rec.Code == 200) != (st == drain.Serving) {
+		t.Fatalf("readiness %d in %v", rec.Code, st)
+	}
+
+	// Deadlines, all from the one instant of the signal.
+	if st != drain.Serving {
+		began := stats.Began
+		if !began.Equal(m.firstSignal()) {
+			t.Fatalf("Began %v, first transition at %v", began, m.firstSignal())
+		}
+		if !now.Before(began.Add(m.cfg.GracePeriod)) && st != drain.Stopped {
+			t.Fatalf("%v at %v, grace period ended at %v", st, now, began.Add(m.cfg.GracePeriod))
+		}
+		if !now.Before(began.Add(m.cfg.GracePeriod-m.cfg.TerminateGrace)) && st < drain.Terminating {
+			t.Fatalf("%v after the drain deadline", st)
+		}
+		if !m.forced && !now.Before(began.Add(m.cfg.AcceptGrace)) && st < drain.Draining {
+			t.Fatalf("%v after the accept grace", st)
+		}
+		for _, tr := range m.trans() {
+			if tr.At.After(began.Add(m.cfg.GracePeriod)) {
+				t.Fatalf("transition %v -> %v at %v, after the grace period", tr.From, tr.To, tr.At)
+			}
+		}
+	}
+
+	// Running requests are cancelled exactly from their deadline on.
+	inflight := 0
+	for _, cl := range m.running() {
+		if cl.class == drain.Exempt {
+			if cl.ctx.Err() != nil {
+				t.Fatalf("exempt request cancelled")
+			}
+			continue
+		}
+		inflight++
+		due := st >= drain.Terminating || (cl.class == drain.CancelOnDrain && st >= drain.Draining)
+		cause := context.Cause(cl.ctx)
+		if due && !errors.Is(cause, drain.ErrDraining) && !errors.Is(cause, drain.ErrTerminating) {
+			t.Fatalf("%v request still running uncancelled in %v (cause %v)", cl.class, st, cause)
+		}
+		if !due && cause != nil {
+			t.Fatalf("%v request cancelled early in %v: %v", cl.class, st, cause)
+		}
+	}
+
+	// Finished requests: completed ones untouched, cancelled ones marked.
+	for _, cl := range m.calls {
+		if !cl.finished || m.seen[cl] {
+			continue
+		}
+		m.seen[cl] = true
+		if cl.class == drain.Exempt {
+			continue
+		}
+		res := cl.rec.Result()
+		marker, trailer := res.Header.Get(drain.MarkerHeader), res.Trailer.Get(drain.MarkerHeader)
+		cause := context.Cause(cl.ctx)
+		if errors.Is(cause, drain.ErrDraining) || errors.Is(cause, drain.ErrTerminating) {
+			m.cancelled++
+			switch {
+			case cl.wroteHeader && trailer != drain.MarkerResumable:
+				t.Fatalf("cancelled stream without resumable trailer: %v", res.Trailer)
+			case !cl.wroteHeader && (res.StatusCode != 503 || marker != drain.MarkerCancelled):
+				t.Fatalf("cancelled request answered %d %q", res.StatusCode, marker)
+			}
+		} else {
+			m.completed++
+			if res.StatusCode != 200 || marker != "" || trailer != "" {
+				t.Fatalf("completed request marked: %d %q %q", res.StatusCode, marker, trailer)
+			}
+		}
+	}
+
+	// Exempt requests never counted.
+	admitted := uint64(0)
+	for _, cl := range m.calls {
+		if cl.admitted && cl.class != drain.Exempt {
+			admitted++
+		}
+	}
+	want := drain.Stats{State: st, Began: stats.Began, InFlight: inflight, Admitted: admitted,
+		Completed: m.completed, Cancelled: m.cancelled, Refused: m.refused}
+	if stats != want {
+		t.Fatalf("stats %+v, want %+v", stats, want)
+	}
+}
+
+func (m *drainMachine) firstSignal() time.Time {
+	tr := m.trans()
+	if len(tr) == 0 {
+		return time.Time{}
+	}
+	return tr[0].At
+}
+
+func TestPropertyDrain(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := newDrainMachine(t)
+		t.Repeat(rapid.StateMachineActions(m))
+	})
+}
