@@ -32,6 +32,11 @@ type RouteStatus struct {
 	Accepted bool
 	// Message says why not, when Accepted is false.
 	Message string
+	// Rejected is set when the data plane explicitly refused the route (not
+	// merely "not yet"), typed by the adapter. The weights count as not
+	// applied; the Runner logs it, and the rollout's progress deadline
+	// decides what happens if it lasts.
+	Rejected error
 }
 
 // TrafficRouter moves requests between the two sides. Implementations are

@@ -198,7 +198,10 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 			return obs, &AdapterError{Adapter: "router", Op: "read weights", Err: err}
 		}
 		obs.Weight = rs.Weights.Of(canarySide)
-		obs.WeightApplied = rs.Accepted && rs.Weights.A+rs.Weights.B == 100
+		obs.WeightApplied = rs.Accepted && rs.Rejected == nil && rs.Weights.A+rs.Weights.B == 100
+		if rs.Rejected != nil {
+			logr.FromContextOrDiscard(ctx).Error(rs.Rejected, "the data plane refused the route")
+		}
 	}
 	for _, side := range [2]strategy.Side{stableSide, canarySide} {
 		so := strategy.SideObservation{Capacity: 100, Ready: 100, Settled: true} // fixed: as provisioned

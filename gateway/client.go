@@ -1,0 +1,135 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+)
+
+// Kinds of routes the Router manages.
+const (
+	KindHTTPRoute = "HTTPRoute"
+	KindGRPCRoute = "GRPCRoute"
+)
+
+// RouteRef names one route.
+type RouteRef struct {
+	// Kind is KindHTTPRoute (the default when empty) or KindGRPCRoute.
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+}
+
+func (r RouteRef) kind() string {
+	if r.Kind == "" {
+		return KindHTTPRoute
+	}
+	return r.Kind
+}
+
+func (r RouteRef) String() string { return r.kind() + " " + r.Namespace + "/" + r.Name }
+
+// route is an HTTPRoute or a GRPCRoute.
+type route struct {
+	http *gwv1.HTTPRoute
+	grpc *gwv1.GRPCRoute
+}
+
+func (r route) object() client.Object {
+	if r.http != nil {
+		return r.http
+	}
+	return r.grpc
+}
+
+func (r route) meta() *metav1.ObjectMeta {
+	if r.http != nil {
+		return &r.http.ObjectMeta
+	}
+	return &r.grpc.ObjectMeta
+}
+
+func (r route) rules() ruleRefs {
+	if r.http != nil {
+		return httpRefs(r.http)
+	}
+	return grpcRefs(r.grpc)
+}
+
+func (r route) parentRefs() []gwv1.ParentReference {
+	if r.http != nil {
+		return r.http.Spec.ParentRefs
+	}
+	return r.grpc.Spec.ParentRefs
+}
+
+func (r route) parents() []gwv1.RouteParentStatus {
+	if r.http != nil {
+		return r.http.Status.Parents
+	}
+	return r.grpc.Status.Parents
+}
+
+// routes reads and writes routes; implemented over a controller-runtime
+// client and over the gateway-api clientset.
+type routes interface {
+	get(ctx context.Context, ref RouteRef) (route, error)
+	update(ctx context.Context, r route) error
+}
+
+func newRoute(kind string) (route, error) {
+	switch kind {
+	case KindHTTPRoute:
+		return route{http: &gwv1.HTTPRoute{}}, nil
+	case KindGRPCRoute:
+		return route{grpc: &gwv1.GRPCRoute{}}, nil
+	}
+	return route{}, fmt.Errorf("%w: route kind %q: want %s or %s", ErrInvalid, kind, KindHTTPRoute, KindGRPCRoute)
+}
+
+type crRoutes struct{ c client.Client }
+
+func (c crRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
+	r, err := newRoute(ref.kind())
+	if err != nil {
+		return r, err
+	}
+	err = c.c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, r.object())
+	return r, err
+}
+
+func (c crRoutes) update(ctx context.Context, r route) error { return c.c.Update(ctx, r.object()) }
+
+type csRoutes struct{ cs versioned.Interface }
+
+func (c csRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
+	switch ref.kind() {
+	case KindHTTPRoute:
+		h, err := c.cs.GatewayV1().HTTPRoutes(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return route{http: h}, err
+	case KindGRPCRoute:
+		g, err := c.cs.GatewayV1().GRPCRoutes(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		return route{grpc: g}, err
+	}
+	return newRoute(ref.kind())
+}
+
+func (c csRoutes) update(ctx context.Context, r route) error {
+	if r.http != nil {
+		out, err := c.cs.GatewayV1().HTTPRoutes(r.http.Namespace).Update(ctx, r.http, metav1.UpdateOptions{})
+		if err == nil {
+			*r.http = *out
+		}
+		return err
+	}
+	out, err := c.cs.GatewayV1().GRPCRoutes(r.grpc.Namespace).Update(ctx, r.grpc, metav1.UpdateOptions{})
+	if err == nil {
+		*r.grpc = *out
+	}
+	return err
+}

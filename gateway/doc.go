@@ -1,0 +1,44 @@
+// Package gateway moves traffic with Gateway API routes: Router is a
+// rollout.TrafficRouter over one or more HTTPRoutes and GRPCRoutes that an
+// operator already owns, AnnotationStore keeps a rollout's state on a
+// route, and the builders create a Gateway and an HTTPRoute for users who
+// want upshift to own them.
+//
+// # What the Router writes
+//
+// Each side is a Backend named exactly (group, kind, name, namespace, port;
+// never by substring). In every rule that holds both backends, the Router
+// writes both weights (an omitted weight means 1 in Gateway API, never 0,
+// so both are always written). Nothing else changes: rules with only one of
+// the backends, other backends, filters, matches, hostnames, labels and
+// annotations survive. Writes use the route's resourceVersion; after a
+// conflict the Router re-reads and re-applies, a bounded number of times,
+// with the caller's context. When the weights are already right it writes
+// nothing.
+//
+// # When weights count as applied
+//
+// For every route in the group, every parentRef must have a status entry
+// whose Accepted and ResolvedRefs conditions are True with
+// observedGeneration equal to the route's generation. A missing or older
+// status is "not yet"; a False condition is reported as a
+// *NotAcceptedError in rollout.RouteStatus.Rejected. Some data planes write
+// status before traffic has moved; Config.SettleDelay adds a wait after the
+// status first confirms.
+//
+// # Permissions
+//
+// The Router and the AnnotationStore need only get and update on the
+// managed routes:
+//
+//	apiVersion: rbac.authorization.k8s.io/v1
+//	kind: Role
+//	metadata: {name: upshift-router, namespace: shop}
+//	rules:
+//	- apiGroups: ["gateway.networking.k8s.io"]
+//	  resources: ["httproutes", "grpcroutes"]
+//	  resourceNames: ["web", "web-grpc"]
+//	  verbs: ["get", "update"]
+//
+// CreateOrAdopt additionally needs create on the kinds it creates.
+package gateway

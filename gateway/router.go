@@ -1,0 +1,320 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// Config says which routes and backends a Router manages.
+type Config struct {
+	// Routes are moved as one group: every route gets the same weights, and
+	// the group is accepted only when every route is.
+	Routes []RouteRef
+	// A and B are the two sides' backends, named exactly.
+	A, B Backend
+	// SettleDelay is waited after the status first confirms the current
+	// weights, before they are reported accepted: some data planes write
+	// status before traffic moves.
+	SettleDelay time.Duration
+	// MaxConflictRetries bounds the re-read and re-apply after a write
+	// loses an optimistic-concurrency race; 0 means 5.
+	MaxConflictRetries int
+	// Now is the clock for SettleDelay; nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate names every problem with the configuration.
+func (c *Config) Validate() error {
+	var errs []error
+	if len(c.Routes) == 0 {
+		errs = append(errs, fmt.Errorf("%w: routes: at least one route is required", ErrInvalid))
+	}
+	for i, r := range c.Routes {
+		if r.Name == "" || r.Namespace == "" {
+			errs = append(errs, fmt.Errorf("%w: routes[%d]: name and namespace are required", ErrInvalid, i))
+		}
+		if r.kind() != KindHTTPRoute && r.kind() != KindGRPCRoute {
+			errs = append(errs, fmt.Errorf("%w: routes[%d].kind: %q is not %s or %s", ErrInvalid, i, r.Kind, KindHTTPRoute, KindGRPCRoute))
+		}
+	}
+	if c.A.Name == "" {
+		errs = append(errs, fmt.Errorf("%w: a.name is required", ErrInvalid))
+	}
+	if c.B.Name == "" {
+		errs = append(errs, fmt.Errorf("%w: b.name is required", ErrInvalid))
+	}
+	if c.A == c.B && c.A.Name != "" {
+		errs = append(errs, fmt.Errorf("%w: a and b name the same backend %s", ErrInvalid, c.A))
+	}
+	if c.SettleDelay < 0 {
+		errs = append(errs, fmt.Errorf("%w: settleDelay must not be negative", ErrInvalid))
+	}
+	if c.MaxConflictRetries < 0 {
+		errs = append(errs, fmt.Errorf("%w: maxConflictRetries must not be negative", ErrInvalid))
+	}
+	return errors.Join(errs...)
+}
+
+// Router is a rollout.TrafficRouter over Gateway API HTTPRoutes and
+// GRPCRoutes. It touches only the weights of its two backendRefs, in the
+// rules that hold both: other rules, backends, filters, matches, hostnames,
+// labels and annotations survive. Writes use optimistic concurrency
+// (resourceVersion), re-read and re-apply on a conflict with the caller's
+// context, and are skipped when the weights are already right.
+//
+// Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
+// *BackendNotFoundError and *NoSharedRuleError (match ErrInvalid and are
+// rollout.Permanent), *NotAcceptedError in RouteStatus.Rejected.
+//
+// Safe for concurrent use. Build it with NewRouter or NewRouterForClientset.
+type Router struct {
+	cfg    Config
+	api    routes
+	mu     sync.Mutex
+	seen   map[RouteRef]acceptance
+	counts Counts
+}
+
+// acceptance remembers when a route's current generation was first seen
+// accepted, for SettleDelay.
+type acceptance struct {
+	generation int64
+	at         time.Time
+}
+
+// Counts are the API calls a Router made.
+type Counts struct {
+	Reads, Writes, Conflicts int
+}
+
+var _ rollout.TrafficRouter = (*Router)(nil)
+
+// NewRouter returns a Router that uses a controller-runtime client; its
+// scheme must know gateway.networking.k8s.io/v1.
+func NewRouter(c client.Client, cfg Config) (*Router, error) {
+	return newRouter(crRoutes{c: c}, cfg)
+}
+
+// NewRouterForClientset returns a Router that uses the gateway-api typed
+// clientset.
+func NewRouterForClientset(cs versioned.Interface, cfg Config) (*Router, error) {
+	return newRouter(csRoutes{cs: cs}, cfg)
+}
+
+func newRouter(api routes, cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.MaxConflictRetries == 0 {
+		cfg.MaxConflictRetries = 5
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Router{cfg: cfg, api: api, seen: map[RouteRef]acceptance{}}, nil
+}
+
+// Counts returns the API calls made so far.
+func (r *Router) Counts() Counts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.counts
+}
+
+func (r *Router) count(f func(c *Counts)) {
+	r.mu.Lock()
+	f(&r.counts)
+	r.mu.Unlock()
+}
+
+// apiError turns an API error into the adapter's error vocabulary.
+func apiError(err error, ref RouteRef) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return &RouteNotFoundError{Route: ref}
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err):
+		return rollout.Permanent(fmt.Errorf("gateway: %s: %w", ref, err))
+	}
+	return fmt.Errorf("gateway: %s: %w", ref, err)
+}
+
+// SetWeights writes w into every managed route. A route that already has
+// them is not written. It stops at the first route it cannot write; the
+// next call converges the rest.
+func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
+	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
+		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
+	}
+	for _, ref := range r.cfg.Routes {
+		if err := r.setRoute(ctx, ref, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) error {
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rt, err := r.api.get(ctx, ref)
+		r.count(func(c *Counts) { c.Reads++ })
+		if err != nil {
+			return apiError(err, ref)
+		}
+		changed, err := setWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
+		if err != nil {
+			return rollout.Permanent(withRoute(err, ref))
+		}
+		if !changed {
+			return nil
+		}
+		err = r.api.update(ctx, rt)
+		if err == nil {
+			r.count(func(c *Counts) { c.Writes++ })
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return apiError(err, ref)
+		}
+		r.count(func(c *Counts) { c.Conflicts++ })
+		if attempt >= r.cfg.MaxConflictRetries {
+			return fmt.Errorf("gateway: %s: %d conflicts in a row: %w", ref, attempt+1, rollout.ErrConflict)
+		}
+	}
+}
+
+// Weights reports the weights in the routes' spec and whether the data
+// plane has accepted them: for every route, every parentRef has a status
+// entry whose Accepted and ResolvedRefs are True for the route's current
+// generation, and SettleDelay has passed since that was first seen. A
+// missing or older status means "not yet". Routes whose weights disagree are
+// reported as Weights{A: -1, B: -1}, so a caller re-applies the weights it
+// wants.
+func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	var st rollout.RouteStatus
+	st.Accepted = true
+	for i, ref := range r.cfg.Routes {
+		rt, err := r.api.get(ctx, ref)
+		r.count(func(c *Counts) { c.Reads++ })
+		if err != nil {
+			return rollout.RouteStatus{}, apiError(err, ref)
+		}
+		wa, wb, agree, err := readWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace)
+		if err != nil {
+			return rollout.RouteStatus{}, rollout.Permanent(withRoute(err, ref))
+		}
+		w := rollout.Weights{A: wa, B: wb}
+		if i == 0 {
+			st.Weights = w
+		}
+		if !agree || w != st.Weights {
+			st.Weights = rollout.Weights{A: -1, B: -1}
+			st.Accepted = false
+			st.Message = fmt.Sprintf("%s: weights differ between routes or rules", ref)
+			continue
+		}
+		ok, msg, rejected := r.accepted(ref, rt)
+		if !ok && st.Accepted {
+			st.Accepted, st.Message = false, msg
+		}
+		if rejected != nil && st.Rejected == nil {
+			st.Rejected = rejected
+		}
+	}
+	return st, nil
+}
+
+// accepted evaluates one route's status.
+func (r *Router) accepted(ref RouteRef, rt route) (bool, string, error) {
+	gen := rt.meta().Generation
+	parents := rt.parentRefs()
+	if len(parents) == 0 {
+		return false, fmt.Sprintf("%s has no parentRefs: no gateway serves it", ref), nil
+	}
+	for _, p := range parents {
+		found := false
+		for _, ps := range rt.parents() {
+			if !sameParent(&p, &ps.ParentRef, ref.Namespace) {
+				continue
+			}
+			found = true
+			for _, ct := range []gwv1.RouteConditionType{gwv1.RouteConditionAccepted, gwv1.RouteConditionResolvedRefs} {
+				c := findCondition(ps.Conditions, string(ct))
+				switch {
+				case c == nil || c.ObservedGeneration != gen:
+					return false, fmt.Sprintf("%s: parent %s has not reported generation %d yet", ref, p.Name, gen), nil
+				case c.Status != metav1.ConditionTrue:
+					e := &NotAcceptedError{Route: ref, Parent: string(p.Name), Condition: string(ct), Reason: c.Reason, Message: c.Message}
+					return false, e.Error(), e
+				}
+			}
+		}
+		if !found {
+			return false, fmt.Sprintf("%s: parent %s has no status yet", ref, p.Name), nil
+		}
+	}
+	if r.cfg.SettleDelay == 0 {
+		return true, "", nil
+	}
+	now := r.cfg.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.seen[ref]
+	if !ok || a.generation != gen {
+		a = acceptance{generation: gen, at: now}
+		r.seen[ref] = a
+	}
+	if now.Sub(a.at) < r.cfg.SettleDelay {
+		return false, fmt.Sprintf("%s: accepted; settling for %s", ref, r.cfg.SettleDelay), nil
+	}
+	return true, "", nil
+}
+
+func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+// sameParent compares two parent references with Gateway API defaults
+// (group gateway.networking.k8s.io, kind Gateway, the route's namespace).
+func sameParent(a, b *gwv1.ParentReference, ns string) bool {
+	norm := func(p *gwv1.ParentReference) [6]string {
+		out := [6]string{gwv1.GroupName, "Gateway", ns, string(p.Name), "", ""}
+		if p.Group != nil {
+			out[0] = string(*p.Group)
+		}
+		if p.Kind != nil {
+			out[1] = string(*p.Kind)
+		}
+		if p.Namespace != nil {
+			out[2] = string(*p.Namespace)
+		}
+		if p.SectionName != nil {
+			out[4] = string(*p.SectionName)
+		}
+		if p.Port != nil {
+			out[5] = fmt.Sprint(*p.Port)
+		}
+		return out
+	}
+	return norm(a) == norm(b)
+}

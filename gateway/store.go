@@ -1,0 +1,95 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// StateAnnotation is the annotation in which AnnotationStore keeps a
+// rollout's state.
+const StateAnnotation = "upshift.dev/rollout-state"
+
+// AnnotationStore is a rollout.Store that keeps the state as JSON in an
+// annotation on a managed route, so a standalone program that crashes
+// resumes from the cluster, not from its own memory. Annotations do not
+// change a route's generation, so saving never disturbs the acceptance that
+// the Router reads. Safe for concurrent use.
+type AnnotationStore struct {
+	api   routes
+	route RouteRef
+	// MaxConflictRetries bounds re-reads after a conflict; 0 means 5.
+	MaxConflictRetries int
+}
+
+var _ rollout.Store = (*AnnotationStore)(nil)
+
+// NewAnnotationStore keeps the state on route, through a controller-runtime
+// client.
+func NewAnnotationStore(c client.Client, route RouteRef) *AnnotationStore {
+	return &AnnotationStore{api: crRoutes{c: c}, route: route}
+}
+
+// NewAnnotationStoreForClientset keeps the state on route, through the
+// gateway-api clientset.
+func NewAnnotationStoreForClientset(cs versioned.Interface, route RouteRef) *AnnotationStore {
+	return &AnnotationStore{api: csRoutes{cs: cs}, route: route}
+}
+
+// Load returns the saved state, or an error matching rollout.ErrNotFound
+// when the route has none (or does not exist).
+func (s *AnnotationStore) Load(ctx context.Context) (strategy.State, error) {
+	var st strategy.State
+	rt, err := s.api.get(ctx, s.route)
+	if err != nil {
+		return st, apiError(err, s.route)
+	}
+	raw, ok := rt.meta().Annotations[StateAnnotation]
+	if !ok {
+		return st, fmt.Errorf("gateway: %s has no %s annotation: %w", s.route, StateAnnotation, rollout.ErrNotFound)
+	}
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return st, rollout.Permanent(fmt.Errorf("gateway: %s: annotation %s: %w", s.route, StateAnnotation, err))
+	}
+	return st, nil
+}
+
+// Save writes the state into the annotation, re-reading on a conflict.
+func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("gateway: encoding the state: %w", err)
+	}
+	retries := s.MaxConflictRetries
+	if retries == 0 {
+		retries = 5
+	}
+	for attempt := 0; ; attempt++ {
+		rt, err := s.api.get(ctx, s.route)
+		if err != nil {
+			return apiError(err, s.route)
+		}
+		m := rt.meta()
+		if m.Annotations[StateAnnotation] == string(b) {
+			return nil
+		}
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[StateAnnotation] = string(b)
+		err = s.api.update(ctx, rt)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= retries {
+			return apiError(err, s.route)
+		}
+	}
+}
