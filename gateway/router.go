@@ -152,11 +152,25 @@ func apiError(err error, ref RouteRef) error {
 }
 
 // SetWeights writes w into every managed route. A route that already has
-// them is not written. It stops at the first route it cannot write; the
-// next call converges the rest.
+// them is not written. Every route is read and checked before any is
+// written, so a route without the backends leaves the whole group untouched;
+// a write that fails midway (a conflict storm, the API server going away)
+// leaves the group reported not accepted, and the next call converges it.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
+	}
+	if len(r.cfg.Routes) > 1 {
+		for _, ref := range r.cfg.Routes {
+			rt, err := r.api.get(ctx, ref)
+			r.count(func(c *Counts) { c.Reads++ })
+			if err != nil {
+				return apiError(err, ref)
+			}
+			if err := checkRules(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
+				return rollout.Permanent(withRoute(err, ref))
+			}
+		}
 	}
 	for _, ref := range r.cfg.Routes {
 		if err := r.setRoute(ctx, ref, w); err != nil {
