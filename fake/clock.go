@@ -83,3 +83,21 @@ func (c *Clock) NextWake() (time.Time, bool) {
 	}
 	return t, len(c.waiters) > 0
 }
+
+// AdvanceUntil drives a goroutine that waits on the clock: whenever a waiter
+// is pending it jumps to the earliest one, until cond holds. It gives up
+// after wallTimeout of real time and reports whether cond held.
+func (c *Clock) AdvanceUntil(cond func() bool, wallTimeout time.Duration) bool {
+	deadline := time.Now().Add(wallTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		if at, ok := c.NextWake(); ok {
+			c.Set(at)
+		} else {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return true
+}

@@ -213,25 +213,22 @@ func describeRef(ref *gwv1.BackendObjectReference, ns string) string {
 
 // httpRefs and grpcRefs collect pointers into a route's rules.
 func httpRefs(r *gwv1.HTTPRoute) ruleRefs {
-	rules := make(ruleRefs, len(r.Spec.Rules))
-	for i := range r.Spec.Rules {
-		refs := r.Spec.Rules[i].BackendRefs
-		rules[i] = make([]*gwv1.BackendRef, len(refs))
-		for j := range refs {
-			rules[i][j] = &refs[j].BackendRef
-		}
-	}
-	return rules
+	return collect(r.Spec.Rules, func(rule *gwv1.HTTPRouteRule) int { return len(rule.BackendRefs) },
+		func(rule *gwv1.HTTPRouteRule, j int) *gwv1.BackendRef { return &rule.BackendRefs[j].BackendRef })
 }
 
 func grpcRefs(r *gwv1.GRPCRoute) ruleRefs {
-	rules := make(ruleRefs, len(r.Spec.Rules))
-	for i := range r.Spec.Rules {
-		refs := r.Spec.Rules[i].BackendRefs
-		rules[i] = make([]*gwv1.BackendRef, len(refs))
-		for j := range refs {
-			rules[i][j] = &refs[j].BackendRef
+	return collect(r.Spec.Rules, func(rule *gwv1.GRPCRouteRule) int { return len(rule.BackendRefs) },
+		func(rule *gwv1.GRPCRouteRule, j int) *gwv1.BackendRef { return &rule.BackendRefs[j].BackendRef })
+}
+
+func collect[R any](rules []R, n func(*R) int, at func(*R, int) *gwv1.BackendRef) ruleRefs {
+	out := make(ruleRefs, len(rules))
+	for i := range rules {
+		out[i] = make([]*gwv1.BackendRef, n(&rules[i]))
+		for j := range out[i] {
+			out[i][j] = at(&rules[i], j)
 		}
 	}
-	return rules
+	return out
 }

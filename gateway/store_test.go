@@ -92,16 +92,8 @@ func TestStandaloneResumesFromTheRoute(t *testing.T) {
 
 func advanceUntil(t *testing.T, clock *fake.Clock, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		if at, ok := clock.NextWake(); ok {
-			clock.Set(at)
-		} else {
-			time.Sleep(2 * time.Millisecond)
-		}
+	if !clock.AdvanceUntil(cond, 60*time.Second) {
+		t.Fatal("condition not met in time")
 	}
 }
 

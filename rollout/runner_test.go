@@ -255,16 +255,8 @@ func TestRunResumesFromStore(t *testing.T) {
 // cond holds.
 func waitFor(t *testing.T, clock *fake.Clock, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met")
-		}
-		if at, ok := clock.NextWake(); ok {
-			clock.Set(at)
-		} else {
-			time.Sleep(time.Millisecond)
-		}
+	if !clock.AdvanceUntil(cond, 20*time.Second) {
+		t.Fatalf("condition not met")
 	}
 }
 
