@@ -1,0 +1,317 @@
+// Package replicas is a rollout.CapacitySetter for Kubernetes workloads: a
+// side's capacity is its replica count as a share of the full count, set
+// with ceil(full * capacity / 100) replicas, and its ready capacity is the
+// share of the full count that the workload's status reports available.
+//
+// Deployments and StatefulSets are read and written with the typed
+// client-go clientset; any other kind with a scale subresource (a custom
+// workload, an Argo Rollout, a LeaderWorkerSet...) through the dynamic client
+// and its /scale subresource.
+//
+// The capacity asked for is kept in the annotation upshift.dev/capacity on
+// the workload, so the setter reports exactly what it was asked even though
+// replica counts round, and a restarted controller reads it back.
+//
+// With no traffic router, a Runner whose strategy uses
+// strategy.CapacityReplicas moves two such setters like a rolling update:
+// traffic follows ready pods, bounded by MaxSurge and MaxUnavailable.
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// CapacityAnnotation holds the capacity last asked for, in percent, or
+// "steady".
+const CapacityAnnotation = "upshift.dev/capacity"
+
+// ErrInvalid is matched by configuration errors.
+var ErrInvalid = errors.New("replicas: invalid")
+
+// workload is the part of a workload the setter reads and writes.
+type workload struct {
+	meta       *metav1.ObjectMeta
+	replicas   int32 // spec
+	status     status
+	setReplica func(int32)
+	update     func(ctx context.Context) error
+}
+
+type status struct {
+	observedGeneration       int64
+	replicas, updated, ready int32
+	available                int32
+	revisionsMatch           bool
+	failing                  bool
+	failMessage              string
+}
+
+// Setter is a rollout.CapacitySetter for one workload. Build it with
+// ForDeployment, ForStatefulSet or ForScalable. Safe for concurrent use.
+type Setter struct {
+	ref  string
+	get  func(ctx context.Context) (*workload, error)
+	mu   sync.Mutex
+	full int32
+	// MaxConflictRetries bounds re-reads after a write conflict; 0 means 5.
+	MaxConflictRetries int
+}
+
+var _ rollout.CapacitySetter = (*Setter)(nil)
+
+// ForDeployment manages a Deployment. full is the replica count at 100
+// percent; 0 reads it once from the Deployment's spec at the first call.
+func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, full: full}
+	s.get = func(ctx context.Context) (*workload, error) {
+		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas)}
+		w.status = status{
+			observedGeneration: d.Status.ObservedGeneration, replicas: d.Status.Replicas,
+			updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas,
+			revisionsMatch: true,
+		}
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse ||
+				c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+				w.status.failing, w.status.failMessage = true, c.Reason+": "+c.Message
+			}
+		}
+		w.setReplica = func(n int32) { d.Spec.Replicas = &n }
+		w.update = func(ctx context.Context) error {
+			_, err := cs.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+			return err
+		}
+		return w, nil
+	}
+	return s
+}
+
+// ForStatefulSet manages a StatefulSet, like ForDeployment.
+func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, full: full}
+	s.get = func(ctx context.Context) (*workload, error) {
+		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas)}
+		w.status = status{
+			observedGeneration: ss.Status.ObservedGeneration, replicas: ss.Status.Replicas,
+			updated: ss.Status.UpdatedReplicas, ready: ss.Status.ReadyReplicas, available: ss.Status.AvailableReplicas,
+			revisionsMatch: ss.Status.UpdateRevision == "" || ss.Status.CurrentRevision == ss.Status.UpdateRevision,
+		}
+		w.setReplica = func(n int32) { ss.Spec.Replicas = &n }
+		w.update = func(ctx context.Context) error {
+			_, err := cs.AppsV1().StatefulSets(namespace).Update(ctx, ss, metav1.UpdateOptions{})
+			return err
+		}
+		return w, nil
+	}
+	return s
+}
+
+// ForScalable manages any workload with a scale subresource, through the
+// dynamic client: replicas at spec.replicas, readiness from
+// status.observedGeneration, status.readyReplicas and
+// status.availableReplicas (the ready count when available is absent).
+func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, full: full}
+	res := dyn.Resource(gvr).Namespace(namespace)
+	s.get = func(ctx context.Context) (*workload, error) {
+		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		meta := &metav1.ObjectMeta{Generation: u.GetGeneration(), Annotations: u.GetAnnotations(), ResourceVersion: u.GetResourceVersion()}
+		spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+		st := func(f string) int32 { v, _, _ := unstructured.NestedInt64(u.Object, "status", f); return int32(v) }
+		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		w := &workload{meta: meta, replicas: int32(spec)}
+		w.status = status{observedGeneration: og, replicas: st("replicas"), updated: st("updatedReplicas"),
+			ready: st("readyReplicas"), available: st("availableReplicas"), revisionsMatch: true}
+		if _, found, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas"); !found {
+			w.status.available = w.status.ready
+		}
+		if _, found, _ := unstructured.NestedInt64(u.Object, "status", "updatedReplicas"); !found {
+			w.status.updated = w.status.replicas
+		}
+		var replicas int32
+		w.setReplica = func(n int32) { replicas = n }
+		w.update = func(ctx context.Context) error {
+			// Replicas through the scale subresource, then the annotation.
+			sc, err := res.Get(ctx, name, metav1.GetOptions{}, "scale")
+			if err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedField(sc.Object, int64(replicas), "spec", "replicas"); err != nil {
+				return err
+			}
+			sc.SetResourceVersion(meta.ResourceVersion)
+			if _, err := res.Update(ctx, sc, metav1.UpdateOptions{}, "scale"); err != nil {
+				return err
+			}
+			fresh, err := res.Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			fresh.SetAnnotations(meta.Annotations)
+			_, err = res.Update(ctx, fresh, metav1.UpdateOptions{})
+			return err
+		}
+		return w, nil
+	}
+	return s
+}
+
+func replicasOf(p *int32) int32 {
+	if p == nil {
+		return 1
+	}
+	return *p
+}
+
+// Replicas returns the replica count for a capacity: ceil(full * c / 100).
+func Replicas(full, capacity int32) int32 {
+	if capacity <= 0 || full <= 0 {
+		return 0
+	}
+	return (full*capacity + 99) / 100
+}
+
+func (s *Setter) wrap(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("replicas: %s: %w", s.ref, rollout.ErrNotFound)
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err):
+		return rollout.Permanent(fmt.Errorf("replicas: %s: %w", s.ref, err))
+	}
+	return fmt.Errorf("replicas: %s: %w", s.ref, err)
+}
+
+// fullCount returns the full replica count, reading it from w the first
+// time when it was not given.
+func (s *Setter) fullCount(w *workload) (int32, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.full == 0 {
+		if v, ok := w.meta.Annotations[fullAnnotation]; ok {
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				s.full = int32(n)
+			}
+		}
+	}
+	if s.full == 0 {
+		if w.replicas <= 0 {
+			return 0, rollout.Permanent(fmt.Errorf("%w: %s has 0 replicas: give the full count", ErrInvalid, s.ref))
+		}
+		s.full = w.replicas
+	}
+	return s.full, nil
+}
+
+// fullAnnotation records the full count the setter works with, so that a
+// restarted controller that reads it "once at start" reads the same.
+const fullAnnotation = "upshift.dev/full-replicas"
+
+// SetCapacity sets the replicas for r and records r in the annotation. It
+// writes nothing when both are already in place.
+func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
+	if r.Percent < 0 || r.Percent > 100 || r.Steady && r.Percent != 100 {
+		return rollout.Permanent(fmt.Errorf("%w: capacity %d out of range", ErrInvalid, r.Percent))
+	}
+	retries := s.MaxConflictRetries
+	if retries == 0 {
+		retries = 5
+	}
+	for attempt := 0; ; attempt++ {
+		w, err := s.get(ctx)
+		if err != nil {
+			return s.wrap(err)
+		}
+		full, err := s.fullCount(w)
+		if err != nil {
+			return err
+		}
+		want := Replicas(full, r.Percent)
+		mark := strconv.Itoa(int(r.Percent))
+		if r.Steady {
+			mark = "steady"
+		}
+		fullMark := strconv.Itoa(int(full))
+		if w.replicas == want && w.meta.Annotations[CapacityAnnotation] == mark && w.meta.Annotations[fullAnnotation] == fullMark {
+			return nil
+		}
+		if w.meta.Annotations == nil {
+			w.meta.Annotations = map[string]string{}
+		}
+		w.meta.Annotations[CapacityAnnotation] = mark
+		w.meta.Annotations[fullAnnotation] = fullMark
+		w.setReplica(want)
+		err = w.update(ctx)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt >= retries {
+			return s.wrap(err)
+		}
+	}
+}
+
+// Capacity reports the capacity asked for (from the annotation, or the
+// replica share when the setter never wrote it), the ready share of the full
+// count, and whether the workload has settled: its controller has seen the
+// current generation and every wanted replica is updated and available.
+func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
+	w, err := s.get(ctx)
+	if err != nil {
+		return rollout.CapacityStatus{}, s.wrap(err)
+	}
+	full, err := s.fullCount(w)
+	if err != nil {
+		return rollout.CapacityStatus{}, err
+	}
+	st := rollout.CapacityStatus{Capacity: min(100, w.replicas*100/full)}
+	switch mark := w.meta.Annotations[CapacityAnnotation]; mark {
+	case "steady":
+		st.Capacity, st.Steady = 100, true
+	case "":
+	default:
+		if p, err := strconv.Atoi(mark); err == nil && Replicas(full, int32(p)) == w.replicas {
+			st.Capacity = int32(p)
+		}
+	}
+	current := w.status.observedGeneration >= w.meta.Generation
+	available := w.status.available
+	if !current {
+		available = min(available, w.status.updated)
+	}
+	st.Ready = min(100, available*100/full)
+	st.Settled = current && w.status.revisionsMatch && w.status.replicas == w.replicas &&
+		w.status.updated == w.replicas && w.status.available == w.replicas
+	if w.status.failing {
+		st.Health, st.HealthMessage = strategy.HealthUnhealthy, w.status.failMessage
+	}
+	return st, nil
+}
