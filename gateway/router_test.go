@@ -335,7 +335,11 @@ func TestRouteGroup(t *testing.T) {
 	refs := []gateway.RouteRef{{Namespace: ns, Name: "web"}, {Kind: gateway.KindGRPCRoute, Namespace: ns, Name: "web-grpc"}}
 	failures := atomic.Int64{}
 	failures.Store(1)
-	flaky := interceptor.NewClient(env.Client.(client.WithWatch), interceptor.Funcs{
+	ww, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := interceptor.NewClient(ww, interceptor.Funcs{
 		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
 			if _, ok := obj.(*gwv1.GRPCRoute); ok && failures.Add(-1) >= 0 {
 				return apierrors.NewServiceUnavailable("injected")

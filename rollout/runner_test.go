@@ -352,3 +352,38 @@ func TestRunnerLogsThroughTheContext(t *testing.T) {
 		}
 	}
 }
+
+// TestLostStateThenAbortKeepsTheSurge is the case the state machine found:
+// a reconcile whose state is never stored grows the canary; an abort then
+// must repair the world to the stored state before walking back, or both
+// sides together exceed the surge budget.
+func TestLostStateThenAbortKeepsTheSurge(t *testing.T) {
+	strat := strategy.Canary{MaxSurgePercent: 1, Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
+	clock := fake.NewClock(t0)
+	a, b := fake.NewCapacity(clock, 1, 100), fake.NewCapacity(clock, 1, 0)
+	r := &rollout.Runner{Strategy: strat, A: a, B: b, Clock: clock}
+	ctx := context.Background()
+	s := strategy.NewState("v1", "v2")
+	var err error
+	for i := 0; i < 2; i++ {
+		if s, _, err = r.Reconcile(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err = r.Reconcile(ctx, s); err != nil { // its state is lost
+		t.Fatal(err)
+	}
+	s = s.Abort("test", clock.Now())
+	for i := 0; i < 20 && !s.Phase.Terminal(); i++ {
+		if s, _, err = r.Reconcile(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if total := a.Status().Capacity + b.Status().Capacity; total > 101 {
+			t.Fatalf("reconcile %d: capacity %d exceeds 100 + MaxSurge 1", i, total)
+		}
+		clock.Advance(time.Second)
+	}
+	if s.Phase != strategy.PhaseAborted {
+		t.Fatalf("ended %s", s.Phase)
+	}
+}

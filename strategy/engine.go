@@ -154,7 +154,12 @@ func (r *run) step() {
 	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
 		return
 	}
-	if !applied {
+	if !applied && !(st.Phase == PhaseAborting && r.inPlace()) {
+		// A walk back does not wait for capacity that may never come (a
+		// canary whose pods never become ready): every hop it asks for moves
+		// toward the stable side and is bounded by observed ready capacity,
+		// so once the route holds the desired weight and each side holds the
+		// desired capacity (settled or not) it may go on.
 		r.waitApplied()
 		r.repair()
 		return
@@ -173,7 +178,7 @@ func (r *run) step() {
 // programmed with the desired weight, each side settled at its capacity.
 func (r *run) applied() bool {
 	o, d := &r.st.Observed, &r.st.Desired
-	if r.e.opts.Capacity != CapacityReplicas && (!o.WeightApplied || o.Weight != d.Weight) {
+	if !r.weightApplied() {
 		return false
 	}
 	if r.e.opts.Capacity != CapacityFixed {
@@ -186,6 +191,21 @@ func (r *run) applied() bool {
 }
 
 func clampPercent(v int32) int32 { return min(max(v, 0), 100) }
+
+// weightApplied reports whether the route holds the desired weight (always,
+// without a router).
+func (r *run) weightApplied() bool {
+	o, d := &r.st.Observed, &r.st.Desired
+	return r.e.opts.Capacity == CapacityReplicas || o.WeightApplied && o.Weight == d.Weight
+}
+
+// inPlace reports whether every adapter holds what was asked, settled or
+// not.
+func (r *run) inPlace() bool {
+	o, d := &r.st.Observed, &r.st.Desired
+	return r.weightApplied() && (r.e.opts.Capacity == CapacityFixed ||
+		o.Stable.Capacity == d.StableCapacity && o.Canary.Capacity == d.CanaryCapacity)
+}
 
 func (r *run) waitApplied() {
 	r.st.Message = msgWaitingHop
@@ -549,6 +569,10 @@ func (r *run) walkBack() {
 			r.hopStable(100)
 			return
 		}
+	}
+	if !r.applied() {
+		r.waitApplied() // the last hops of the walk back, observed before the end
+		return
 	}
 	r.d.RequeueAfter = 0
 	st.FinishedAt = micro(r.now)
