@@ -16,6 +16,11 @@
 //   - Traffic sends simulated requests split by the applied weights and
 //     counts what each side could serve: a rollout that ever sends traffic
 //     to capacity that is not ready shows up as Overloaded or Dropped.
+//   - RayServe emulates one Ray cluster's Serve REST API as an
+//     http.Handler for httptest.NewServer: it validates PUT configs as Ray
+//     does, scales replicas toward Ray's capacity-adjusted targets over a
+//     number of polls, and can fail a deployment, answer 5xx, hang or
+//     answer garbage. Package serve's adapter is tested against it.
 //
 // Every fake is safe for concurrent use, records a History of its calls
 // (KeepHistory(false) keeps only counts), and fails on demand with FailWith.

@@ -1,0 +1,315 @@
+package fake_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/upshift-dev/upshift/fake"
+)
+
+const rayPath = "/api/serve/applications/"
+
+func rayDo(t *testing.T, srv *httptest.Server, method, query, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+rayPath+query, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func rayGet(t *testing.T, srv *httptest.Server) map[string]any {
+	t.Helper()
+	code, body := rayDo(t, srv, http.MethodGet, "?api_type=declarative", "")
+	if code != 200 {
+		t.Fatalf("GET: %d %s", code, body)
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(body), &m); err != nil {
+		t.Fatalf("GET answered %q: %v", body, err)
+	}
+	return m
+}
+
+func keys(v any) []string {
+	m, _ := v.(map[string]any)
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+const rayConfig = `{"applications": [{"name": "app", "route_prefix": "/app", "import_path": "m:app", "runtime_env": {"pip": ["x"]},
+  "deployments": [{"name": "D", "num_replicas": 4, "user_config": {"k": 1}}]}], "target_capacity": 50}`
+
+func TestRayServeValidation(t *testing.T) {
+	cases := []struct {
+		name, body string
+		want       []string // fragments of the 400 text
+	}{
+		{"not JSON", `{`, []string{"(body)"}},
+		{"no applications", `{"target_capacity": 10}`, []string{"applications: field required"}},
+		{"applications not a list", `{"applications": {}}`, []string{"applications: want a list"}},
+		{"duplicate names", `{"applications": [{"import_path": "a:b", "route_prefix": "/a"}, {"import_path": "c:d", "route_prefix": "/b"}]}`,
+			[]string{`applications.1.name: "default" is already`}},
+		{"duplicate prefixes", `{"applications": [{"name": "a", "import_path": "a:b"}, {"name": "b", "import_path": "c:d"}]}`,
+			[]string{`applications.1.route_prefix: "/" is already`}},
+		{"bad prefix", `{"applications": [{"name": "a", "import_path": "a:b", "route_prefix": "a/"}, {"name": "b", "import_path": "a:b", "route_prefix": "/b/"}]}`,
+			[]string{"applications.0.route_prefix", "applications.1.route_prefix"}},
+		{"no import path", `{"applications": [{"name": "a"}]}`, []string{"applications.0.import_path: field required"}},
+		{"capacity too big", `{"applications": [], "target_capacity": 100.5}`, []string{"target_capacity: 100.5 is outside 0..100"}},
+		{"capacity negative", `{"applications": [], "target_capacity": -1}`, []string{"target_capacity"}},
+		{"capacity not a number", `{"applications": [], "target_capacity": "50"}`, []string{"target_capacity: want a number"}},
+		{"both replica settings", `{"applications": [{"import_path": "a:b", "deployments": [{"name": "D", "num_replicas": 2, "autoscaling_config": {"max_replicas": 3}}]}]}`,
+			[]string{"mutually exclusive"}},
+		{"autoscaling bounds", `{"applications": [{"import_path": "a:b", "deployments": [{"name": "D", "autoscaling_config": {"min_replicas": 5, "max_replicas": 3, "initial_replicas": 9}}]}]}`,
+			[]string{"min_replicas 5 is more than max_replicas 3", "initial_replicas: 9 is outside"}},
+		{"bad replicas", `{"applications": [{"import_path": "a:b", "deployments": [{"name": "D", "num_replicas": 1.5}, {"num_replicas": 1}]}]}`,
+			[]string{"deployments.0.num_replicas", "deployments.1.name"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rs := fake.NewRayServe(fake.RayServeOptions{})
+			srv := httptest.NewServer(rs)
+			defer srv.Close()
+			code, text := rayDo(t, srv, http.MethodPut, "", tc.body)
+			if code != http.StatusBadRequest {
+				t.Fatalf("status %d (%s), want 400", code, text)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("400 text %q lacks %q", text, w)
+				}
+			}
+			if rs.Puts() != 0 || rs.LastPut() != nil {
+				t.Error("an invalid config was applied")
+			}
+		})
+	}
+}
+
+func TestRayServeShape(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{BuildPolls: 1, StartPolls: 2, StopPolls: 1})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	empty := rayGet(t, srv)
+	if diff := cmp.Diff([]string{"applications", "controller_info", "deploy_mode", "proxies", "target_capacity"}, keys(empty)); diff != "" {
+		t.Errorf("empty instance keys (-want +got):\n%s", diff)
+	}
+	if code, body := rayDo(t, srv, http.MethodPut, "", rayConfig); code != 200 || body != "" {
+		t.Fatalf("PUT: %d %q, want 200 and an empty body", code, body)
+	}
+	type step struct {
+		App, Dep      string
+		Target, Count int
+		States        string
+	}
+	var got []step
+	for range 4 {
+		m := rayGet(t, srv)
+		app := m["applications"].(map[string]any)["app"].(map[string]any)
+		s := step{App: app["status"].(string)}
+		if d, ok := app["deployments"].(map[string]any)["D"].(map[string]any); ok {
+			s.Dep, s.Target = d["status"].(string), int(d["target_num_replicas"].(float64))
+			var states []string
+			for _, r := range d["replicas"].([]any) {
+				states = append(states, r.(map[string]any)["state"].(string))
+			}
+			s.Count, s.States = len(states), strings.Join(states, ",")
+		}
+		got = append(got, s)
+	}
+	want := []step{
+		{App: "DEPLOYING", Dep: "UPDATING", Target: 2, Count: 2, States: "STARTING,STARTING"}, // built on this poll
+		{App: "DEPLOYING", Dep: "UPDATING", Target: 2, Count: 2, States: "STARTING,STARTING"},
+		{App: "RUNNING", Dep: "HEALTHY", Target: 2, Count: 2, States: "RUNNING,RUNNING"},
+		{App: "RUNNING", Dep: "HEALTHY", Target: 2, Count: 2, States: "RUNNING,RUNNING"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("polls (-want +got):\n%s", diff)
+	}
+	m := rayGet(t, srv)
+	wantTop := []string{"applications", "controller_info", "deploy_mode", "grpc_options", "http_options", "proxies", "proxy_location", "target_capacity", "target_groups"}
+	if diff := cmp.Diff(wantTop, keys(m)); diff != "" {
+		t.Errorf("instance keys (-want +got):\n%s", diff)
+	}
+	app := m["applications"].(map[string]any)["app"].(map[string]any)
+	wantApp := []string{"deployed_app_config", "deployments", "docs_path", "external_scaler_enabled", "last_deployed_time_s", "message", "name", "route_prefix", "source", "status"}
+	if diff := cmp.Diff(wantApp, keys(app)); diff != "" {
+		t.Errorf("application keys (-want +got):\n%s", diff)
+	}
+	dep := app["deployments"].(map[string]any)["D"].(map[string]any)
+	wantDep := []string{"deployment_config", "message", "name", "replicas", "required_resources", "status", "status_trigger", "target_num_replicas"}
+	if diff := cmp.Diff(wantDep, keys(dep)); diff != "" {
+		t.Errorf("deployment keys (-want +got):\n%s", diff)
+	}
+	var submitted map[string]any
+	json.Unmarshal([]byte(rayConfig), &submitted)
+	if diff := cmp.Diff(submitted["applications"].([]any)[0], app["deployed_app_config"]); diff != "" {
+		t.Errorf("deployed_app_config (-want +got):\n%s", diff)
+	}
+	if m["target_capacity"] != 50.0 || dep["deployment_config"].(map[string]any)["num_replicas"] != 4.0 {
+		t.Errorf("target_capacity %v, num_replicas %v", m["target_capacity"], dep["deployment_config"])
+	}
+	// Lowering the capacity stops replicas at once; they are listed as
+	// STOPPING until the next poll.
+	rayDo(t, srv, http.MethodPut, "", strings.Replace(rayConfig, `"target_capacity": 50`, `"target_capacity": 25`, 1))
+	st, _ := rs.Deployment("app", "D")
+	if diff := cmp.Diff(fake.RayDeploymentState{Status: "DOWNSCALING", Target: 1, Running: 1, Stopped: 1}, st); diff != "" {
+		t.Errorf("after scaling down (-want +got):\n%s", diff)
+	}
+	if code, _ := rayDo(t, srv, http.MethodGet, "?api_type=sideways", ""); code != 400 {
+		t.Errorf("bad api_type: %d, want 400", code)
+	}
+	if code, body := rayDo(t, srv, http.MethodGet, "?api_type=imperative", ""); code != 200 || strings.Contains(body, `"app"`) {
+		t.Errorf("imperative: %d %s", code, body)
+	}
+	if code, _ := rayDo(t, srv, http.MethodPost, "", ""); code != http.StatusMethodNotAllowed {
+		t.Errorf("POST: %d", code)
+	}
+	// Removing the application from the config deletes it.
+	rayDo(t, srv, http.MethodPut, "", `{"applications": []}`)
+	if status, _, ok := rs.AppStatus("app"); !ok || status != "DELETING" {
+		t.Errorf("after removal: %s %v, want DELETING", status, ok)
+	}
+	rs.Advance(1)
+	if _, _, ok := rs.AppStatus("app"); ok {
+		t.Error("the application outlived its replicas")
+	}
+	if code, _ := rayDo(t, srv, http.MethodDelete, "", ""); code != 200 {
+		t.Errorf("DELETE: %d", code)
+	}
+	if tc, running := rs.TargetCapacity(); tc != nil || running {
+		t.Errorf("after shutdown: %v %v", tc, running)
+	}
+}
+
+func TestRayServeFaults(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	rs.FailRequests(503, 2)
+	for range 2 {
+		if code, _ := rayDo(t, srv, http.MethodPut, "", rayConfig); code != 503 {
+			t.Fatalf("status %d, want 503", code)
+		}
+	}
+	if code, _ := rayDo(t, srv, http.MethodPut, "", rayConfig); code != 200 {
+		t.Fatalf("after the failures: %d", code)
+	}
+	rs.RequireToken("t")
+	if code, _ := rayDo(t, srv, http.MethodGet, "", ""); code != 401 {
+		t.Fatalf("without the token: %d", code)
+	}
+	rs.RequireToken("")
+	if err := rs.FailDeployment("app", "D", "DEPLOY_FAILED", "boom"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.FailDeployment("app", "D", "SAD", "boom"); err == nil {
+		t.Error("an unknown status was accepted")
+	}
+	rs.Advance(3)
+	st, _ := rs.Deployment("app", "D")
+	status, msg, _ := rs.AppStatus("app")
+	if st.Status != "DEPLOY_FAILED" || st.Running != 0 || status != "DEPLOY_FAILED" || !strings.Contains(msg, "boom") {
+		t.Fatalf("failed deployment: %+v, app %s %q", st, status, msg)
+	}
+	rs.HealDeployment("app", "D")
+	rs.Advance(1)
+	if st, _ := rs.Deployment("app", "D"); st.Status != "HEALTHY" || st.Running != 2 {
+		t.Fatalf("healed: %+v", st)
+	}
+	rs.Garbage(true)
+	_, body := rayDo(t, srv, http.MethodGet, "", "")
+	if json.Valid([]byte(body)) {
+		t.Errorf("garbage is valid JSON: %s", body)
+	}
+	rs.Garbage(false)
+
+	// Hang: a request waits for its context, or for Hang(false).
+	rs.Hang(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+rayPath, nil)
+	if _, err := srv.Client().Do(req); err == nil {
+		t.Fatal("a hung request answered")
+	}
+	done := make(chan int)
+	go func() {
+		resp, err := http.Get(srv.URL + rayPath)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	time.Sleep(20 * time.Millisecond)
+	rs.Hang(false)
+	if code := <-done; code != 200 {
+		t.Fatalf("released request: %d", code)
+	}
+	var ops []string
+	for _, c := range rs.History() {
+		ops = append(ops, fmt.Sprintf("%s %s %v", c.Op, c.Arg, c.Err != nil))
+	}
+	want := []string{"PUT  true", "PUT  true", "PUT target_capacity=50 false", "GET  true", "GET  false", "GET hung true", "GET  false"}
+	if diff := cmp.Diff(want, ops); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+}
+
+func TestRayServeAutoscalingAndConcurrency(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	cfg := `{"applications": [{"import_path": "a:b", "deployments": [{"name": "A", "num_replicas": "auto"},
+	  {"name": "B", "autoscaling_config": {"min_replicas": 2, "max_replicas": 8, "initial_replicas": 4}}]}], "target_capacity": %d}`
+	rayDo(t, srv, http.MethodPut, "", fmt.Sprintf(cfg, 50))
+	for _, c := range []struct {
+		dep            string
+		demand, target int64
+	}{{"B", 0, 2}, {"B", 3, 3}, {"B", 100, 4}, {"A", 0, 1}, {"A", 500, 50}} {
+		rs.SetDemand("default", c.dep, c.demand)
+		if st, _ := rs.Deployment("default", c.dep); st.Target != c.target || st.Running != c.target {
+			t.Errorf("%s with demand %d at 50%%: %+v, want target %d", c.dep, c.demand, st, c.target)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 10 {
+				if (i+j)%2 == 0 {
+					rayDo(t, srv, http.MethodPut, "", fmt.Sprintf(cfg, (i*10+j)%101))
+				} else {
+					rayGet(t, srv)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if rs.Polls()+rs.Puts() != 81 {
+		t.Errorf("%d polls and %d puts, want 81 in all", rs.Polls(), rs.Puts())
+	}
+}

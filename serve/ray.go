@@ -1,0 +1,375 @@
+package serve
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// Defaults for Config.
+const (
+	DefaultTimeout          = 10 * time.Second
+	DefaultMaxResponseBytes = 16 << 20
+	// ApplicationsPath is the Serve REST endpoint, relative to the
+	// dashboard's URL.
+	ApplicationsPath = "/api/serve/applications/"
+)
+
+// defaultAppName is the name Ray gives an application whose config has none.
+const defaultAppName = "default"
+
+// maxErrorBody bounds how much of a failed answer an *HTTPError keeps.
+const maxErrorBody = 4 << 10
+
+// Config describes one Ray cluster's Serve applications. Dashboard and
+// ServeConfig are required; the zero value of every other field is a
+// sensible default.
+type Config struct {
+	// Dashboard is the Ray dashboard's base URL, http or https, such as
+	// "http://raycluster-head-svc:8265". A path is kept as a prefix (a
+	// dashboard behind a proxy at /ray).
+	Dashboard string
+	// ServeConfig is the Serve config to deploy (Ray's ServeDeploySchema:
+	// applications, proxy_location, http_options, grpc_options,
+	// logging_config...) as JSON. It is sent as it is, every field
+	// preserved, with target_capacity set to what each request asks; a
+	// target_capacity already in it is replaced. It must be an object with
+	// an "applications" array whose names (default "default") are unique:
+	// the adapter observes exactly those applications. The config is the
+	// cluster's whole declarative set: a PUT replaces what Ray runs.
+	// (A YAML serveConfigV2 converts with sigs.k8s.io/yaml.YAMLToJSON.)
+	ServeConfig json.RawMessage
+	// Token, when set, is sent as "Authorization: Bearer <Token>", for
+	// dashboards that require authentication.
+	Token string
+	// Timeout bounds each request; 0 means DefaultTimeout, negative means
+	// only the caller's context bounds it.
+	Timeout time.Duration
+	// TLS configures https (a private CA, a client certificate). Ignored
+	// when HTTPClient is set: configure its transport instead.
+	TLS *tls.Config
+	// HTTPClient sends the requests; nil means a client of its own built
+	// from TLS. Set one to share connections or to add instrumentation.
+	HTTPClient *http.Client
+	// MaxResponseBytes bounds the size of an answer read; 0 means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+// Validate reports every problem with c at once (a *ConfigError per field,
+// joined), or nil.
+func (c *Config) Validate() error {
+	_, _, _, err := c.parse()
+	return err
+}
+
+// parse validates c and returns the dashboard URL, the PUT body up to the
+// target capacity, and the applications.
+func (c *Config) parse() (*url.URL, []byte, []appConfig, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	u, err := url.Parse(c.Dashboard)
+	switch {
+	case c.Dashboard == "":
+		bad("Dashboard", "is required")
+	case err != nil:
+		bad("Dashboard", "%v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		bad("Dashboard", "scheme %q: want http or https", u.Scheme)
+	case u.Host == "":
+		bad("Dashboard", "%q has no host", c.Dashboard)
+	case u.RawQuery != "" || u.Fragment != "":
+		bad("Dashboard", "%q: want no query or fragment", c.Dashboard)
+	}
+	if c.MaxResponseBytes < 0 {
+		bad("MaxResponseBytes", "%d is negative", c.MaxResponseBytes)
+	}
+	prefix, apps, perr := parseServeConfig(c.ServeConfig)
+	errs = append(errs, perr...)
+	if len(errs) > 0 {
+		return nil, nil, nil, errors.Join(errs...)
+	}
+	return u, prefix, apps, nil
+}
+
+type appConfig struct {
+	name string
+	// config is the application's config decoded generically, to compare
+	// with what Ray reports as deployed.
+	config any
+}
+
+func parseServeConfig(raw json.RawMessage) ([]byte, []appConfig, []error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		bad("ServeConfig", "is required")
+		return nil, nil, errs
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
+		bad("ServeConfig", "want a JSON object: %v", errOrNull(err))
+		return nil, nil, errs
+	}
+	delete(top, "target_capacity")
+	var list []json.RawMessage
+	rawApps, ok := top["applications"]
+	if !ok {
+		bad("ServeConfig.applications", "is required")
+	} else if err := json.Unmarshal(rawApps, &list); err != nil || list == nil {
+		bad("ServeConfig.applications", "want an array: %v", errOrNull(err))
+	}
+	var apps []appConfig
+	seen := map[string]int{}
+	for i, a := range list {
+		field := fmt.Sprintf("ServeConfig.applications[%d]", i)
+		var generic any
+		if err := json.Unmarshal(a, &generic); err != nil {
+			bad(field, "%v", err)
+			continue
+		}
+		m, ok := generic.(map[string]any)
+		if !ok {
+			bad(field, "want an object")
+			continue
+		}
+		name := defaultAppName
+		if v, ok := m["name"]; ok {
+			s, ok := v.(string)
+			if !ok || s == "" {
+				bad(field+".name", "want a non-empty string")
+				continue
+			}
+			name = s
+		}
+		if j, dup := seen[name]; dup {
+			bad(field+".name", "%q is also the name of applications[%d]", name, j)
+			continue
+		}
+		seen[name] = i
+		apps = append(apps, appConfig{name: name, config: generic})
+	}
+	if len(errs) > 0 {
+		return nil, nil, errs
+	}
+	body, err := json.Marshal(top)
+	if err != nil {
+		bad("ServeConfig", "%v", err)
+		return nil, nil, errs
+	}
+	prefix := body[:len(body)-1] // drop the closing brace
+	if len(top) > 0 {
+		prefix = append(prefix, ',')
+	}
+	return append(prefix, `"target_capacity":`...), apps, nil
+}
+
+func errOrNull(err error) error {
+	if err == nil {
+		return errors.New("got null")
+	}
+	return err
+}
+
+// Ray is a rollout.CapacitySetter for one Ray cluster's Serve applications,
+// through the dashboard's Serve REST API:
+//
+//   - SetCapacity PUTs the Serve config with target_capacity set (null for
+//     a Steady request), unless the cluster's last applied config already
+//     has that target capacity and the same applications (read with a GET
+//     first, not from memory: a restarted cluster is noticed).
+//   - Capacity GETs the declarative applications and reports them as
+//     Evaluate describes.
+//
+// Build it with New; the zero value is not usable. It holds no mutable
+// state and is safe for concurrent use.
+type Ray struct {
+	putURL, getURL string
+	prefix         []byte // PUT body up to the target capacity's value
+	apps           []appConfig
+	names          []string
+	token          string
+	timeout        time.Duration
+	maxBytes       int64
+	client         *http.Client
+}
+
+var _ rollout.CapacitySetter = (*Ray)(nil)
+
+// New validates c and returns the adapter.
+func New(c Config) (*Ray, error) {
+	u, prefix, apps, err := c.parse()
+	if err != nil {
+		return nil, err
+	}
+	base := strings.TrimSuffix(u.String(), "/")
+	r := &Ray{
+		putURL:   base + ApplicationsPath,
+		getURL:   base + ApplicationsPath + "?api_type=declarative",
+		prefix:   prefix,
+		apps:     apps,
+		token:    c.Token,
+		timeout:  c.Timeout,
+		maxBytes: c.MaxResponseBytes,
+		client:   c.HTTPClient,
+	}
+	if r.timeout == 0 {
+		r.timeout = DefaultTimeout
+	}
+	if r.maxBytes == 0 {
+		r.maxBytes = DefaultMaxResponseBytes
+	}
+	if r.client == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		if c.TLS != nil {
+			t.TLSClientConfig = c.TLS.Clone()
+		}
+		r.client = &http.Client{Transport: t}
+	}
+	for _, a := range apps {
+		r.names = append(r.names, a.name)
+	}
+	return r, nil
+}
+
+// Applications returns the names of the managed applications.
+func (r *Ray) Applications() []string { return append([]string(nil), r.names...) }
+
+// String returns the Serve endpoint the adapter talks to.
+func (r *Ray) String() string { return r.putURL }
+
+// SetCapacity sets the cluster's target_capacity to r.Percent, or to null
+// for a Steady request (Percent must then be 100). It reads the cluster
+// first and writes nothing when the applied config already has that target
+// capacity and the managed applications as configured. A request out of
+// range, and a 400 from Ray, are permanent errors; see HTTPError.
+func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
+	if req.Percent < 0 || req.Percent > 100 || req.Steady && req.Percent != 100 {
+		return rollout.Permanent(fmt.Errorf("serve: capacity request %+v: Percent must be 0..100, and 100 when Steady", req))
+	}
+	d, err := r.get(ctx)
+	if err != nil {
+		return err
+	}
+	if r.applied(d, req) {
+		return nil
+	}
+	body := make([]byte, 0, len(r.prefix)+5)
+	body = append(body, r.prefix...)
+	if req.Steady {
+		body = append(body, "null"...)
+	} else {
+		body = strconv.AppendInt(body, int64(req.Percent), 10)
+	}
+	body = append(body, '}')
+	_, err = r.do(ctx, http.MethodPut, r.putURL, body)
+	return err
+}
+
+// applied reports whether the cluster already runs the config at req.
+func (r *Ray) applied(d *InstanceDetails, req rollout.CapacityRequest) bool {
+	tc := d.TargetCapacity
+	if req.Steady != (tc == nil) || tc != nil && *tc != float64(req.Percent) {
+		return false
+	}
+	for _, a := range r.apps {
+		app, ok := d.Applications[a.name]
+		if !ok || len(app.DeployedAppConfig) == 0 {
+			return false
+		}
+		var deployed any
+		if err := json.Unmarshal(app.DeployedAppConfig, &deployed); err != nil || !reflect.DeepEqual(deployed, a.config) {
+			return false
+		}
+	}
+	return true
+}
+
+// Capacity reports the managed applications' capacity as Evaluate derives
+// it from one GET.
+func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
+	o, err := r.Observe(ctx)
+	return o.CapacityStatus, err
+}
+
+// Observe is Capacity with the details: every managed application and
+// deployment, with its replica counts and targets.
+func (r *Ray) Observe(ctx context.Context) (Observation, error) {
+	d, err := r.get(ctx)
+	if err != nil {
+		return Observation{}, err
+	}
+	return Evaluate(d, r.names), nil
+}
+
+func (r *Ray) get(ctx context.Context) (*InstanceDetails, error) {
+	b, err := r.do(ctx, http.MethodGet, r.getURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeInstanceDetails(b)
+}
+
+// do sends one request and returns the body of a 2xx answer.
+func (r *Ray) do(ctx context.Context, method, url string, body []byte) ([]byte, error) {
+	if r.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		return nil, rollout.Permanent(fmt.Errorf("serve: %s %s: %w", method, url, err))
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "upshift")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if r.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err) // a *url.Error naming method and URL; retryable
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, r.maxBytes+1))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		if len(data) > maxErrorBody {
+			data = append(data[:maxErrorBody:maxErrorBody], "..."...)
+		}
+		herr := &HTTPError{Method: method, URL: url, StatusCode: resp.StatusCode, Body: string(data)}
+		if !herr.Temporary() && resp.StatusCode >= 400 && resp.StatusCode < 500 {
+			return nil, rollout.Permanent(herr)
+		}
+		return nil, herr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("serve: %s %s: reading the answer: %w", method, url, err)
+	}
+	if int64(len(data)) > r.maxBytes {
+		return nil, fmt.Errorf("serve: %s %s: %w: more than %d bytes", method, url, ErrResponseTooLarge, r.maxBytes)
+	}
+	return data, nil
+}
