@@ -1,0 +1,354 @@
+// Package kubetest runs upshift's adapter tests against a real kube-apiserver
+// and etcd, with the Gateway API standard-channel CRDs installed.
+//
+// The binaries are built from the Go module proxy by hack/kube-binaries.sh
+// into a cache outside the repository (see [AssetsDir]); ./test.sh builds them
+// when missing and then runs every test. Each test package that needs the API
+// server calls [Main] from its TestMain and [Get] from its tests:
+//
+//	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+//
+//	func TestSomething(t *testing.T) {
+//		env := kubetest.Get(t) // skips or fails t when the binaries are missing
+//		ns := env.Namespace(t)
+//		...
+//	}
+//
+// The control plane is started lazily, once per test package (each package is
+// its own test binary), on the first call to [Get], and stopped by [Main] when
+// the tests are done. A package whose selected tests never call Get pays
+// nothing.
+//
+// # When the binaries are missing
+//
+// If kube-apiserver or etcd is absent from [AssetsDir]:
+//   - with CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment, Main fails
+//     the package before running any test, with a message naming
+//     hack/kube-binaries.sh;
+//   - otherwise every test that calls Get is skipped with that message
+//     (visible with go test -v or -json); tests that do not call Get run.
+//
+// A control plane that fails to start always fails the tests; it is never a
+// reason to skip.
+//
+// # What the environment is, and is not
+//
+// It is a bare API server: no controller manager, scheduler, kubelet or
+// gateway controller runs. Nothing writes route status unless the test does
+// (tests play the gateway controller), deleted namespaces are never
+// finalised, there is no garbage collection, and pods never start. The
+// ServiceAccount admission plugin is disabled, so ServiceAccounts need no
+// token Secret; tokens come from the TokenRequest API. Authorization is RBAC;
+// the [Env] clients act as a member of system:masters.
+package kubetest
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gatewayv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayv1beta1 "sigs.k8s.io/gateway-api/apis/v1beta1"
+	gatewayclient "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+)
+
+// KubeVersion is the Kubernetes release that hack/kube-binaries.sh builds and
+// that the API server reports.
+const KubeVersion = "v1.37.2"
+
+// BuildCommand is the command, relative to the repository root, that builds
+// the binaries into [AssetsDir].
+const BuildCommand = "hack/kube-binaries.sh"
+
+// ErrNoBinaries reports that kube-apiserver or etcd is missing from
+// [AssetsDir].
+var ErrNoBinaries = errors.New("kubetest: kube-apiserver and etcd not found")
+
+// AssetsDir returns the directory that holds the kube-apiserver and etcd
+// binaries: $UPSHIFT_KUBE_ASSETS when set, else
+// $HOME/.cache/upshift/kube/<KubeVersion>. hack/kube-binaries.sh uses the same
+// rule.
+func AssetsDir() string {
+	if d := os.Getenv("UPSHIFT_KUBE_ASSETS"); d != "" {
+		return d
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		home = os.Getenv("HOME")
+	}
+	return filepath.Join(home, ".cache", "upshift", "kube", KubeVersion)
+}
+
+// Required reports whether missing binaries must fail the tests rather than
+// skip them: CI=true or UPSHIFT_REQUIRE_KUBE=1 (any value strconv.ParseBool
+// reads as true).
+func Required() bool {
+	return envTrue("CI") || envTrue("UPSHIFT_REQUIRE_KUBE")
+}
+
+func envTrue(name string) bool {
+	b, err := strconv.ParseBool(os.Getenv(name))
+	return err == nil && b
+}
+
+// checkBinaries returns nil when both binaries are present and executable in
+// dir, else an error wrapping ErrNoBinaries that names the build command.
+func checkBinaries(dir string) error {
+	var missing []string
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %v missing from %s; build them (Go module proxy only, several minutes once, then cached) with %s, or run the whole suite with ./test.sh",
+		ErrNoBinaries, missing, dir, BuildCommand)
+}
+
+// Clients are the ways a test talks to the API server as one identity. All
+// of them share Config. The zero value is not usable; get Clients from an
+// [Env] ([Env.Clients], [Env.User], [Env.ServiceAccount], [Env.ClientsFor]).
+// Safe for concurrent use.
+type Clients struct {
+	// Config authenticates as the identity. Copy it (rest.CopyConfig)
+	// before changing it.
+	Config *rest.Config
+	// Client is a controller-runtime client (no cache) whose scheme has the
+	// Kubernetes built-in types and Gateway API v1 and v1beta1.
+	Client client.Client
+	// Gateway is the Gateway API typed clientset.
+	Gateway gatewayclient.Interface
+	// Kube is the client-go clientset.
+	Kube kubernetes.Interface
+	// Subject names the identity in a RoleBinding (see [Env.Grant]); it is
+	// the zero Subject for the administrator and for ClientsFor.
+	Subject rbacv1.Subject
+}
+
+// Env is a running control plane with the Gateway API CRDs installed. Its
+// embedded Clients act as a cluster administrator (group system:masters).
+// Get an Env from [Get]; the zero value is not usable. Safe for concurrent
+// use by parallel tests.
+type Env struct {
+	Clients
+
+	// Scheme is the scheme of every Clients.Client: Kubernetes built-in
+	// types plus Gateway API v1 and v1beta1.
+	Scheme *runtime.Scheme
+	// KubeConfig is a kubeconfig file's content for the administrator, for
+	// code under test that reads KUBECONFIG.
+	KubeConfig []byte
+	// CRDs names the CustomResourceDefinitions installed from the
+	// sigs.k8s.io/gateway-api module (the standard channel).
+	CRDs []string
+	// StartTime is how long starting the control plane and establishing the
+	// CRDs took.
+	StartTime time.Duration
+
+	te     *envtest.Environment
+	stop   func() error
+	userMu sync.Mutex // envtest's AddUser is not documented as concurrency-safe
+}
+
+// The package's one environment. Each test package is a separate binary, so
+// this is one control plane per test package.
+var shared struct {
+	mu      sync.Mutex
+	inMain  bool
+	started bool
+	env     *Env
+	err     error
+}
+
+// Main runs the tests of a package that uses [Get] and returns the exit code
+// for os.Exit:
+//
+//	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+//
+// When the binaries are missing and [Required] is true, it prints why and
+// returns 1 without running the tests. After the tests it stops the control
+// plane if one was started. It also stops it on SIGINT/SIGTERM and shortly
+// before -test.timeout fires, and on Linux the kernel kills kube-apiserver
+// and etcd if the test binary dies anyway (SIGKILL, a crash), so that no run
+// leaves them behind.
+//
+// Call Main first in TestMain: the test binary doubles as the launcher of
+// kube-apiserver and etcd, and Main is where it turns into them.
+func Main(m *testing.M) int {
+	// First: in a launcher process this execs kube-apiserver or etcd.
+	execIfWrapper()
+	flag.Parse() // for -test.timeout; testing.M.Run does not parse again
+	if err := checkBinaries(AssetsDir()); err != nil && Required() {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n(required because CI=true or UPSHIFT_REQUIRE_KUBE=1)\n", err)
+		return 1
+	}
+
+	shared.mu.Lock()
+	shared.inMain = true
+	shared.mu.Unlock()
+
+	sig := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case s := <-sig:
+			fmt.Fprintf(os.Stderr, "kubetest: %v: stopping the control plane\n", s)
+			_ = stop()
+			os.Exit(1)
+		case <-done:
+		}
+	}()
+	defer func() {
+		signal.Stop(sig)
+		close(done)
+	}()
+
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 10*time.Second {
+			// testing panics at the timeout; leave the processes no
+			// chance to outlive it.
+			t := time.AfterFunc(d-3*time.Second, func() {
+				fmt.Fprintln(os.Stderr, "kubetest: -test.timeout is near: stopping the control plane")
+				_ = stop()
+			})
+			defer t.Stop()
+		}
+	}
+
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "kubetest: stopping the control plane: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code
+}
+
+// stop stops the shared control plane, if running; later Get calls fail.
+func stop() error {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.env == nil {
+		return nil
+	}
+	stopEnv := shared.env.stop
+	shared.env = nil
+	if shared.err == nil {
+		shared.err = errors.New("kubetest: the control plane has been stopped")
+	}
+	return stopEnv()
+}
+
+// TB is the part of testing.TB that the helpers use; *testing.T,
+// *testing.B and *rapid.T satisfy it.
+type TB interface {
+	Helper()
+	Name() string
+	Logf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// Get returns the package's environment, starting it on the first call
+// (typically a few seconds). When the binaries are missing it skips tb, or
+// fails it when [Required]; when the control plane fails to start it fails
+// tb. It also fails tb when the package's TestMain does not call [Main],
+// which is what stops the control plane.
+//
+// Call Get with the *testing.T of the test, not inside rapid.Check: a skip
+// there would discard examples instead of skipping the test.
+func Get(tb TB) *Env {
+	tb.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.inMain {
+		tb.Fatalf("kubetest.Get: the package's TestMain must call kubetest.Main (it stops the control plane): func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }")
+		return nil
+	}
+	if !shared.started {
+		shared.started = true
+		dir := AssetsDir()
+		if err := checkBinaries(dir); err != nil {
+			shared.err = err
+		} else {
+			shared.env, shared.err = start(dir)
+			if shared.err == nil {
+				tb.Logf("kubetest: kube-apiserver %s with %d Gateway API CRDs started in %v (assets %s)",
+					KubeVersion, len(shared.env.CRDs), shared.env.StartTime.Round(time.Millisecond), dir)
+			}
+		}
+	}
+	switch {
+	case shared.err == nil:
+		return shared.env
+	case errors.Is(shared.err, ErrNoBinaries) && !Required():
+		tb.Skipf("%v", shared.err)
+	default:
+		tb.Fatalf("%v", shared.err)
+	}
+	return nil
+}
+
+// newScheme returns the scheme of every client: Kubernetes built-in types
+// and Gateway API v1 and v1beta1.
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		gatewayv1.Install,
+		gatewayv1beta1.Install,
+	} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// ClientsFor returns Clients for cfg, for identities the other helpers do not
+// make (for example a rest.Config with impersonation). Subject is left zero.
+func (e *Env) ClientsFor(tb TB, cfg *rest.Config) *Clients {
+	tb.Helper()
+	c, err := newClients(cfg, e.Scheme)
+	if err != nil {
+		tb.Fatalf("kubetest: clients: %v", err)
+	}
+	return c
+}
+
+func newClients(cfg *rest.Config, scheme *runtime.Scheme) (*Clients, error) {
+	cfg = rest.CopyConfig(cfg)
+	cl, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("controller-runtime client: %w", err)
+	}
+	gw, err := gatewayclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("gateway clientset: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes clientset: %w", err)
+	}
+	return &Clients{Config: cfg, Client: cl, Gateway: gw, Kube: kube}, nil
+}
