@@ -21,6 +21,7 @@ const e2eConfig = `{"applications": [{"name": "shop", "route_prefix": "/", "impo
   "deployments": [
     {"name": "Ingress", "num_replicas": 10},
     {"name": "Ranker", "num_replicas": 5},
+    {"name": "Model", "num_replicas": 3},
     {"name": "Embedder", "autoscaling_config": {"min_replicas": 5, "max_replicas": 20, "initial_replicas": 10}}]}]}`
 
 // watched checks, at every observation of a side, that the side is ready

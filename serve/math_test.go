@@ -94,6 +94,6 @@ func ExampleRay() {
 		fmt.Printf("capacity %d: ready %d, settled %v\n", st.Capacity, st.Ready, st.Settled)
 	}
 	// Output:
-	// capacity 40: ready 33, settled true
-	// capacity 70: ready 66, settled true
+	// capacity 40: ready 50, settled true
+	// capacity 70: ready 84, settled true
 }

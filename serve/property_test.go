@@ -75,7 +75,7 @@ func TestReadyProperty(t *testing.T) {
 			if !asked {
 				return
 			}
-			percent := int64(last.Percent)
+			percent := written(deps, int64(last.Percent))
 			bound := int32(100)
 			for _, d := range deps {
 				full := d.num
@@ -97,6 +97,9 @@ func TestReadyProperty(t *testing.T) {
 			}
 			if st.Capacity != last.Percent || st.Steady != last.Steady {
 				t.Fatalf("%s: settled at %+v, asked %+v", what, st, last)
+			}
+			if !last.Steady && st.Ready < last.Percent {
+				t.Fatalf("%s: settled with ready %d below the %d%% asked", what, st.Ready, last.Percent)
 			}
 			for _, d := range deps {
 				got, ok := rs.Deployment("app", d.name)
@@ -153,4 +156,29 @@ func TestReadyProperty(t *testing.T) {
 		}
 		t.Fatalf("not settled 12 polls after asking %+v", last)
 	})
+}
+
+// written is the target capacity the adapter writes for percent, computed
+// the plain way: the smallest value at or above percent at which every
+// deployment gets ceil(n * percent / 100) replicas under Ray's rounding.
+func written(deps []depSpec, percent int64) int64 {
+	if percent <= 0 || percent >= 100 {
+		return percent
+	}
+	for c := percent; c < 100; c++ {
+		ok := true
+		for _, d := range deps {
+			full := d.num
+			if d.auto {
+				full = d.min
+			}
+			if full > 0 && refAdjusted(full, c) < (full*percent+99)/100 {
+				ok = false
+			}
+		}
+		if ok {
+			return c
+		}
+	}
+	return 100
 }

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -197,9 +198,25 @@ func errOrNull(err error) error {
 //   - Capacity GETs the declarative applications and reports them as
 //     Evaluate describes.
 //
-// Build it with New; the zero value is not usable. It holds no mutable
-// state and is safe for concurrent use.
+// Rounding. Ray rounds a deployment's capacity-adjusted replica count half
+// up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
+// ready) and would carry more traffic than it can serve. The adapter
+// therefore writes the smallest target_capacity at or above the one asked
+// whose replica counts, for every deployment of the managed applications,
+// reach ceil(n * asked / 100): a side settled at c percent reports Ready >= c,
+// which the strategy's scale-downs rely on. Capacity reports the percent
+// asked while the cluster holds that translation; the pairing lives in
+// memory, and after a restart the strategy's next SetCapacity (it re-asks
+// what it does not see) re-establishes it without a write.
+//
+// Build it with New; the zero value is not usable. Safe for concurrent use.
 type Ray struct {
+	mu sync.Mutex
+	// asked pairs the percent last asked with the target_capacity written.
+	asked *askedCapacity
+	// fulls are the full replica counts the user's config gives.
+	fulls []int64
+
 	putURL, getURL string
 	prefix         []byte // PUT body up to the target capacity's value
 	apps           []appConfig
@@ -211,6 +228,43 @@ type Ray struct {
 }
 
 var _ rollout.CapacitySetter = (*Ray)(nil)
+
+type askedCapacity struct {
+	percent int32
+	written float64
+}
+
+// roundUp returns the target capacity to write for percent asked: the
+// smallest value >= percent at which every deployment of the managed
+// applications (as configured, and as running in d) gets at least
+// ceil(n * percent / 100) replicas.
+func (r *Ray) roundUp(d *InstanceDetails, percent int32) int32 {
+	if percent <= 0 || percent >= 100 {
+		return percent
+	}
+	out := percent
+	fit := func(n int64) {
+		need := (n*int64(percent) + 99) / 100
+		for out < 100 {
+			tc := float64(out)
+			if CapacityAdjusted(n, &tc) >= need {
+				return
+			}
+			out++
+		}
+	}
+	for _, n := range r.fulls {
+		fit(n)
+	}
+	for _, name := range r.names {
+		for _, dep := range d.Applications[name].Deployments {
+			if n, _, err := dep.DeploymentConfig.full(""); err == nil && n > 0 {
+				fit(n)
+			}
+		}
+	}
+	return out
+}
 
 // New validates c and returns the adapter.
 func New(c Config) (*Ray, error) {
@@ -244,8 +298,33 @@ func New(c Config) (*Ray, error) {
 	}
 	for _, a := range apps {
 		r.names = append(r.names, a.name)
+		r.fulls = append(r.fulls, configuredFulls(a.config)...)
 	}
 	return r, nil
+}
+
+// configuredFulls returns the full replica counts of the deployments an
+// application's config lists (those it can read).
+func configuredFulls(app any) []int64 {
+	m, _ := app.(map[string]any)
+	raw, err := json.Marshal(m["deployments"])
+	if err != nil {
+		return nil
+	}
+	var deps []DeploymentConfig
+	if json.Unmarshal(raw, &deps) != nil {
+		return nil
+	}
+	var out []int64
+	for _, d := range deps {
+		if len(d.NumReplicas) == 0 && d.AutoscalingConfig == nil {
+			d.NumReplicas = json.RawMessage("1") // Ray's default
+		}
+		if n, _, err := d.full(""); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Applications returns the names of the managed applications.
@@ -267,7 +346,17 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 	if err != nil {
 		return err
 	}
-	if r.applied(d, req) {
+	write := req
+	if !req.Steady {
+		write.Percent = r.roundUp(d, req.Percent)
+	}
+	r.mu.Lock()
+	r.asked = nil
+	if !req.Steady {
+		r.asked = &askedCapacity{percent: req.Percent, written: float64(write.Percent)}
+	}
+	r.mu.Unlock()
+	if r.applied(d, write) {
 		return nil
 	}
 	body := make([]byte, 0, len(r.prefix)+5)
@@ -275,7 +364,7 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 	if req.Steady {
 		body = append(body, "null"...)
 	} else {
-		body = strconv.AppendInt(body, int64(req.Percent), 10)
+		body = strconv.AppendInt(body, int64(write.Percent), 10)
 	}
 	body = append(body, '}')
 	_, err = r.do(ctx, http.MethodPut, r.putURL, body)
@@ -315,7 +404,13 @@ func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	return Evaluate(d, r.names), nil
+	o := Evaluate(d, r.names)
+	r.mu.Lock()
+	if a := r.asked; a != nil && o.TargetCapacity != nil && *o.TargetCapacity == a.written && o.Capacity > 0 {
+		o.Capacity = a.percent // the cluster holds the rounding-up of what was asked
+	}
+	r.mu.Unlock()
+	return o, nil
 }
 
 func (r *Ray) get(ctx context.Context) (*InstanceDetails, error) {

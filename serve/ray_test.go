@@ -28,11 +28,13 @@ func TestSetAndObserve(t *testing.T) {
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 		t.Fatal(err)
 	}
-	// 40% of 10 replicas is 4; of 3 replicas 1.2 -> 1, which is 33% of 3.
+	// 40% of 3 replicas needs 2 (ceil 1.2); Ray rounds half up, so the
+	// adapter writes target_capacity 50 (1.5 -> 2 replicas): 66% ready,
+	// reported up to the 50 written.
 	want := []rollout.CapacityStatus{
 		{Capacity: 40, Ready: 0, Health: strategy.HealthHealthy},
-		{Capacity: 40, Ready: 33, Settled: true, Health: strategy.HealthHealthy},
-		{Capacity: 40, Ready: 33, Settled: true, Health: strategy.HealthHealthy},
+		{Capacity: 40, Ready: 50, Settled: true, Health: strategy.HealthHealthy},
+		{Capacity: 40, Ready: 50, Settled: true, Health: strategy.HealthHealthy},
 	}
 	for i, w := range want {
 		got, err := r.Capacity(ctx)
@@ -56,7 +58,7 @@ func TestSetAndObserve(t *testing.T) {
 	for _, d := range o.Applications[0].Deployments {
 		got = append(got, dep{d.Name, d.Full, d.Target, d.ReportedTarget, d.Running, d.NotRunning, d.Ready})
 	}
-	wantDeps := []dep{{"Ingress", 10, 4, 4, 4, 0, 40}, {"Model", 3, 1, 1, 1, 0, 33}}
+	wantDeps := []dep{{"Ingress", 10, 5, 5, 5, 0, 50}, {"Model", 3, 2, 2, 2, 0, 66}} // at target_capacity 50
 	if diff := cmp.Diff(wantDeps, got); diff != "" {
 		t.Errorf("deployments (-want +got):\n%s", diff)
 	}
@@ -123,7 +125,7 @@ func TestNoPutWhenApplied(t *testing.T) {
 			puts = append(puts, c.Arg)
 		}
 	}
-	if diff := cmp.Diff([]string{"target_capacity=40", "target_capacity=null", "target_capacity=100"}, puts); diff != "" {
+	if diff := cmp.Diff([]string{"target_capacity=50", "target_capacity=null", "target_capacity=100"}, puts); diff != "" {
 		t.Errorf("PUTs (-want +got):\n%s", diff)
 	}
 	// The cluster loses its config (Serve restarted): the same request is
