@@ -151,7 +151,7 @@ type Env struct {
 	Clients
 
 	// Scheme is the scheme of every Clients.Client: Kubernetes built-in
-	// types plus Gateway API v1 and v1beta1.
+	// types plus Gateway API v1 and v1beta1. Shared: do not add to it.
 	Scheme *runtime.Scheme
 	// KubeConfig is a kubeconfig file's content for the administrator, for
 	// code under test that reads KUBECONFIG.

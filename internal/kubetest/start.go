@@ -30,7 +30,7 @@ const (
 // Generous limits: under go test -race ./... several packages start their
 // control planes at once on a small machine.
 const (
-	startTimeout = 2 * time.Minute
+	startTimeout = time.Minute // per attempt; envtest makes up to five
 	stopTimeout  = 30 * time.Second
 	crdTimeout   = time.Minute
 )
