@@ -24,7 +24,11 @@
 // status is "not yet"; a False condition is reported as a
 // *NotAcceptedError in rollout.RouteStatus.Rejected. Some data planes write
 // status before traffic has moved; Config.SettleDelay adds a wait after the
-// status first confirms.
+// status first confirms. Measured through Traefik v3.7.13 on loopback
+// (e2e/traefik): status about 40-80 ms after a write, traffic 100-450 ms
+// after it, once 631 ms on a loaded 2-core host, so leave headroom: with no
+// settle delay most requests right after "accepted" still reach the old
+// side.
 //
 // # Permissions
 //
