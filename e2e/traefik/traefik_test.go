@@ -96,26 +96,9 @@ func TestTraefikProgramsTheRoute(t *testing.T) {
 		t.Fatalf("weights (100,0): canary answered %d of 50", c)
 	}
 	router := w.router(t, 0)
-	ctx := context.Background()
 	for _, canary := range []int32{30, 75, 100, 0} {
 		start := time.Now()
-		if err := router.SetWeights(ctx, rollout.Weights{A: 100 - canary, B: canary}); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			st, err := router.Weights(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Accepted {
-				break
-			}
-			if time.Since(start) > propagationBudget {
-				t.Fatalf("weight %d not accepted: %s", canary, st.Message)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		accepted := time.Since(start)
+		accepted := setAndWait(t, router, canary, 10*time.Millisecond)
 		// Traffic moves once Traefik has rebuilt its handlers: wait for a
 		// window of 100 requests that matches, then check a window of 1000.
 		for c := countCanary(t, hc, w.proxy.url, 100); absDiff(c, int(canary)) > 1; c = countCanary(t, hc, w.proxy.url, 100) {
@@ -336,31 +319,13 @@ func analyse(t *testing.T, samples []sample, writes []weightWrite, settle time.D
 func TestSettleDelayWaitsForTraffic(t *testing.T) {
 	w := newWorld(t)
 	hc := &http.Client{Timeout: 5 * time.Second}
-	ctx := context.Background()
 	const flips, probe = 6, 50
 	stale := map[time.Duration]int{}
 	for _, settle := range []time.Duration{0, time.Second} {
 		router := w.router(t, settle)
 		for i := 0; i < flips; i++ {
 			canary := int32(100 * ((i + 1) % 2))
-			start := time.Now()
-			if err := router.SetWeights(ctx, rollout.Weights{A: 100 - canary, B: canary}); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				st, err := router.Weights(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if st.Accepted {
-					break
-				}
-				if time.Since(start) > propagationBudget {
-					t.Fatalf("weight %d not accepted: %s", canary, st.Message)
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
-			accepted := time.Since(start)
+			accepted := setAndWait(t, router, canary, 2*time.Millisecond)
 			c := countCanary(t, hc, w.proxy.url, probe)
 			wrong := c
 			if canary == 100 {
@@ -456,4 +421,28 @@ func canaryWeights(ws []weightWrite) []int32 {
 		out[i] = w.canary
 	}
 	return out
+}
+
+// setAndWait writes the canary weight through the Router and polls, every
+// poll, until the Router reports it accepted; it returns how long that took.
+func setAndWait(t *testing.T, router *gateway.Router, canary int32, poll time.Duration) time.Duration {
+	t.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	if err := router.SetWeights(ctx, rollout.Weights{A: 100 - canary, B: canary}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := router.Weights(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Accepted {
+			return time.Since(start)
+		}
+		if time.Since(start) > propagationBudget {
+			t.Fatalf("weight %d not accepted: %s", canary, st.Message)
+		}
+		time.Sleep(poll)
+	}
 }
