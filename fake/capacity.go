@@ -17,8 +17,23 @@ import (
 // ready replicas as a share of the full count, rounded down, so a side
 // settled at c percent reports Ready >= c.
 //
-// Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash (ready
-// replicas lost), History. Safe for concurrent use.
+// Replicas can crash after becoming ready. Crash takes ready replicas out
+// at once; the workload's controller replaces them, and the replacements
+// are ready after the Lag (one per observation with SetPartial), counted
+// from the crash. CrashLoop keeps them down: while it is on, no replica of
+// the side becomes ready, neither a replacement nor one added by a
+// scale-up, as with a revision whose pods crash after starting; replicas
+// ready before keep serving until Crash takes them. A scale-down removes
+// crashed replicas before ready ones. While any wanted replica is not
+// ready, Ready is the share that is and Settled is false.
+//
+// Crashes do not change Health: the side reports what SetHealth set,
+// Unknown by default, as many real adapters do (a Deployment's status says
+// how many pods are ready, not that they crash). A test of an adapter that
+// does see crashes calls SetHealth too.
+//
+// Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
+// CrashLoop, History. Safe for concurrent use.
 type Capacity struct {
 	mu       sync.Mutex
 	clock    *Clock
@@ -26,9 +41,12 @@ type Capacity struct {
 	percent  int32
 	steady   bool
 	ready    int32 // ready replicas
+	crashed  int32 // wanted replicas down after a crash; ready+crashed <= want
+	loop     bool  // crash loop: no replica becomes ready
 	lag      Lag
 	partial  bool
-	change   *pending
+	change   *pending // a scale change waiting for its lag
+	restart  *pending // replacements of crashed replicas waiting for the lag
 	health   strategy.Health
 	msg      string
 	err      error
@@ -88,39 +106,63 @@ func (c *Capacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) e
 		return nil
 	}
 	c.percent = r.Percent
-	if w := c.want(); c.ready > w {
-		c.ready = w // replicas stop at once
+	w := c.want()
+	c.ready = min(c.ready, w)             // replicas stop at once
+	c.crashed = min(c.crashed, w-c.ready) // crashed replicas go first
+	if c.crashed == 0 {
+		c.restart = nil
 	}
-	c.change = &pending{reads: c.lag.Reads}
-	if c.lag.Duration > 0 {
-		c.change.due = c.now().Add(c.lag.Duration)
-	}
+	c.change = c.newPending()
 	c.settle(false)
 	return nil
 }
 
-// settle moves ready replicas toward what is wanted once the lag has passed.
+// newPending starts the lag of a change made now.
+func (c *Capacity) newPending() *pending {
+	p := &pending{reads: c.lag.Reads}
+	if c.lag.Duration > 0 {
+		p.due = c.now().Add(c.lag.Duration)
+	}
+	return p
+}
+
+// settle moves ready replicas toward what is wanted once a lag has passed.
 // read says whether this is an observation (which advances partial
 // readiness by one replica).
 func (c *Capacity) settle(read bool) {
-	if c.change == nil {
+	now := c.now()
+	step := read // partial readiness: one replica per observation
+	if c.restart != nil && c.restart.ready(now) {
+		switch {
+		case c.partial && step:
+			c.ready++
+			c.crashed--
+			step = false
+		case !c.partial:
+			c.ready += c.crashed
+			c.crashed = 0
+		}
+		if c.crashed == 0 {
+			c.restart = nil
+		}
+	}
+	if c.change == nil || !c.change.ready(now) {
 		return
 	}
-	if !c.change.ready(c.now()) {
-		return
-	}
-	w := c.want()
+	up := c.want() - c.crashed // what the scale change brings up
 	switch {
-	case c.ready > w:
-		c.ready = w
-	case c.ready < w && c.partial:
-		if read {
+	case c.ready > up:
+		c.ready = up
+	case c.ready < up && c.loop:
+		c.crashed += up - c.ready // the new replicas crash too
+	case c.ready < up && c.partial:
+		if step {
 			c.ready++
 		}
-	case c.ready < w:
-		c.ready = w
+	case c.ready < up:
+		c.ready = up
 	}
-	if c.ready == w {
+	if c.ready+c.crashed >= c.want() {
 		c.change = nil
 	}
 }
@@ -140,6 +182,9 @@ func (c *Capacity) Capacity(ctx context.Context) (rollout.CapacityStatus, error)
 	c.hist.add(c.clock, "Capacity", "", nil)
 	if c.change != nil {
 		c.change.reads--
+	}
+	if c.restart != nil {
+		c.restart.reads--
 	}
 	c.settle(true)
 	return c.status(), nil
@@ -190,6 +235,48 @@ func (c *Capacity) FailWith(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err
+}
+
+// Crash makes n ready replicas (at most those ready) stop being ready at
+// once, as pods that crash. The workload's controller replaces them: the
+// replacements are ready after the side's Lag, counted from this crash (a
+// crash restarts the lag of replacements still pending), unless CrashLoop
+// is on. With the zero Lag they are back at the next observation, so a test
+// that wants to see the loss sets a Lag or CrashLoop. Crash changes neither
+// the capacity asked for nor Health.
+func (c *Capacity) Crash(n int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	n = min(max(n, 0), c.ready)
+	if n == 0 {
+		return
+	}
+	c.ready -= n
+	c.crashed += n
+	if !c.loop {
+		c.restart = c.newPending()
+	}
+}
+
+// CrashLoop(true) makes the side crash-loop: from now on no replica
+// becomes ready, neither one replacing a crashed replica nor one a
+// scale-up adds, until CrashLoop(false); replicas ready now keep serving
+// until Crash takes them. CrashLoop(false) lets the controller's next
+// restarts succeed: every wanted replica that is down is ready after the
+// side's Lag, counted from then.
+func (c *Capacity) CrashLoop(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	if on == c.loop {
+		return
+	}
+	c.loop = on
+	c.restart = nil
+	if !on && c.crashed > 0 {
+		c.restart = c.newPending()
+	}
 }
 
 // KeepHistory turns the recording of calls on (the default) or off.

@@ -10,7 +10,10 @@
 //     route; Conflicts makes writes lose optimistic-concurrency races.
 //   - Capacity is one side's workload: a replica count, replicas that stop at
 //     once and start after a Lag (all together, or one per observation with
-//     SetPartial), health, and errors.
+//     SetPartial), health, and errors. Ready replicas can crash: Crash takes
+//     them out at once and the workload replaces them after the Lag;
+//     CrashLoop keeps every replica that is down, or new, from becoming
+//     ready. Crashes leave Health as SetHealth set it.
 //   - Store keeps a rollout's state as JSON; Analyzer answers gates.
 //   - Clock is a manual clock that also implements rollout.Clock.
 //   - Traffic sends simulated requests split by the applied weights and
@@ -19,8 +22,10 @@
 //   - RayServe emulates one Ray cluster's Serve REST API as an
 //     http.Handler for httptest.NewServer: it validates PUT configs as Ray
 //     does, scales replicas toward Ray's capacity-adjusted targets over a
-//     number of polls, and can fail a deployment, answer 5xx, hang or
-//     answer garbage. Package serve's adapter is tested against it.
+//     number of polls, and can fail a deployment, kill running replicas
+//     (KillReplicas: Ray replaces them, reporting the deployment UNHEALTHY
+//     until they run), keep replacements failing (CrashLoop), answer 5xx,
+//     hang or answer garbage. Package serve's adapter is tested against it.
 //
 // Every fake is safe for concurrent use, records a History of its calls
 // (KeepHistory(false) keeps only counts), and fails on demand with FailWith.

@@ -341,3 +341,216 @@ func Example() {
 	// took: 2m34s errors retried: 1
 	// served: 154000 overloaded: 0 dropped: 0 peak capacity: 150
 }
+
+func TestCapacityCrash(t *testing.T) {
+	ctx := context.Background()
+	set := func(p int32) func(*testing.T, *fake.Capacity) {
+		return func(t *testing.T, c *fake.Capacity) {
+			if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: p}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	crash := func(n int32) func(*testing.T, *fake.Capacity) {
+		return func(_ *testing.T, c *fake.Capacity) { c.Crash(n) }
+	}
+	loop := func(on bool) func(*testing.T, *fake.Capacity) {
+		return func(_ *testing.T, c *fake.Capacity) { c.CrashLoop(on) }
+	}
+	// A step sets the clock to t0+at, runs do, then observes the side: with
+	// Capacity (one read) when read is set, with Status otherwise.
+	type step struct {
+		at   time.Duration
+		do   func(*testing.T, *fake.Capacity)
+		read bool
+		want rollout.CapacityStatus
+	}
+	full := rollout.CapacityStatus{Capacity: 100, Ready: 100, Settled: true}
+	at := func(capacity, ready int32, settled bool) rollout.CapacityStatus {
+		return rollout.CapacityStatus{Capacity: capacity, Ready: ready, Settled: settled}
+	}
+	cases := []struct {
+		name             string
+		replicas, start  int32
+		lag              fake.Lag
+		partial, healthy bool
+		steps            []step
+	}{
+		{
+			name: "replaced after a duration", replicas: 10, start: 100, lag: fake.Lag{Duration: 30 * time.Second},
+			steps: []step{
+				{at: 0, do: crash(3), want: at(100, 70, false)},
+				{at: 29 * time.Second, read: true, want: at(100, 70, false)},
+				{at: 30 * time.Second, want: full},
+			},
+		},
+		{
+			name: "replaced after reads", replicas: 10, start: 100, lag: fake.Lag{Reads: 2},
+			steps: []step{
+				{do: crash(4), want: at(100, 60, false)},
+				{read: true, want: at(100, 60, false)},
+				{read: true, want: full},
+			},
+		},
+		{
+			name: "partial: one back per read", replicas: 10, start: 100, partial: true,
+			steps: []step{
+				{do: crash(3), want: at(100, 70, false)},
+				{read: true, want: at(100, 80, false)},
+				{read: true, want: at(100, 90, false)},
+				{want: at(100, 90, false)}, // Status is not a read
+				{read: true, want: full},
+			},
+		},
+		{
+			name: "clamped to what is ready", replicas: 10, start: 50, lag: fake.Lag{Duration: 10 * time.Second},
+			steps: []step{
+				{do: crash(8), want: at(50, 0, false)},
+				{do: crash(-1), want: at(50, 0, false)},
+				{at: 10 * time.Second, want: at(50, 50, true)},
+			},
+		},
+		{
+			name: "ready share rounds down", replicas: 3, start: 100, lag: fake.Lag{Duration: time.Second},
+			steps: []step{
+				{do: crash(1), want: at(100, 66, false)},
+				{at: time.Second, want: full},
+			},
+		},
+		{
+			name: "a crash restarts the lag", replicas: 10, start: 100, lag: fake.Lag{Duration: 30 * time.Second},
+			steps: []step{
+				{do: crash(2), want: at(100, 80, false)},
+				{at: 20 * time.Second, do: crash(2), want: at(100, 60, false)},
+				{at: 30 * time.Second, want: at(100, 60, false)},
+				{at: 50 * time.Second, want: full},
+			},
+		},
+		{
+			name: "crash during a scale-up", replicas: 10, start: 50, lag: fake.Lag{Duration: 30 * time.Second},
+			steps: []step{
+				{do: set(100), want: at(100, 50, false)},
+				{at: 10 * time.Second, do: crash(5), want: at(100, 0, false)},
+				{at: 30 * time.Second, want: at(100, 50, false)}, // the new replicas
+				{at: 40 * time.Second, want: full},               // the replacements
+			},
+		},
+		{
+			name: "scale-down removes crashed replicas first", replicas: 10, start: 100, lag: fake.Lag{Duration: time.Minute},
+			steps: []step{
+				{do: crash(3), want: at(100, 70, false)},
+				{at: time.Second, do: set(80), want: at(80, 70, false)}, // 7 ready, 1 crashed
+				{at: time.Minute, want: at(80, 80, false)},              // the crashed one is back...
+				{at: time.Minute + time.Second, want: at(80, 80, true)}, // ...then the scale change is done
+				{at: 2 * time.Minute, do: crash(3), want: at(80, 50, false)},
+				{at: 2*time.Minute + time.Second, do: set(50), want: at(50, 50, false)}, // none crashed
+				{at: 3*time.Minute + time.Second, want: at(50, 50, true)},
+			},
+		},
+		{
+			name: "crash loop keeps them down", replicas: 10, start: 100, lag: fake.Lag{Duration: 30 * time.Second},
+			steps: []step{
+				{do: loop(true), want: full}, // ready replicas keep serving
+				{do: crash(10), want: at(100, 0, false)},
+				{at: time.Hour, read: true, want: at(100, 0, false)},
+				{at: time.Hour, do: loop(false), want: at(100, 0, false)},
+				{at: time.Hour + 29*time.Second, want: at(100, 0, false)},
+				{at: time.Hour + 30*time.Second, want: full},
+			},
+		},
+		{
+			name: "crash loop holds back a restart under way", replicas: 10, start: 100, lag: fake.Lag{Duration: 30 * time.Second},
+			steps: []step{
+				{do: crash(4), want: at(100, 60, false)},
+				{at: 10 * time.Second, do: loop(true), want: at(100, 60, false)},
+				{at: time.Minute, want: at(100, 60, false)},
+			},
+		},
+		{
+			name: "crash loop: new replicas never get ready", replicas: 10, start: 0, lag: fake.Lag{Duration: 10 * time.Second},
+			steps: []step{
+				{do: loop(true), want: at(0, 0, true)},
+				{do: set(50), want: at(50, 0, false)},
+				{at: 10 * time.Second, want: at(50, 0, false)},
+				{at: time.Minute, do: set(30), want: at(30, 0, false)},
+				{at: 2 * time.Minute, do: loop(false), want: at(30, 0, false)},
+				{at: 2*time.Minute + 10*time.Second, want: at(30, 30, true)},
+			},
+		},
+		{
+			name: "crash loop: a scale-down to zero settles", replicas: 4, start: 100,
+			steps: []step{
+				{do: loop(true), want: full},
+				{do: crash(4), want: at(100, 0, false)},
+				{do: set(0), want: at(0, 0, true)},
+			},
+		},
+		{
+			name: "health is not touched", replicas: 4, start: 100, healthy: true,
+			steps: []step{
+				{do: loop(true)},
+				{do: crash(4), read: true, want: rollout.CapacityStatus{Capacity: 100, Health: strategy.HealthHealthy, HealthMessage: "probe ok"}},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fake.NewClock(t0)
+			c := fake.NewCapacity(clock, tc.replicas, tc.start)
+			c.SetLag(tc.lag)
+			c.SetPartial(tc.partial)
+			if tc.healthy {
+				c.SetHealth(strategy.HealthHealthy, "probe ok")
+			}
+			for i, s := range tc.steps {
+				clock.Set(t0.Add(s.at))
+				if s.do != nil {
+					s.do(t, c)
+				}
+				got := c.Status()
+				if s.read {
+					var err error
+					if got, err = c.Capacity(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if s.want == (rollout.CapacityStatus{}) {
+					continue
+				}
+				if diff := cmp.Diff(s.want, got); diff != "" {
+					t.Fatalf("step %d at +%v (-want +got):\n%s", i, s.at, diff)
+				}
+			}
+		})
+	}
+}
+
+// A crash takes ready replicas out at once; the workload replaces them after
+// the side's lag, unless the side crash-loops. Health is left as set.
+func ExampleCapacity_Crash() {
+	ctx := context.Background()
+	clock := fake.NewClock(t0)
+	web := fake.NewCapacity(clock, 10, 100)
+	web.SetLag(fake.Lag{Duration: 30 * time.Second})
+	show := func() {
+		st, _ := web.Capacity(ctx)
+		fmt.Printf("+%v: ready %d%%, settled %v, health %q\n", clock.Now().Sub(t0), st.Ready, st.Settled, st.Health)
+	}
+	web.Crash(3)
+	show()
+	clock.Advance(30 * time.Second)
+	show()
+
+	web.CrashLoop(true) // a bad revision: nothing comes back
+	web.Crash(web.Replicas())
+	clock.Advance(time.Hour)
+	show()
+	web.CrashLoop(false)
+	clock.Advance(30 * time.Second)
+	show()
+	// Output:
+	// +0s: ready 70%, settled false, health ""
+	// +30s: ready 100%, settled true, health ""
+	// +1h0m30s: ready 0%, settled false, health ""
+	// +1h1m0s: ready 100%, settled true, health ""
+}

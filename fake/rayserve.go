@@ -34,6 +34,13 @@ const (
 	rayReplicaStarting = "STARTING"
 	rayReplicaRunning  = "RUNNING"
 	rayReplicaStopping = "STOPPING"
+
+	rayTriggerHealthCheckFailed = "HEALTH_CHECK_FAILED"
+	rayTriggerUnspecified       = "UNSPECIFIED"
+
+	// rayHealthCheckMessage is the message of a deployment whose replica
+	// failed its health check.
+	rayHealthCheckMessage = "a replica failed its health check; the deployment stays unhealthy until a replacement runs or a new config is deployed"
 )
 
 const (
@@ -97,10 +104,22 @@ type RayServeOptions struct {
 // while a deployment is UPDATING, RUNNING otherwise — also while
 // deployments scale, as Ray reports it.
 //
-// Test-only controls: FailDeployment, HealDeployment, FailRequests, Hang,
-// Garbage, RequireToken, SetDemand, Advance; inspection with
-// TargetCapacity, LastPut, Deployment, AppStatus, Polls, Puts, History.
-// Safe for concurrent use.
+// Running replicas can die. KillReplicas stops some, as Ray's controller
+// does with replicas that fail a health check (a crashed process, a lost
+// node): they are listed STOPPING and replacements start at once, RUNNING
+// after StartPolls. Until the deployment runs its target again, with
+// nothing starting or stopping, it is UNHEALTHY (DEPLOY_FAILED if it was
+// UPDATING) with status_trigger HEALTH_CHECK_FAILED, and its application
+// UNHEALTHY (DEPLOY_FAILED), with a message; then it is HEALTHY again
+// (status_trigger UNSPECIFIED) and the application RUNNING. A config
+// change to the deployment ends the failure as well, as in Ray. CrashLoop
+// keeps the replacements failing: none reaches RUNNING, and the deployment
+// stays UNHEALTHY.
+//
+// Test-only controls: FailDeployment, HealDeployment, KillReplicas,
+// CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance;
+// inspection with TargetCapacity, LastPut, Deployment, AppStatus, Polls,
+// Puts, History. Safe for concurrent use.
 type RayServe struct {
 	mu      sync.Mutex
 	opts    RayServeOptions
@@ -110,6 +129,7 @@ type RayServe struct {
 	apps    map[string]*rayApp
 	seq     int
 	faults  map[[2]string]rayFault
+	loops   map[[2]string]bool // deployments crash-looping
 	demand  map[[2]string]int64
 
 	failCode, failCount int
@@ -147,10 +167,13 @@ type raySpec struct {
 }
 
 type rayDep struct {
-	spec     raySpec
-	target   int64
-	status   string
-	trigger  string
+	spec    raySpec
+	target  int64
+	status  string
+	trigger string
+	// failed is UNHEALTHY or DEPLOY_FAILED after a replica failed its
+	// health check, until the deployment recovers; "" otherwise.
+	failed   string
 	replicas []*rayReplica
 }
 
@@ -167,6 +190,7 @@ func NewRayServe(opts RayServeOptions) *RayServe {
 		opts:    opts,
 		apps:    map[string]*rayApp{},
 		faults:  map[[2]string]rayFault{},
+		loops:   map[[2]string]bool{},
 		demand:  map[[2]string]int64{},
 		release: make(chan struct{}),
 	}
@@ -561,7 +585,7 @@ func (s *RayServe) build(app *rayApp) {
 			app.deps[sp.name] = d
 		}
 		if !ok || !reflect.DeepEqual(d.spec, sp) {
-			d.status, d.trigger = rayDepUpdating, "CONFIG_UPDATE_STARTED"
+			d.status, d.trigger, d.failed = rayDepUpdating, "CONFIG_UPDATE_STARTED", ""
 		}
 		d.spec = sp
 	}
@@ -599,10 +623,11 @@ func (s *RayServe) reconcile() {
 					live++
 				}
 			}
+			loop := s.loops[[2]string{an, dn}]
 			for ; int64(live) < d.target; live++ {
 				s.seq++
 				st := rayReplicaStarting
-				if s.opts.StartPolls <= 0 {
+				if s.opts.StartPolls <= 0 && !loop {
 					st = rayReplicaRunning
 				}
 				d.replicas = append(d.replicas, &rayReplica{id: fmt.Sprintf("%s#%06d", dn, s.seq), state: st, started: s.now()})
@@ -659,11 +684,18 @@ func (s *RayServe) tick() {
 		}
 		for dn, d := range app.deps {
 			failed := s.faults[[2]string{app.name, dn}].status == rayDepDeployFailed
+			loop := s.loops[[2]string{app.name, dn}]
 			for _, r := range d.replicas {
 				r.age++
-				if r.state == rayReplicaStarting && r.age >= s.opts.StartPolls && !failed {
-					r.state = rayReplicaRunning
+				if r.state != rayReplicaStarting || r.age < s.opts.StartPolls || failed {
+					continue
 				}
+				if loop { // it fails its first health check and is replaced
+					r.state, r.age = rayReplicaStopping, 0
+					healthCheckFailed(d)
+					continue
+				}
+				r.state = rayReplicaRunning
 			}
 			d.replicas = dropStopped(d.replicas, s.opts.StopPolls)
 		}
@@ -702,6 +734,20 @@ func (s *RayServe) statuses() {
 					failedStatus = rayAppUnhealthy
 				}
 				problems = append(problems, fmt.Sprintf("deployment %q: %s", dn, f.message))
+				continue
+			}
+			if d.failed != "" {
+				if int64(running) == d.target && other == 0 {
+					d.status, d.trigger, d.failed = rayDepHealthy, rayTriggerUnspecified, ""
+					continue
+				}
+				d.status, d.trigger = d.failed, rayTriggerHealthCheckFailed
+				if d.failed == rayDepDeployFailed {
+					failedStatus = rayAppDeployFailed
+				} else if failedStatus == "" {
+					failedStatus = rayAppUnhealthy
+				}
+				problems = append(problems, fmt.Sprintf("deployment %q: %s", dn, rayHealthCheckMessage))
 				continue
 			}
 			if int64(running) == d.target && other == 0 {
@@ -894,6 +940,8 @@ func (s *RayServe) appJSON(app *rayApp) rayAppJSON {
 		msg := ""
 		if f, ok := s.faults[[2]string{app.name, dn}]; ok {
 			msg = f.message
+		} else if d.failed != "" {
+			msg = rayHealthCheckMessage
 		}
 		dj := rayDepJSON{
 			Name: dn, Status: d.status, StatusTrigger: d.trigger, Message: msg,
@@ -936,6 +984,73 @@ func (s *RayServe) HealDeployment(app, deployment string) {
 	}
 	delete(s.faults, [2]string{app, deployment})
 	s.statuses()
+}
+
+// KillReplicas makes n RUNNING replicas of a deployment (at most those
+// running, oldest first) die, as when their process crashes or their node
+// is lost, and Ray's controller finds them on a failed health check: they
+// stop serving at once and are listed STOPPING for StopPolls polls, and
+// replacements start at once, RUNNING after StartPolls (never while
+// CrashLoop is on). The deployment is UNHEALTHY, or DEPLOY_FAILED if it was
+// UPDATING, until it runs its target again with nothing starting or
+// stopping. With StartPolls and StopPolls 0 it recovers at once. It fails
+// for a negative n or a deployment that does not exist.
+func (s *RayServe) KillReplicas(app, deployment string, n int) error {
+	if n < 0 {
+		return fmt.Errorf("fake rayserve: cannot kill %d replicas", n)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.dep(app, deployment)
+	if d == nil {
+		return fmt.Errorf("fake rayserve: no deployment %q in application %q", deployment, app)
+	}
+	killed := 0
+	for _, r := range d.replicas {
+		if killed < n && r.state == rayReplicaRunning {
+			r.state, r.age = rayReplicaStopping, 0
+			killed++
+		}
+	}
+	if killed > 0 {
+		healthCheckFailed(d)
+		s.reconcile()
+		s.statuses()
+	}
+	return nil
+}
+
+// CrashLoop(true) makes a deployment's replicas keep failing their health
+// checks, as a revision that crashes after starting: from then on no
+// replica of it reaches RUNNING; each one due to run is stopped instead
+// and replaced by a new STARTING one, and the deployment is UNHEALTHY (or
+// DEPLOY_FAILED, as for KillReplicas). Replicas RUNNING already keep
+// running until KillReplicas. CrashLoop(false) lets the replacements run,
+// after StartPolls from their start. It applies to a deployment configured
+// later, too.
+func (s *RayServe) CrashLoop(app, deployment string, on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if on {
+		s.loops[[2]string{app, deployment}] = true
+	} else {
+		delete(s.loops, [2]string{app, deployment})
+	}
+	s.reconcile()
+	s.statuses()
+}
+
+// healthCheckFailed records that a replica of d failed its health check:
+// Ray makes an UPDATING (or already DEPLOY_FAILED) deployment DEPLOY_FAILED
+// and any other UNHEALTHY.
+func healthCheckFailed(d *rayDep) {
+	if d.failed == "" {
+		d.failed = rayDepUnhealthy
+		if d.status == rayDepUpdating || d.status == rayDepDeployFailed {
+			d.failed = rayDepDeployFailed
+		}
+	}
+	d.status, d.trigger = d.failed, rayTriggerHealthCheckFailed
 }
 
 // FailRequests answers the next n requests (every request for n < 0, none

@@ -313,3 +313,171 @@ func TestRayServeAutoscalingAndConcurrency(t *testing.T) {
 		t.Errorf("%d polls and %d puts, want 81 in all", rs.Polls(), rs.Puts())
 	}
 }
+
+// rayPoll is one GET of the emulator, reduced to application "app" and its
+// deployment "D".
+type rayPoll struct {
+	App, Dep, Trigger string
+	// Problem: the deployment has a message, which its application's
+	// message carries.
+	Problem bool
+	States  string
+}
+
+func rayObserve(t *testing.T, srv *httptest.Server) rayPoll {
+	t.Helper()
+	app := rayGet(t, srv)["applications"].(map[string]any)["app"].(map[string]any)
+	d := app["deployments"].(map[string]any)["D"].(map[string]any)
+	var states []string
+	for _, r := range d["replicas"].([]any) {
+		states = append(states, r.(map[string]any)["state"].(string))
+	}
+	msg := d["message"].(string)
+	return rayPoll{
+		App: app["status"].(string), Dep: d["status"].(string), Trigger: d["status_trigger"].(string),
+		Problem: msg != "" && strings.Contains(app["message"].(string), msg), States: strings.Join(states, ","),
+	}
+}
+
+func TestRayServeKillReplicas(t *testing.T) {
+	type action func(*testing.T, *fake.RayServe, *httptest.Server)
+	kill := func(n int) action {
+		return func(t *testing.T, rs *fake.RayServe, _ *httptest.Server) {
+			if err := rs.KillReplicas("app", "D", n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	loop := func(on bool) action {
+		return func(_ *testing.T, rs *fake.RayServe, _ *httptest.Server) { rs.CrashLoop("app", "D", on) }
+	}
+	put := func(body string) action {
+		return func(t *testing.T, _ *fake.RayServe, srv *httptest.Server) {
+			if code, text := rayDo(t, srv, http.MethodPut, "", body); code != 200 {
+				t.Fatalf("PUT: %d %s", code, text)
+			}
+		}
+	}
+	// rayConfig at 100% with a new user_config: a config update to 4 replicas.
+	update := strings.NewReplacer(`"target_capacity": 50`, `"target_capacity": 100`, `{"k": 1}`, `{"k": 2}`).Replace(rayConfig)
+	newConfig := strings.Replace(rayConfig, `{"k": 1}`, `{"k": 2}`, 1)
+	const (
+		hcf     = "HEALTH_CHECK_FAILED"
+		healthy = "HEALTHY"
+	)
+	recovered := func(states string) rayPoll {
+		return rayPoll{App: "RUNNING", Dep: healthy, Trigger: "UNSPECIFIED", States: states}
+	}
+	// A step runs its actions, then polls once.
+	type step struct {
+		do   []action
+		want rayPoll
+	}
+	cases := []struct {
+		name   string
+		opts   fake.RayServeOptions
+		before []action // before the config is put
+		settle int      // polls after the put
+		steps  []step
+	}{
+		{
+			name: "a killed replica is stopped and replaced", opts: fake.RayServeOptions{StartPolls: 3, StopPolls: 2}, settle: 3,
+			steps: []step{
+				{do: []action{kill(1)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,RUNNING,STARTING"}},
+				{want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "RUNNING,STARTING"}},
+				{want: recovered("RUNNING,RUNNING")},
+				{want: recovered("RUNNING,RUNNING")},
+			},
+		},
+		{
+			name: "kills are clamped to the running replicas", opts: fake.RayServeOptions{StartPolls: 2}, settle: 2,
+			steps: []step{
+				{do: []action{kill(5)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
+				{want: recovered("RUNNING,RUNNING")},
+				{do: []action{kill(0)}, want: recovered("RUNNING,RUNNING")},
+			},
+		},
+		{
+			name: "zero delays recover at once", settle: 1,
+			steps: []step{
+				{do: []action{kill(1)}, want: recovered("RUNNING,RUNNING")},
+			},
+		},
+		{
+			name: "a kill during an update fails the deploy", opts: fake.RayServeOptions{StartPolls: 2}, settle: 2,
+			steps: []step{
+				{do: []action{put(update), kill(1)}, want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "RUNNING,STARTING,STARTING,STARTING"}},
+				{want: recovered("RUNNING,RUNNING,RUNNING,RUNNING")},
+			},
+		},
+		{
+			name: "a config change ends the failure", opts: fake.RayServeOptions{StartPolls: 3}, settle: 3,
+			steps: []step{
+				{do: []action{kill(1)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "RUNNING,STARTING"}},
+				{do: []action{put(newConfig)}, want: rayPoll{App: "DEPLOYING", Dep: "UPDATING", Trigger: "CONFIG_UPDATE_STARTED", States: "RUNNING,STARTING"}},
+				{want: rayPoll{App: "RUNNING", Dep: healthy, Trigger: "CONFIG_UPDATE_COMPLETED", States: "RUNNING,RUNNING"}},
+			},
+		},
+		{
+			name: "crash loop: replacements keep failing", opts: fake.RayServeOptions{StartPolls: 1, StopPolls: 1}, settle: 1,
+			steps: []step{
+				{do: []action{loop(true)}, want: rayPoll{App: "RUNNING", Dep: healthy, Trigger: "CONFIG_UPDATE_COMPLETED", States: "RUNNING,RUNNING"}},
+				{do: []action{kill(2)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,STOPPING,STARTING,STARTING"}},
+				{want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,STOPPING,STARTING,STARTING"}},
+				{want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,STOPPING,STARTING,STARTING"}},
+				{do: []action{loop(false)}, want: recovered("RUNNING,RUNNING")},
+			},
+		},
+		{
+			name: "crash loop from the first deploy", opts: fake.RayServeOptions{StartPolls: 1}, before: []action{loop(true)},
+			steps: []step{
+				{want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
+				{want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
+				{do: []action{loop(false)}, want: recovered("RUNNING,RUNNING")},
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := fake.NewClock(t0)
+			tc.opts.Clock = clock
+			rs := fake.NewRayServe(tc.opts)
+			srv := httptest.NewServer(rs)
+			defer srv.Close()
+			for _, a := range tc.before {
+				a(t, rs, srv)
+			}
+			put(rayConfig)(t, rs, srv)
+			rs.Advance(tc.settle)
+			for i, s := range tc.steps {
+				for _, a := range s.do {
+					a(t, rs, srv)
+				}
+				if diff := cmp.Diff(s.want, rayObserve(t, srv)); diff != "" {
+					t.Fatalf("step %d (-want +got):\n%s", i, diff)
+				}
+			}
+		})
+	}
+}
+
+func TestRayServeKillReplicasErrors(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	if err := rs.KillReplicas("app", "D", 1); err == nil {
+		t.Error("killed replicas with Serve not started")
+	}
+	rayDo(t, srv, http.MethodPut, "", rayConfig)
+	for _, c := range []struct {
+		app, dep string
+		n        int
+	}{{"nope", "D", 1}, {"app", "nope", 1}, {"app", "D", -1}} {
+		if err := rs.KillReplicas(c.app, c.dep, c.n); err == nil {
+			t.Errorf("KillReplicas(%q, %q, %d) succeeded", c.app, c.dep, c.n)
+		}
+	}
+	if st, _ := rs.Deployment("app", "D"); st != (fake.RayDeploymentState{Status: "HEALTHY", Target: 2, Running: 2}) {
+		t.Errorf("after refused kills: %+v", st)
+	}
+}
