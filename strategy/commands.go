@@ -10,7 +10,8 @@ import (
 // records when it happened (LastCommandAt), which also bounds the clock from
 // below for later Steps. A command that does not apply to the current phase
 // returns s unchanged (for example Resume when nothing is paused, or Retry
-// when nothing was aborted).
+// when nothing was aborted); on an idle state (see State.Idle) only Retarget
+// does anything.
 
 func (s State) command(now time.Time) State {
 	s.LastCommandAt = micro(clock(&s, now))
@@ -21,7 +22,7 @@ func (s State) command(now time.Time) State {
 // abort, nor a rollout that has finished. A timed pause step keeps counting
 // while paused.
 func (s State) Pause(now time.Time) State {
-	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Paused {
+	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting || s.Paused {
 		return s
 	}
 	s = s.command(now)
@@ -33,7 +34,7 @@ func (s State) Pause(now time.Time) State {
 // (which then counts as passed) or a pause for an unhealthy canary (whose
 // count of unhealthy observations starts again).
 func (s State) Resume(now time.Time) State {
-	if !s.Paused {
+	if !s.Paused || s.Idle() {
 		return s
 	}
 	s = s.command(now)
@@ -53,7 +54,7 @@ func (s State) Resume(now time.Time) State {
 // same surge budget, as Options.AbortRamp says. reason is recorded in
 // State.Abort and the Degraded condition.
 func (s State) Abort(reason string, now time.Time) State {
-	if s.Phase.Terminal() || s.Phase == PhaseAborting {
+	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting {
 		return s
 	}
 	s = s.command(now)
@@ -79,7 +80,7 @@ func (s *State) beginAbort(reason string, at metav1.MicroTime) {
 // not) and skips the wait for the next Incremental interval. A walk to a
 // SetWeight step has nothing to skip; it still moves capacity-safely.
 func (s State) Promote(now time.Time) State {
-	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
+	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
 		return s
 	}
 	s = s.command(now)
@@ -91,7 +92,7 @@ func (s State) Promote(now time.Time) State {
 // gate and interval; the walk stays capacity-safe. It also ends a manual
 // pause.
 func (s State) PromoteFull(now time.Time) State {
-	if s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
+	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting || s.Phase == PhaseCompleting {
 		return s
 	}
 	s = s.command(now)
@@ -128,8 +129,25 @@ func (s State) Retry(now time.Time) State {
 //
 // After Succeeded or RolledBack, a new revision starts the next rollout from
 // the current stable.
+//
+// On a state that names no stable revision (the zero State), Retarget starts
+// nothing: it records revision as the one already running, on the stable
+// side with all traffic and capacity (NewState(revision, revision)). This is
+// how a brand-new object starts; call it on every reconcile with the
+// revision the spec asks for.
 func (s State) Retarget(revision string, now time.Time) State {
 	switch {
+	case s.StableRevision == "" && s.Idle():
+		if revision == "" {
+			return s
+		}
+		n := NewState(revision, revision)
+		if s.StableSide != "" {
+			n.StableSide = s.StableSide
+		}
+		n.Conditions = s.Conditions
+		n.LastCommandAt = micro(clock(&s, now))
+		return n
 	case s.Phase == PhaseSucceeded || s.Phase == PhaseRolledBack:
 		if revision == s.StableRevision || revision == "" {
 			return s

@@ -32,6 +32,8 @@ func populated() strategy.State {
 			At:            at(1),
 			Weight:        10,
 			WeightApplied: true,
+			WeightInvalid: true,
+			Error:         "router: read weights: not found",
 			Stable:        strategy.SideObservation{Capacity: 90, Ready: 88, Settled: true},
 			Canary:        strategy.SideObservation{Capacity: 30, Ready: 33, Settled: true},
 			Health:        strategy.HealthUnhealthy,
@@ -60,6 +62,7 @@ func populated() strategy.State {
 		Gate:                 "errors",
 		Message:              "walking",
 		LastCommandAt:        at(13),
+		FailingSince:         at(14),
 		Conditions: []metav1.Condition{
 			{Type: strategy.ConditionProgressing, Status: metav1.ConditionTrue, ObservedGeneration: 3,
 				LastTransitionTime: metav1.NewTime(t1), Reason: strategy.ReasonAborting, Message: "walking"},

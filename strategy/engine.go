@@ -33,6 +33,12 @@ const (
 	ReasonAsExpected             = "AsExpected"
 	ReasonTrafficExceedsCapacity = "TrafficExceedsReadyCapacity"
 	ReasonWaitingForObservation  = "WaitingForObservation"
+	ReasonIdle                   = "Idle"
+	ReasonInvalidState           = "InvalidState"
+	ReasonObservationFailed      = "ObservationFailed"
+	ReasonCanaryReadinessLost    = "CanaryReadinessLost"
+	ReasonStableReadinessLost    = "StableReadinessLost"
+	msgIdle                      = "idle: no rollout started"
 	reasonHealthy                = "Healthy"
 	msgWaitingHop                = "waiting for the last hop to be observed applied"
 	msgWaitingInterval           = "waiting for the step interval"
@@ -43,7 +49,7 @@ const (
 	msgPausedGate                = "paused: gate inconclusive"
 	msgPausedUnhealthy           = "paused: canary unhealthy"
 	msgUnhealthy                 = "canary unhealthy: holding"
-	msgDeadline                  = "a hop was not observed applied within the progress deadline"
+	msgDeadline                  = "the rollout did not progress within the progress deadline"
 	msgScaleDownDelay            = "waiting for the scale-down delay"
 	msgDone                      = "done"
 	msgAborting                  = "walking traffic back to the stable side"
@@ -71,6 +77,12 @@ type run struct {
 	now        time.Time
 	condCopied bool
 	overdue    bool // ProgressDeadline passed while waiting
+	failed     bool // the observation is an adapter error: nothing else is known
+
+	// Readiness lost under traffic (managed and fixed modes, outside a walk
+	// back): the side's observed ready capacity is below the traffic the
+	// route sends it.
+	canaryShort, stableShort bool
 }
 
 // micro is the recorded form of an instant: UTC, microseconds, exactly what a
@@ -93,7 +105,7 @@ func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d)
 // time that runs backwards counts as no time passing.
 func clock(s *State, now time.Time) time.Time {
 	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.StepStartedAt,
-		&s.ReachedAt, &s.FinishedAt, &s.PausedAt, &s.HealthCheckedAt, &s.LastCommandAt} {
+		&s.ReachedAt, &s.FinishedAt, &s.PausedAt, &s.HealthCheckedAt, &s.LastCommandAt, &s.FailingSince} {
 		if t.Time.After(now) {
 			now = t.Time
 		}
@@ -114,6 +126,19 @@ func (e *engine) invalid(s State, now time.Time, err error) Decision {
 func (e *engine) step(s State, now time.Time) Decision {
 	d := Decision{State: s}
 	r := run{e: e, d: &d, st: &d.State, now: clock(&s, now)}
+	switch {
+	case s.Idle():
+		// Nothing to roll out: ask for nothing, whatever the allocation says.
+		d.State.Message = msgIdle
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonIdle, msgIdle)
+		return d
+	case !s.check(e.opts.Capacity, nil):
+		// A corrupt state is never applied, not even repaired.
+		err := s.Validate(e.opts.Capacity)
+		d.State.Message = err.Error()
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidState, err.Error())
+		return d
+	}
 	r.step()
 	r.conditions()
 	return d
@@ -121,37 +146,40 @@ func (e *engine) step(s State, now time.Time) Decision {
 
 func (r *run) step() {
 	st := r.st
-	// A corrupt or hand-edited state must not turn into a hop out of range.
-	st.Desired = Allocation{
-		Weight:         clampPercent(st.Desired.Weight),
-		StableCapacity: clampPercent(st.Desired.StableCapacity),
-		CanaryCapacity: clampPercent(st.Desired.CanaryCapacity),
+	if st.Phase.Terminal() {
+		return
 	}
+	if st.Observed.Error != "" {
+		r.failing()
+		return
+	}
+	st.FailingSince = metav1.MicroTime{}
 	if st.Phase == "" {
 		st.Phase = PhaseProgressing
 		st.StartedAt = micro(r.now)
 		r.enter(0)
 	}
-	if st.Phase.Terminal() {
-		return
-	}
 	if r.e.canary && st.Phase != PhaseAborting {
 		r.checkSteps()
 	}
+	r.readiness()
 	applied := r.applied()
-	if r.countHealth() && st.Phase != PhaseAborting && st.Phase != PhaseCompleting {
+	if bad, reason := r.countHealth(); bad && st.Phase != PhaseAborting && st.Phase != PhaseCompleting {
 		if r.e.opts.UnhealthyAction == UnhealthyPause {
 			if !st.Paused {
 				st.Paused, st.PauseReason, st.PausedAt = true, ReasonUnhealthy, micro(r.now)
 			}
 		} else {
-			r.abort(ReasonUnhealthy)
+			r.abort(reason)
 		}
 	}
 	if st.Phase == PhaseAborting {
 		r.markEmergency()
 	}
 	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
+		return
+	}
+	if st.Phase == PhaseAborting && r.takeRouteWeight() {
 		return
 	}
 	if !applied && !(st.Phase == PhaseAborting && r.inPlace()) {
@@ -174,6 +202,67 @@ func (r *run) step() {
 	}
 }
 
+// failing handles an observation that is an adapter error: nothing is known
+// about the world, so nothing is asked; the time since the first failure
+// counts toward the progress deadline.
+func (r *run) failing() {
+	st, o := r.st, r.e.opts
+	r.failed = true
+	if st.FailingSince.IsZero() {
+		st.FailingSince = micro(r.now)
+	}
+	st.Message = "cannot observe the adapters: " + st.Observed.Error
+	wait := o.pollInterval()
+	if dl := o.progressDeadline(); dl > 0 {
+		end := after(st.FailingSince, dl)
+		if !r.now.Before(end) {
+			r.overdue = true
+			if o.AbortOnProgressDeadline {
+				r.abort(ReasonProgressDeadline)
+			}
+		} else if left := end.Sub(r.now); left < wait {
+			wait = left
+		}
+	}
+	r.d.RequeueAfter = wait
+}
+
+// readiness notes a side that lost readiness under traffic: its observed
+// ready capacity is below the traffic the route sends it while it is not
+// settled (pods crashed, restarting or failing their readiness checks). A
+// side that has settled a little below its traffic (a backend rounding to
+// whole replicas) has lost nothing; the walk relieves it. A walk back is
+// exempt (it is already moving traffic to where it fits), and so is the
+// Replicas mode, where traffic follows ready replicas.
+func (r *run) readiness() {
+	o := &r.st.Observed
+	if r.e.opts.Capacity == CapacityReplicas || o.WeightInvalid || r.st.Phase == PhaseAborting {
+		return
+	}
+	r.canaryShort = o.Weight > o.Canary.Ready && !o.Canary.Settled
+	r.stableShort = 100-o.Weight > o.Stable.Ready && !o.Stable.Settled
+}
+
+// takeRouteWeight lets a walk back take a route that already sends less to
+// the canary than asked (another writer, a route re-created at 100/0) as its
+// next hop, instead of writing the canary's share back up, as long as the
+// stable side is ready for the traffic the route already sends it. It asks
+// for that weight rather than only recording it: the write is a no-op when
+// the route holds it, and it overrides an older write still on its way.
+func (r *run) takeRouteWeight() bool {
+	st, o := r.st, &r.st.Observed
+	if r.e.opts.Capacity == CapacityReplicas || !o.WeightApplied || o.WeightInvalid || o.Weight >= st.Desired.Weight {
+		return false
+	}
+	need := 100 - o.Weight
+	if need > o.Stable.Ready || r.e.opts.Capacity == CapacityManaged && need > st.Desired.StableCapacity {
+		return false
+	}
+	r.hopWeight(o.Weight)
+	st.Message = msgAborting
+	return true
+}
+
 // applied reports whether the last hop is observed applied: the route
 // programmed with the desired weight, each side settled at its capacity.
 func (r *run) applied() bool {
@@ -190,20 +279,22 @@ func (r *run) applied() bool {
 	return true
 }
 
-func clampPercent(v int32) int32 { return min(max(v, 0), 100) }
-
-// weightApplied reports whether the route holds the desired weight (always,
-// without a router).
+// weightApplied reports whether the data plane has accepted the desired
+// weight as a valid split (always, without a router).
 func (r *run) weightApplied() bool {
 	o, d := &r.st.Observed, &r.st.Desired
-	return r.e.opts.Capacity == CapacityReplicas || o.WeightApplied && o.Weight == d.Weight
+	return r.e.opts.Capacity == CapacityReplicas || o.WeightApplied && !o.WeightInvalid && o.Weight == d.Weight
 }
 
-// inPlace reports whether every adapter holds what was asked, settled or
-// not.
+// inPlace reports, for a walk back, whether every adapter holds what was
+// asked, settled or not, and whether or not the data plane has accepted the
+// route yet: a walk back only ever moves traffic toward a stable side that
+// is ready for it, so a parent that rejects the route (or never writes its
+// status) must not freeze it. Scaling the canary down below traffic it may
+// still receive does wait for the route to be accepted (see move).
 func (r *run) inPlace() bool {
 	o, d := &r.st.Observed, &r.st.Desired
-	return r.weightApplied() && (r.e.opts.Capacity == CapacityFixed ||
+	return (r.e.opts.Capacity == CapacityReplicas || o.Weight == d.Weight) && (r.e.opts.Capacity == CapacityFixed ||
 		o.Stable.Capacity == d.StableCapacity && o.Canary.Capacity == d.CanaryCapacity)
 }
 
@@ -212,17 +303,32 @@ func (r *run) waitApplied() {
 	r.deadline(false)
 }
 
+// waitingSince is when the current wait for the world began: the latest of
+// the last hop, the start of the rollout, the start of the current step and
+// the last command.
+func (r *run) waitingSince() time.Time {
+	st := r.st
+	t := st.HopAt.Time
+	for _, x := range [...]*metav1.MicroTime{&st.StartedAt, &st.StepStartedAt, &st.LastCommandAt} {
+		if x.Time.After(t) {
+			t = x.Time
+		}
+	}
+	return t
+}
+
 // deadline sets the requeue while waiting for the world (a hop to be
-// applied, capacity to become ready) and enforces ProgressDeadline, counted
-// from the last hop: Degraded when it passes, and an abort if asked.
+// applied, capacity to become ready, a gate verdict) and enforces the
+// progress deadline, counted from waitingSince: Degraded when it passes,
+// and an abort if asked.
 //
 // applied says every hop is in place, so an abort can start walking back in
 // this same Step.
 func (r *run) deadline(applied bool) {
 	st, o := r.st, r.e.opts
 	wait := o.pollInterval()
-	if o.ProgressDeadline > 0 && !st.HopAt.IsZero() {
-		deadline := after(st.HopAt, o.ProgressDeadline)
+	if dl, since := o.progressDeadline(), r.waitingSince(); dl > 0 && !since.IsZero() {
+		deadline := since.Add(dl)
 		if !r.now.Before(deadline) {
 			r.overdue = true
 			if o.AbortOnProgressDeadline && st.Phase != PhaseAborting {
@@ -242,44 +348,88 @@ func (r *run) deadline(applied bool) {
 
 // repair asks again for what the adapters do not hold once a poll interval
 // has passed since the hop: a write that was lost, overwritten by someone
-// else, or made by a reconcile whose state was never stored. Adapters are
-// idempotent, and the state it restores was safe when it was recorded, so
-// this only ever moves the world back to a known-safe allocation. It does
-// not touch HopAt: the progress deadline keeps counting.
+// else, or made by a reconcile whose state was never stored, and weights
+// that are not a valid split. Adapters are idempotent. It does not touch
+// HopAt: the progress deadline keeps counting.
+//
+// A repair is checked against the world as observed now, never trusted
+// because it was once recorded: the weight is written back only if both
+// sides' observed ready capacity covers it; a side is scaled down only to
+// at least the traffic it may carry (the larger of what the route holds and
+// what was asked; none while the route's weights are invalid, as the real
+// split is unknown); a side is scaled up only within the surge budget,
+// counting the other side at the larger of its desired and observed
+// capacity.
 func (r *run) repair() {
 	st, o := r.st, r.e.opts
 	if !st.HopAt.IsZero() && r.now.Before(after(st.HopAt, o.pollInterval())) {
 		return
 	}
 	obs, want := &st.Observed, &st.Desired
-	if o.Capacity != CapacityReplicas && obs.Weight != want.Weight {
+	if o.Capacity != CapacityReplicas && (obs.Weight != want.Weight || obs.WeightInvalid) && r.fits(want.Weight) {
 		r.d.Weight = Target{Set: true, Value: want.Weight}
 	}
-	if o.Capacity != CapacityFixed {
-		if obs.Stable.Capacity != want.StableCapacity {
-			r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
+	if o.Capacity == CapacityFixed {
+		return
+	}
+	canaryTraffic, stableTraffic := max(want.Weight, obs.Weight), 100-min(want.Weight, obs.Weight)
+	if obs.WeightInvalid {
+		canaryTraffic, stableTraffic = 101, 101 // unknown: nothing may shrink
+	}
+	mu := o.MaxUnavailablePercent
+	if s := want.StableCapacity; obs.Stable.Capacity != s {
+		up := s > obs.Stable.Capacity
+		ok := up && s+max(want.CanaryCapacity, obs.Canary.Capacity) <= 100+r.e.surge ||
+			!up && o.Capacity == CapacityManaged && s >= stableTraffic ||
+			!up && o.Capacity == CapacityReplicas && s+min(obs.Canary.Ready, obs.Canary.Capacity) >= 100-mu
+		if ok {
+			r.d.StableCapacity = Target{Set: true, Value: s}
 		}
-		if obs.Canary.Capacity != want.CanaryCapacity {
-			r.d.CanaryCapacity = Target{Set: true, Value: want.CanaryCapacity, Steady: st.Released && want.CanaryCapacity == 100}
+	}
+	if c := want.CanaryCapacity; obs.Canary.Capacity != c {
+		up := c > obs.Canary.Capacity
+		ok := up && c+max(want.StableCapacity, obs.Stable.Capacity) <= 100+r.e.surge ||
+			!up && o.Capacity == CapacityManaged && c >= canaryTraffic ||
+			!up && o.Capacity == CapacityReplicas && c+min(obs.Stable.Ready, obs.Stable.Capacity) >= 100-mu
+		if ok {
+			r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
 		}
 	}
 }
 
+// fits reports whether canary weight w would keep traffic within the
+// observed ready capacity of both sides. An emergency walk back may always
+// lower the weight.
+func (r *run) fits(w int32) bool {
+	st, o := r.st, &r.st.Observed
+	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && (w < st.Observed.Weight || w == 0) {
+		return true
+	}
+	return w <= o.Canary.Ready && 100-w <= o.Stable.Ready
+}
+
 // countHealth counts a new observation's health and reports whether the
-// unhealthy threshold is reached.
-func (r *run) countHealth() bool {
+// unhealthy threshold is reached, with the reason to abort for. A canary
+// whose ready capacity is below its traffic counts as unhealthy, whatever
+// its health says: pods that crash after becoming ready often give no other
+// signal.
+func (r *run) countHealth() (bool, string) {
 	st := r.st
 	at := micro(st.Observed.At.Time)
 	if st.Observed.At.IsZero() || !at.Time.After(st.HealthCheckedAt.Time) {
-		return false
+		return false, ""
 	}
 	st.HealthCheckedAt = at
-	if st.Observed.Health != HealthUnhealthy {
+	if st.Observed.Health != HealthUnhealthy && !r.canaryShort {
 		st.UnhealthyCount = 0
-		return false
+		return false, ""
 	}
 	st.UnhealthyCount++
-	return st.UnhealthyCount >= r.e.opts.unhealthyThreshold()
+	reason := ReasonUnhealthy
+	if st.Observed.Health != HealthUnhealthy {
+		reason = ReasonCanaryReadinessLost
+	}
+	return st.UnhealthyCount >= r.e.opts.unhealthyThreshold(), reason
 }
 
 func (r *run) abort(reason string) {
@@ -403,8 +553,20 @@ func (r *run) progress() {
 		return
 	}
 	st.Phase = PhaseProgressing
-	if st.Observed.Health == HealthUnhealthy {
+	if r.stableShort {
+		// The stable side lost readiness under its traffic: move nothing
+		// until it recovers (Degraded says why).
+		o := &st.Observed
+		st.Message = "stable ready capacity " + itoa(o.Stable.Ready) + " is below its traffic " + itoa(100-o.Weight) + ": holding"
+		r.d.RequeueAfter = e.opts.pollInterval()
+		return
+	}
+	if st.Observed.Health == HealthUnhealthy || r.canaryShort {
 		st.Message = msgUnhealthy
+		if r.canaryShort {
+			o := &st.Observed
+			st.Message = "canary ready capacity " + itoa(o.Canary.Ready) + " is below its traffic " + itoa(o.Weight) + ": holding"
+		}
 		r.d.RequeueAfter = e.opts.pollInterval()
 		return
 	}
@@ -465,7 +627,7 @@ func (r *run) progress() {
 					return
 				default:
 					st.Message = msgWaitingGate
-					r.d.RequeueAfter = e.opts.pollInterval()
+					r.deadline(true) // a verdict that never comes is a stuck rollout too
 					return
 				}
 			}
@@ -562,6 +724,10 @@ func (r *run) walkBack() {
 	}
 	if e.opts.Capacity == CapacityManaged {
 		if st.Desired.CanaryCapacity > 0 {
+			if !r.weightApplied() {
+				r.waitApplied() // the canary may still receive traffic
+				return
+			}
 			r.hopCanary(0)
 			return
 		}
@@ -658,6 +824,12 @@ func (r *run) move(t, limit int32, interval time.Duration) bool {
 				return false
 			}
 			if w < c {
+				if !r.weightApplied() {
+					// The canary may still receive its old share until the
+					// route is accepted.
+					r.waitApplied()
+					return false
+				}
 				r.hopCanary(w)
 				return false
 			}
@@ -817,10 +989,21 @@ func (r *run) conditions() {
 	switch {
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
+	case r.overdue && r.failed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": "+st.Observed.Error)
 	case r.overdue:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
+	case r.failed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
+	case r.stableShort:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableReadinessLost, "stable ready capacity is below its traffic")
+	case r.canaryShort:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonCanaryReadinessLost, "canary ready capacity is below its traffic")
 	default:
 		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
+	}
+	if r.failed {
+		return // the observation is stale: keep Available as it was
 	}
 	o := &st.Observed
 	ok := o.Weight <= o.Canary.Ready && 100-o.Weight <= o.Stable.Ready

@@ -54,9 +54,19 @@ const (
 // DefaultPollInterval is used when Options.PollInterval is zero.
 const DefaultPollInterval = 2 * time.Second
 
+// MinPollInterval is the shortest PollInterval that validates: a shorter one
+// would have a Runner read its adapters thousands of times a second.
+const MinPollInterval = 100 * time.Millisecond
+
+// DefaultProgressDeadline is used when Options.ProgressDeadline is zero, as a
+// Kubernetes Deployment's progressDeadlineSeconds defaults to ten minutes: with
+// default options no rollout waits for the world in silence.
+const DefaultProgressDeadline = 10 * time.Minute
+
 // Options are the knobs every strategy shares. The zero value is valid:
-// managed capacity, immediate aborts, no progress deadline, abort after three
-// unhealthy observations, poll every DefaultPollInterval.
+// managed capacity, immediate aborts, a progress deadline of
+// DefaultProgressDeadline that sets Degraded (without aborting), abort after
+// three unhealthy observations, poll every DefaultPollInterval.
 type Options struct {
 	Capacity CapacityMode `json:"capacity,omitempty"`
 	// MaxUnavailablePercent (replicas mode only) is how far total ready
@@ -67,16 +77,37 @@ type Options struct {
 	// that trigger UnhealthyAction; 0 means 3.
 	UnhealthyThreshold int32           `json:"unhealthyThreshold,omitempty"`
 	UnhealthyAction    UnhealthyAction `json:"unhealthyAction,omitempty"`
-	// ProgressDeadline bounds the wait for a hop to be observed applied;
-	// 0 disables it. When exceeded, the Degraded condition is set, and the
-	// rollout aborts if AbortOnProgressDeadline. Pauses are exempt.
+	// ProgressDeadline bounds every wait for the world: for a hop to be
+	// observed applied, for ready capacity, for a gate verdict, and for
+	// adapters that keep failing to answer. A wait counts from the latest of
+	// the last hop, the start of the rollout, the start of the current step
+	// and the last command; failing adapters count from their first failure.
+	// When it passes, the Degraded condition is set, and the rollout aborts
+	// if AbortOnProgressDeadline. Pauses (timed or waiting for Resume) and
+	// step intervals are exempt. 0 means DefaultProgressDeadline; set
+	// NoProgressDeadline to disable it.
 	ProgressDeadline        time.Duration `json:"progressDeadline,omitempty"`
 	AbortOnProgressDeadline bool          `json:"abortOnProgressDeadline,omitempty"`
+	// NoProgressDeadline disables the progress deadline: a rollout may then
+	// wait for the world without end, reported only by its Message.
+	NoProgressDeadline bool `json:"noProgressDeadline,omitempty"`
 	// ScaleDownDelay is how long the stable side keeps its capacity after
 	// all traffic is observed on the canary.
 	ScaleDownDelay time.Duration `json:"scaleDownDelay,omitempty"`
-	// PollInterval is the requeue while waiting for an observation.
+	// PollInterval is the requeue while waiting for an observation; 0 means
+	// DefaultPollInterval, and a set value must be at least MinPollInterval.
 	PollInterval time.Duration `json:"pollInterval,omitempty"`
+}
+
+// progressDeadline is the deadline in force; 0 when disabled.
+func (o *Options) progressDeadline() time.Duration {
+	switch {
+	case o.NoProgressDeadline:
+		return 0
+	case o.ProgressDeadline == 0:
+		return DefaultProgressDeadline
+	}
+	return o.ProgressDeadline
 }
 
 func (o *Options) unhealthyThreshold() int32 {
@@ -129,14 +160,19 @@ func (o *Options) validate(root string, surge int32) field.ErrorList {
 	if o.ProgressDeadline < 0 {
 		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must not be negative"))
 	}
-	if o.AbortOnProgressDeadline && o.ProgressDeadline == 0 {
-		errs = append(errs, field.Required(p.Child("progressDeadline"), "abortOnProgressDeadline needs a progress deadline"))
+	if o.AbortOnProgressDeadline && o.NoProgressDeadline {
+		errs = append(errs, field.Invalid(p.Child("abortOnProgressDeadline"), true, "needs a progress deadline; noProgressDeadline disables it"))
+	}
+	if o.NoProgressDeadline && o.ProgressDeadline != 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must be 0 when noProgressDeadline is set"))
 	}
 	if o.ScaleDownDelay < 0 {
 		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.String(), "must not be negative"))
 	}
 	if o.PollInterval < 0 {
 		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must not be negative"))
+	} else if o.PollInterval > 0 && o.PollInterval < MinPollInterval {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
 	}
 	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent,

@@ -74,6 +74,14 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 		// Fixed capacity: both sides are provisioned in full.
 		st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
 	}
+	if st.Idle() {
+		// Nothing to roll out: an empty timeline.
+		start := o.Start
+		if start.IsZero() {
+			start = time.Unix(0, 0).UTC()
+		}
+		return Timeline{Start: start, Initial: st.Desired, Final: st}, nil
+	}
 	limit := o.MaxSteps
 	if limit == 0 {
 		limit = 100000

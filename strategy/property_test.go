@@ -69,7 +69,9 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 			t.Fatalf("allocation out of range: %+v", a)
 		}
 	}
-	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge {
+	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge &&
+		(in.Desired.StableCapacity+in.Desired.CanaryCapacity <= 100+surge || d.StableCapacity.Set && d.StableCapacity.Value > in.Desired.StableCapacity ||
+			d.CanaryCapacity.Set && d.CanaryCapacity.Value > in.Desired.CanaryCapacity) {
 		t.Fatalf("surge %d exceeds MaxSurge %d: %+v", a.Surge(), surge, a)
 	}
 	if d.RequeueAfter < 0 {
@@ -80,6 +82,14 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	}
 	emergency := d.State.Aborted != nil && d.State.Aborted.Emergency && d.Weight.Set && d.Weight.Value == 0
 	if !d.HasHops() {
+		return d
+	}
+	checkSafeHops(t, mode, &in, &d, emergency)
+	// A walk back may take a route that already sends less to the canary as
+	// its next hop, when the stable side is ready for that traffic.
+	if in.Phase == PhaseAborting && mode != CapacityReplicas && in.Observed.WeightApplied && !in.Observed.WeightInvalid &&
+		in.Observed.Weight < in.Desired.Weight && d.Weight.Set && d.Weight.Value == in.Observed.Weight &&
+		!d.StableCapacity.Set && !d.CanaryCapacity.Set {
 		return d
 	}
 	// A repair re-asks for the desired allocation and changes nothing else.
@@ -94,8 +104,10 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 		return d
 	}
 	// A walk back goes on once the route holds the desired weight, without
-	// waiting for capacity that may never settle.
-	inPlace := (mode == CapacityReplicas || in.Observed.WeightApplied && in.Observed.Weight == in.Desired.Weight) &&
+	// waiting for capacity that may never settle, nor for a data plane that
+	// rejects the route or never reports on it: each of its weight hops is
+	// bounded by the stable side's ready capacity (checked below).
+	inPlace := (mode == CapacityReplicas || in.Observed.Weight == in.Desired.Weight) &&
 		(mode == CapacityFixed || in.Observed.Stable.Capacity == in.Desired.StableCapacity && in.Observed.Canary.Capacity == in.Desired.CanaryCapacity)
 	walkBack := d.State.Phase == PhaseAborting && inPlace
 	if !emergency && !walkBack && !naiveApplied(&in, mode) {
@@ -171,6 +183,9 @@ func TestStepInvariants(t *testing.T) {
 			case 0, 1, 2, 3:
 				s.Observed = w.observe(now)
 				d := checkStep(t, strat, s, now)
+				t.Logf("step at %s: %s desired %+v observed w%d applied %v stable %+v canary %+v -> %s %+v hops %s",
+					now.Format("15:04:05"), s.Phase, s.Desired, s.Observed.Weight, s.Observed.WeightApplied,
+					s.Observed.Stable, s.Observed.Canary, d.State.Phase, d.State.Desired, hopString(&d))
 				if nonDecreasing(strat) && !commanded && s.Aborted == nil && d.State.Aborted == nil &&
 					d.State.Phase != PhaseSucceeded && d.State.Desired.Weight < s.Desired.Weight {
 					t.Fatalf("weight went back from %d to %d without a command", s.Desired.Weight, d.State.Desired.Weight)
@@ -348,3 +363,54 @@ func TestTerminationAndPlanAgreement(t *testing.T) {
 }
 
 func isPause(what string) bool { return len(what) > 6 && what[:6] == "pause " }
+
+// checkSafeHops checks the safety of every hop of d, repairs included,
+// against the world as observed in in: no weight puts more traffic on a side
+// than its observed ready capacity (unless it lowers that side's share, or is
+// the documented emergency), and no capacity hop shrinks a side below the
+// traffic the route may send it (managed mode), nor at all while the route's
+// weights are invalid.
+func checkSafeHops(t TB, mode CapacityMode, in *State, d *Decision, emergency bool) {
+	t.Helper()
+	o := &in.Observed
+	if d.Weight.Set && !emergency {
+		w := d.Weight.Value
+		if w > o.Canary.Ready && (o.WeightInvalid || w > o.Weight) {
+			t.Fatalf("weight %d puts more on the canary than its ready %d (route holds %d, invalid %v)", w, o.Canary.Ready, o.Weight, o.WeightInvalid)
+		}
+		if 100-w > o.Stable.Ready && (o.WeightInvalid || w < o.Weight) {
+			t.Fatalf("weight %d puts %d on the stable side, ready %d (route holds %d, invalid %v)", w, 100-w, o.Stable.Ready, o.Weight, o.WeightInvalid)
+		}
+	}
+	if mode != CapacityManaged {
+		return
+	}
+	a := d.State.Desired
+	if c := d.CanaryCapacity; c.Set && c.Value < o.Canary.Capacity {
+		if o.WeightInvalid || c.Value < max(o.Weight, a.Weight) {
+			t.Fatalf("canary scaled down to %d below the traffic it may carry (route %d, desired %d, invalid %v)", c.Value, o.Weight, a.Weight, o.WeightInvalid)
+		}
+	}
+	if c := d.StableCapacity; c.Set && c.Value < o.Stable.Capacity {
+		if o.WeightInvalid || c.Value < 100-min(o.Weight, a.Weight) {
+			t.Fatalf("stable scaled down to %d below the traffic it may carry (route %d, desired %d, invalid %v)", c.Value, o.Weight, a.Weight, o.WeightInvalid)
+		}
+	}
+}
+
+func hopString(d *Decision) string {
+	out := ""
+	if d.Weight.Set {
+		out += fmt.Sprintf(" weight %d", d.Weight.Value)
+	}
+	if d.StableCapacity.Set {
+		out += fmt.Sprintf(" stable %d", d.StableCapacity.Value)
+	}
+	if d.CanaryCapacity.Set {
+		out += fmt.Sprintf(" canary %d", d.CanaryCapacity.Value)
+	}
+	if out == "" {
+		return "none"
+	}
+	return out[1:]
+}

@@ -81,8 +81,8 @@ func optionsLookValid(o *Options, surge int32) bool {
 			o.AbortRamp == AbortEmergency && o.Capacity != CapacityReplicas) &&
 		o.UnhealthyThreshold >= 0 &&
 		(o.UnhealthyAction == UnhealthyAbort || o.UnhealthyAction == UnhealthyPause) &&
-		o.ProgressDeadline >= 0 && (!o.AbortOnProgressDeadline || o.ProgressDeadline > 0) &&
-		o.ScaleDownDelay >= 0 && o.PollInterval >= 0
+		o.ProgressDeadline >= 0 && (!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline == 0) &&
+		o.ScaleDownDelay >= 0 && (o.PollInterval == 0 || o.PollInterval >= MinPollInterval)
 }
 
 // Step decides the next hop. See Strategy.

@@ -510,6 +510,9 @@ func TestStepProgressDeadline(t *testing.T) {
 	}
 	noDeadline := incremental
 	noDeadline.PollInterval = time.Hour
+	noDeadline.NoProgressDeadline = true
+	defaultDeadline := incremental
+	defaultDeadline.PollInterval = time.Hour
 	tests := []struct {
 		name         string
 		strat        strategy.Incremental
@@ -524,6 +527,8 @@ func TestStepProgressDeadline(t *testing.T) {
 		{"exceeded, abort", withDeadline(true), t3, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseAborting}, metav1.ConditionTrue, strategy.ReasonProgressDeadline},
 		{"within, abort", withDeadline(true), t2, hopsOf{RequeueAfter: tick, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
 		{"no deadline", noDeadline, t9, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
+		{"default deadline, within", defaultDeadline, t0.Add(strategy.DefaultProgressDeadline - time.Minute), hopsOf{RequeueAfter: time.Minute, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
+		{"default deadline, exceeded", defaultDeadline, t0.Add(strategy.DefaultProgressDeadline), hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseProgressing}, metav1.ConditionTrue, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

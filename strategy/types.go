@@ -7,7 +7,9 @@ import (
 )
 
 // Phase is where a rollout stands. The zero value ("") is a rollout that has
-// not been stepped yet; the first Step moves it to PhaseProgressing.
+// not been stepped yet: when the state names a canary revision other than the
+// stable one, the first Step moves it to PhaseProgressing; otherwise the state
+// is idle (see State.Idle) and Step asks for nothing.
 type Phase string
 
 const (
@@ -37,6 +39,16 @@ const (
 // without a command (Retry or Retarget).
 func (p Phase) Terminal() bool {
 	return p == PhaseAborted || p == PhaseRolledBack || p == PhaseSucceeded
+}
+
+// Known reports whether p is one of the phases above or the empty phase.
+func (p Phase) Known() bool {
+	switch p {
+	case "", PhaseProgressing, PhasePaused, PhaseAborting, PhaseAborted,
+		PhaseRolledBack, PhaseCompleting, PhaseSucceeded:
+		return true
+	}
+	return false
 }
 
 // Side names one of the two physical sides a rollout moves between. The
@@ -129,6 +141,12 @@ type Observation struct {
 	// WeightApplied reports that the data plane accepted Weight (for Gateway
 	// API: every parent Accepted and ResolvedRefs for the current generation).
 	WeightApplied bool `json:"weightApplied"`
+	// WeightInvalid reports that the router holds weights that are not a
+	// split of 100 between the two sides (0/0, 50/0, or 100/30 after
+	// another writer changed one of them): requests do not see Weight. Such
+	// weights are never applied; the strategy asks for the desired split
+	// again once that is safe. The Runner sets it from the weights it reads.
+	WeightInvalid bool `json:"weightInvalid,omitempty"`
 	// Stable and Canary are the capacity observations for the two roles.
 	// Without a CapacitySetter (fixed capacity) the caller reports both as
 	// provisioned: Capacity and Ready 100, Settled true.
@@ -139,6 +157,12 @@ type Observation struct {
 	HealthMessage string `json:"healthMessage,omitempty"`
 	// Gates holds the latest verdict of every gate analysed so far.
 	Gates []GateResult `json:"gates,omitempty"`
+	// Error, when set, says that the adapters could not be observed (or a
+	// hop could not be applied): the rest of the observation is stale. Step
+	// then asks for nothing, sets Degraded with this message and counts the
+	// time since the first such failure (State.FailingSince) toward the
+	// progress deadline. The Runner sets it from adapter errors.
+	Error string `json:"error,omitempty"`
 }
 
 // Gate returns the reported verdict for the named gate, VerdictPending if
@@ -163,8 +187,23 @@ type AbortStatus struct {
 // State is the whole, serialisable state of one rollout. It embeds in a CRD
 // status: every field has a JSON tag, times are metav1.MicroTime (so a JSON
 // round trip loses nothing that a decision depends on), and DeepCopy is
-// provided. The zero value plus two revisions (see NewState) is a rollout
-// about to start: all traffic and capacity on the stable side.
+// provided.
+//
+// The zero value is idle and safe: Step asks no adapter for anything until a
+// rollout is started, so a brand-new object whose status holds a zero (or
+// null) state changes nothing in the cluster. Start an object with one line,
+// called on every reconcile with the revision its spec asks for:
+//
+//	s = s.Retarget(spec.Revision, now)
+//
+// On the zero state this records the revision as the one already running on
+// the stable side (SideA, all traffic and capacity), without a rollout; on any
+// later state a different revision starts (or redirects) a rollout. NewState
+// builds a rollout about to start directly.
+//
+// A stored state is validated by every Step before anything is applied (see
+// State.Validate): a corrupt one asks for nothing and reports Degraded with
+// reason InvalidState.
 //
 // State is a value: commands and Step return a new State and never modify
 // the one they were given. It is not safe for concurrent mutation.
@@ -240,6 +279,12 @@ type State struct {
 	// Message is a human-readable line about what the rollout waits for.
 	Message string `json:"message,omitempty"`
 
+	// FailingSince is when the adapters first failed to be observed (or to
+	// apply a hop) in the current run of failures; zero while they answer.
+	// The progress deadline counts from here, pauses included: a rollout
+	// that cannot see its route or its sides is never silently stuck.
+	FailingSince metav1.MicroTime `json:"failingSince,omitzero"`
+
 	// LastCommandAt is when the latest command was applied. Like every other
 	// recorded time it bounds the clock from below: a now earlier than any
 	// recorded time is treated as that time.
@@ -250,7 +295,9 @@ type State struct {
 }
 
 // NewState returns the state of a rollout from stable to canary that has not
-// started: all traffic and capacity on the stable side.
+// started: all traffic and capacity on the stable side (SideA). With equal
+// revisions there is nothing to roll out: the state is idle (see Idle) and
+// Step asks for nothing until a Retarget to another revision.
 func NewState(stableRevision, canaryRevision string) State {
 	return State{
 		StableRevision: stableRevision,
@@ -263,6 +310,14 @@ func NewState(stableRevision, canaryRevision string) State {
 			Canary:        SideObservation{Settled: true},
 		},
 	}
+}
+
+// Idle reports that the state holds no rollout: nothing has been stepped and
+// the canary revision is the stable one (the zero State, or NewState(v, v)).
+// Step asks for nothing on an idle state, and the Runner does not even read
+// the adapters.
+func (s *State) Idle() bool {
+	return s.Phase == "" && s.PendingRevision == "" && s.CanaryRevision == s.StableRevision
 }
 
 // Target is one value an adapter is asked to apply. Set reports whether

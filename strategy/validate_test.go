@@ -111,8 +111,8 @@ func TestValidateIncremental(t *testing.T) {
 			"incremental.abortRamp " + invalid,
 		}},
 		{"abort on no deadline", strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10,
-			Options: strategy.Options{AbortOnProgressDeadline: true}}, []string{
-			"incremental.progressDeadline " + required,
+			Options: strategy.Options{AbortOnProgressDeadline: true, NoProgressDeadline: true}}, []string{
+			"incremental.abortOnProgressDeadline " + invalid,
 		}},
 		{"everything", strategy.Incremental{Options: badOptions}, append([]string{
 			"incremental.stepPercent " + invalid,
@@ -212,7 +212,11 @@ func TestValidateOptions(t *testing.T) {
 		{"threshold", strategy.Options{UnhealthyThreshold: -1}, []string{"unhealthyThreshold " + invalid}},
 		{"action", strategy.Options{UnhealthyAction: "Shrug"}, []string{"unhealthyAction " + notSupported}},
 		{"deadline", strategy.Options{ProgressDeadline: -1}, []string{"progressDeadline " + invalid}},
-		{"abort without deadline", strategy.Options{AbortOnProgressDeadline: true}, []string{"progressDeadline " + required}},
+		{"abort with the default deadline", strategy.Options{AbortOnProgressDeadline: true}, nil},
+		{"abort without deadline", strategy.Options{AbortOnProgressDeadline: true, NoProgressDeadline: true}, []string{"abortOnProgressDeadline " + invalid}},
+		{"deadline and no deadline", strategy.Options{ProgressDeadline: time.Minute, NoProgressDeadline: true}, []string{"progressDeadline " + invalid}},
+		{"poll below the floor", strategy.Options{PollInterval: time.Nanosecond}, []string{"pollInterval " + invalid}},
+		{"poll at the floor", strategy.Options{PollInterval: strategy.MinPollInterval}, nil},
 		{"delay", strategy.Options{ScaleDownDelay: -1}, []string{"scaleDownDelay " + invalid}},
 		{"poll", strategy.Options{PollInterval: -1}, []string{"pollInterval " + invalid}},
 	}

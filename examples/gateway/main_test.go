@@ -13,6 +13,7 @@ import (
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/internal/gatewaytest"
 	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/strategy"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
@@ -54,7 +55,7 @@ func TestUpgradeBehindARoute(t *testing.T) {
 	}
 	cfg := Config{Kubeconfig: kubeconfig, Namespace: ns, Route: "web", Kind: gateway.KindHTTPRoute,
 		Stable: "web-v1", Canary: "web-v2", Port: 80, StableRev: "v1", CanaryRev: "v2",
-		Strategy: "canary", Steps: "25,pause,75", Poll: 50 * time.Millisecond, Deadline: time.Minute}
+		Strategy: "canary", Steps: "25,pause,75", Poll: strategy.MinPollInterval, Deadline: time.Minute}
 	var out syncBuffer
 	in, inW := ioPipe(t)
 	done := make(chan error, 1)

@@ -66,7 +66,7 @@ func main() {
 	flag.IntVar(&cfg.Step, "step", 10, "weight step in percent")
 	flag.IntVar(&cfg.Surge, "surge", 30, "max surge in percent of full capacity")
 	flag.DurationVar(&cfg.Interval, "interval", 200*time.Millisecond, "least time between weight steps")
-	flag.DurationVar(&cfg.Poll, "poll", 50*time.Millisecond, "poll interval while waiting for the clusters")
+	flag.DurationVar(&cfg.Poll, "poll", 100*time.Millisecond, "poll interval while waiting for the clusters")
 	flag.DurationVar(&cfg.Timeout, "timeout", 10*time.Minute, "give up after this long")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)

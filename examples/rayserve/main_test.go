@@ -12,7 +12,7 @@ import (
 // TestRun runs the program's logic against two in-process emulators.
 func TestRun(t *testing.T) {
 	var out strings.Builder
-	cfg := Config{Step: 10, Surge: 30, Interval: 20 * time.Millisecond, Poll: 5 * time.Millisecond, Timeout: time.Minute}
+	cfg := Config{Step: 10, Surge: 30, Interval: 100 * time.Millisecond, Poll: strategy.MinPollInterval, Timeout: time.Minute}
 	rep, err := run(context.Background(), cfg, &out)
 	t.Log("\n" + out.String())
 	if err != nil {

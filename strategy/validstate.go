@@ -1,0 +1,117 @@
+package strategy
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ErrInvalidState is matched (errors.Is) by every error of State.Validate.
+var ErrInvalidState = errors.New("strategy: invalid state")
+
+// StateError lists every problem found in a stored State, each with the path
+// of its field (for example "desired.weight").
+type StateError struct {
+	Errors field.ErrorList
+}
+
+func (e *StateError) Error() string {
+	msgs := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		msgs[i] = fe.Error()
+	}
+	return "strategy: invalid state: " + strings.Join(msgs, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalidState) true.
+func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
+
+// Validate checks a state (typically one just loaded from storage) for
+// strategies in the given capacity mode, and returns a *StateError naming
+// every problem, or nil. Every Step runs the same check before anything else:
+// an invalid state asks for nothing and reports the Degraded condition with
+// reason InvalidState, so a corrupt state can never be applied.
+//
+// A state is invalid when it has an unknown phase or side, a percentage
+// outside 0..100, a negative counter, or a desired allocation that breaks
+// the invariants the engine keeps:
+//   - managed capacity: the canary's capacity covers its weight and the
+//     stable's covers the rest (an emergency abort may leave the stable
+//     short while it scales up);
+//   - replicas: the weight mirrors the canary's capacity;
+//   - PhaseCompleting has all traffic on the canary.
+//
+// An idle state (see Idle) is valid whatever its allocation: nothing is ever
+// applied from it. A state that fails validation stays as it is; replace it
+// (for example with the zero State and a Retarget) to recover.
+func (s State) Validate(mode CapacityMode) error {
+	var errs field.ErrorList
+	s.check(mode, func(path string, value any, detail string) {
+		errs = append(errs, field.Invalid(field.NewPath(path), value, detail))
+	})
+	if len(errs) == 0 {
+		return nil
+	}
+	return &StateError{Errors: errs}
+}
+
+// check reports whether s is valid; with bad set it reports every problem
+// to it. With bad nil it allocates nothing.
+func (s *State) check(mode CapacityMode, bad func(path string, value any, detail string)) bool {
+	ok := true
+	fail := func() bool { ok = false; return bad != nil }
+	if !s.Phase.Known() && fail() {
+		bad("phase", string(s.Phase), "unknown phase")
+	}
+	if s.StableSide != "" && s.StableSide != SideA && s.StableSide != SideB && fail() {
+		bad("stableSide", string(s.StableSide), "must be A or B")
+	}
+	if s.StepIndex < 0 && fail() {
+		bad("stepIndex", s.StepIndex, "must not be negative")
+	}
+	if s.UnhealthyCount < 0 && fail() {
+		bad("unhealthyCount", s.UnhealthyCount, "must not be negative")
+	}
+	pct := func(path string, v int32) {
+		if (v < 0 || v > 100) && fail() {
+			bad(path, v, "must be between 0 and 100")
+		}
+	}
+	pct("desired.weight", s.Desired.Weight)
+	pct("desired.stableCapacity", s.Desired.StableCapacity)
+	pct("desired.canaryCapacity", s.Desired.CanaryCapacity)
+	pct("observed.weight", s.Observed.Weight)
+	pct("observed.stable.capacity", s.Observed.Stable.Capacity)
+	pct("observed.stable.ready", s.Observed.Stable.Ready)
+	pct("observed.canary.capacity", s.Observed.Canary.Capacity)
+	pct("observed.canary.ready", s.Observed.Canary.Ready)
+	if !ok && bad == nil {
+		return false
+	}
+	if s.Idle() {
+		return ok
+	}
+	a := &s.Desired
+	if s.Phase == PhaseCompleting && a.Weight != 100 && fail() {
+		bad("desired.weight", a.Weight, "must be 100 in phase Completing")
+	}
+	switch mode {
+	case CapacityManaged:
+		if a.Weight > a.CanaryCapacity && fail() {
+			bad("desired.weight", a.Weight, "exceeds desired.canaryCapacity ("+itoa(a.CanaryCapacity)+")")
+		}
+		emergency := s.Aborted != nil && s.Aborted.Emergency
+		if 100-a.Weight > a.StableCapacity && !emergency && fail() {
+			bad("desired.stableCapacity", a.StableCapacity, "is below the stable side's traffic ("+itoa(100-a.Weight)+")")
+		}
+	case CapacityReplicas:
+		if a.Weight != a.CanaryCapacity && fail() {
+			bad("desired.weight", a.Weight, "must equal desired.canaryCapacity ("+itoa(a.CanaryCapacity)+") in the Replicas capacity mode")
+		}
+	}
+	return ok
+}
+
+func itoa(v int32) string { return strconv.Itoa(int(v)) }
