@@ -16,6 +16,26 @@
 // with the caller's context. When the weights are already right it writes
 // nothing.
 //
+// # One rule, two backends
+//
+// A rule that holds both backends must split its traffic between them
+// alone, so that the two weights are the real shares. Any other backendRef
+// in that rule needs weight 0 (an omitted weight is 1, and the API server
+// stores it as 1, so it counts), and each side may be named only once (a
+// second ref to A would get A's weight too and double A's share).
+// Otherwise SetWeights writes nothing and Weights reports no status: both
+// return an *ExtraBackendError naming the rule and the backendRef, which
+// matches ErrInvalid and is rollout.Permanent. A rollout therefore aborts
+// instead of counting 70/30 while a third backend takes its own share, and
+// its walk back writes nothing until the rule is fixed. A backend that
+// must keep serving belongs in a rule of its own (a different match),
+// where the Router leaves it alone.
+//
+// Weights reports the spec's weights, an omitted one read as 1: two
+// omitted weights are 1 and 1, not 50 and 50. A pair sums to 100 only when
+// it is the real split in percent, which is what a rollout checks before
+// it counts weights as applied.
+//
 // # When weights count as applied
 //
 // For every route in the group, every parentRef must have a status entry

@@ -60,6 +60,40 @@ func (e *NoSharedRuleError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *NoSharedRuleError) Is(target error) bool { return target == ErrInvalid }
 
+// ExtraBackendError: a rule that holds both managed backends does not
+// split its traffic between exactly those two backendRefs, so the weights
+// the Router writes would not be the shares the data plane serves. Rule is
+// the rule's index in spec.rules; Backend is the offending backendRef, as
+// "[group/]Kind namespace/name[:port]".
+//
+// Without Duplicate, Backend is a third backend whose weight is above 0;
+// Weight is its weight as the spec has it (nil: omitted, which Gateway API
+// reads as 1). Set its weight to 0 or move it to a rule of its own. With
+// Duplicate, Backend is one of the two managed backends named a second
+// time in the rule, which would double that side's share; keep one
+// backendRef to it.
+type ExtraBackendError struct {
+	Route     RouteRef
+	Rule      int
+	Backend   string
+	Weight    *int32
+	Duplicate bool
+}
+
+func (e *ExtraBackendError) Error() string {
+	if e.Duplicate {
+		return fmt.Sprintf("gateway: %s rule %d names %s more than once: the Router needs exactly one backendRef to each side of a rule it splits", e.Route, e.Rule, e.Backend)
+	}
+	w := "no weight, which means 1"
+	if e.Weight != nil {
+		w = fmt.Sprintf("weight %d", *e.Weight)
+	}
+	return fmt.Sprintf("gateway: %s rule %d also sends traffic to %s (%s): the Router splits a rule between its two backends only; set that weight to 0 or move %s to a rule of its own", e.Route, e.Rule, e.Backend, w, e.Backend)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ExtraBackendError) Is(target error) bool { return target == ErrInvalid }
+
 // NotAcceptedError: a parent of the route explicitly refused its current
 // generation (Accepted or ResolvedRefs False). It is reported in
 // rollout.RouteStatus.Rejected; the weights count as not applied.
@@ -79,11 +113,14 @@ func (e *NotAcceptedError) Error() string {
 func withRoute(err error, ref RouteRef) error {
 	var bnf *BackendNotFoundError
 	var nsr *NoSharedRuleError
+	var ebe *ExtraBackendError
 	switch {
 	case errors.As(err, &bnf):
 		bnf.Route = ref
 	case errors.As(err, &nsr):
 		nsr.Route = ref
+	case errors.As(err, &ebe):
+		ebe.Route = ref
 	}
 	return err
 }

@@ -73,9 +73,15 @@ func (c *Config) Validate() error {
 // (resourceVersion), re-read and re-apply on a conflict with the caller's
 // context, and are skipped when the weights are already right.
 //
+// A rule that holds both backends must split its traffic between them
+// alone: another backendRef with a weight above 0 (or none, which means 1),
+// or a second ref to either side, is refused by SetWeights and by Weights
+// alike, so a rollout never counts weights whose real shares differ.
+//
 // Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
-// *BackendNotFoundError and *NoSharedRuleError (match ErrInvalid and are
-// rollout.Permanent), *NotAcceptedError in RouteStatus.Rejected.
+// *BackendNotFoundError, *NoSharedRuleError and *ExtraBackendError (match
+// ErrInvalid and are rollout.Permanent), *NotAcceptedError in
+// RouteStatus.Rejected.
 //
 // Safe for concurrent use. Build it with NewRouter or NewRouterForClientset.
 type Router struct {
@@ -219,6 +225,12 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 // missing or older status means "not yet". Routes whose weights disagree are
 // reported as Weights{A: -1, B: -1}, so a caller re-applies the weights it
 // wants.
+//
+// The weights are the spec's, an omitted weight read as 1 like the data
+// plane reads it; they sum to 100 only when they are the real split in
+// percent (two omitted weights are reported as 1 and 1, not as 50 and 50).
+// A rule that also sends traffic elsewhere is an *ExtraBackendError, never
+// a status.
 func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 	var st rollout.RouteStatus
 	st.Accepted = true

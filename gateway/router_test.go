@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -440,6 +441,209 @@ func TestInvalidInput(t *testing.T) {
 	}
 	if _, err := gateway.NewRouter(env.Client, gateway.Config{}); !errors.Is(err, gateway.ErrInvalid) {
 		t.Fatalf("empty config: %v", err)
+	}
+}
+
+// TestRouterExtraBackend: a managed rule that also sends traffic to a third
+// backend (weight omitted, which the API server stores as 1), or names a
+// side twice, is refused by SetWeights and by Weights with a typed error
+// naming the rule and the backendRef, and nothing is written. A third
+// backend at weight 0 is fine.
+func TestRouterExtraBackend(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	port := ptr(gwv1.PortNumber(80))
+	cases := []struct {
+		name  string
+		extra gwv1.BackendRef
+		want  *gateway.ExtraBackendError // nil: accepted
+	}{
+		{"third backend, weight omitted",
+			gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-mirror", Port: port}},
+			&gateway.ExtraBackendError{Rule: 0, Backend: "Service " + ns + "/web-mirror:80", Weight: ptr(int32(1))}},
+		{"third backend, weight 50",
+			gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-mirror", Port: port}, Weight: ptr(int32(50))},
+			&gateway.ExtraBackendError{Rule: 0, Backend: "Service " + ns + "/web-mirror:80", Weight: ptr(int32(50))}},
+		{"stable named twice",
+			gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web", Port: port}, Weight: ptr(int32(100))},
+			&gateway.ExtraBackendError{Rule: 0, Backend: "Service " + ns + "/web:80", Duplicate: true}},
+		{"third backend, weight 0",
+			gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-mirror", Port: port}, Weight: ptr(int32(0))},
+			nil},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("web-%d", i)
+			rt := newRoute(t, env.Client, ns, name)
+			rt.Spec.Rules[0].BackendRefs = append(rt.Spec.Rules[0].BackendRefs, gwv1.HTTPBackendRef{BackendRef: tc.extra})
+			if err := env.Client.Update(ctx, rt); err != nil {
+				t.Fatal(err)
+			}
+			ref := gateway.RouteRef{Namespace: ns, Name: name}
+			playController(t, env.Client, ref)
+			var before gwv1.HTTPRoute
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rt), &before); err != nil {
+				t.Fatal(err)
+			}
+			router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if want != nil {
+				want.Route = ref
+			}
+			check := func(op string, err error) {
+				t.Helper()
+				if want == nil {
+					if err != nil {
+						t.Fatalf("%s: %v", op, err)
+					}
+					return
+				}
+				var got *gateway.ExtraBackendError
+				if !errors.As(err, &got) {
+					t.Fatalf("%s: err %v (%T), want *gateway.ExtraBackendError", op, err, err)
+				}
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("%s: error (-want +got):\n%s", op, diff)
+				}
+				if !errors.Is(err, gateway.ErrInvalid) || !rollout.IsPermanent(err) {
+					t.Errorf("%s: %v should match ErrInvalid and be permanent", op, err)
+				}
+				t.Logf("%s: %v", op, err)
+			}
+			st, err := router.Weights(ctx)
+			check("Weights", err)
+			if want != nil && st != (rollout.RouteStatus{}) {
+				t.Errorf("Weights reported %+v along with the error", st)
+			}
+			check("SetWeights", router.SetWeights(ctx, rollout.Weights{A: 70, B: 30}))
+			var after gwv1.HTTPRoute
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rt), &after); err != nil {
+				t.Fatal(err)
+			}
+			if want == nil {
+				if w := weightsIn(&after); w != (rollout.Weights{A: 70, B: 30}) {
+					t.Fatalf("weights %+v after SetWeights 70/30", w)
+				}
+				if mirror := after.Spec.Rules[0].BackendRefs[2].Weight; mirror == nil || *mirror != 0 {
+					t.Fatalf("the weight-0 backend's weight changed to %v", mirror)
+				}
+				return
+			}
+			if before.ResourceVersion != after.ResourceVersion {
+				t.Fatalf("the route was written: resourceVersion %s -> %s", before.ResourceVersion, after.ResourceVersion)
+			}
+			if c := router.Counts(); c.Writes != 0 {
+				t.Fatalf("%d writes", c.Writes)
+			}
+		})
+	}
+	// In a group, a route with a third backend keeps the others unwritten
+	// too: web-3 (third backend at weight 0) is checked fine, web-0 is not.
+	t.Run("group", func(t *testing.T) {
+		good, bad := gateway.RouteRef{Namespace: ns, Name: "web-3"}, gateway.RouteRef{Namespace: ns, Name: "web-0"}
+		var before gwv1.HTTPRoute
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: good.Name}, &before); err != nil {
+			t.Fatal(err)
+		}
+		router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{good, bad}, A: stable, B: canary})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = router.SetWeights(ctx, rollout.Weights{A: 50, B: 50})
+		var e *gateway.ExtraBackendError
+		if !errors.As(err, &e) || e.Route != bad || !rollout.IsPermanent(err) {
+			t.Fatalf("err %v, want a permanent *ExtraBackendError for %s", err, bad)
+		}
+		var after gwv1.HTTPRoute
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: good.Name}, &after); err != nil {
+			t.Fatal(err)
+		}
+		if before.ResourceVersion != after.ResourceVersion {
+			t.Fatalf("%s was written although %s was refused", good, bad)
+		}
+	})
+}
+
+// TestExtraBackendAbortsTheRollout: a rollout over a route whose managed
+// rule has a third backend aborts at its first reconcile without writing;
+// its walk back waits, writing nothing, until the rule is fixed, then ends
+// Aborted at 100/0.
+func TestExtraBackendAbortsTheRollout(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	rt := newRoute(t, env.Client, ns, "web")
+	rt.Spec.Rules[0].BackendRefs = append(rt.Spec.Rules[0].BackendRefs, gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{
+		BackendObjectReference: gwv1.BackendObjectReference{Name: "web-mirror", Port: ptr(gwv1.PortNumber(80))}}})
+	if err := env.Client.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	playController(t, env.Client, ref)
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rt), rt); err != nil {
+		t.Fatal(err)
+	}
+	rv := rt.ResourceVersion
+	router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := fake.NewClock(t0)
+	r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 30, Interval: time.Minute, MaxSurgePercent: 100}, Router: router,
+		A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock}
+	s, _, err := r.Reconcile(ctx, strategy.NewState("v1", "v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Phase != strategy.PhaseAborting {
+		t.Fatalf("first reconcile: phase %s (%s), want %s", s.Phase, s.Message, strategy.PhaseAborting)
+	}
+	if s.Aborted == nil || !strings.Contains(s.Aborted.Reason, "web-mirror") {
+		t.Fatalf("abort reason %+v does not name the third backend", s.Aborted)
+	}
+	t.Logf("aborting: %s", s.Aborted.Reason)
+	for i := 0; i < 5; i++ {
+		clock.Advance(time.Minute)
+		var err error
+		if s, _, err = r.Reconcile(ctx, s); err == nil || s.Phase != strategy.PhaseAborting {
+			t.Fatalf("reconcile %d with the third backend still there: phase %s, err %v", i, s.Phase, err)
+		}
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rt), rt); err != nil {
+		t.Fatal(err)
+	}
+	if rt.ResourceVersion != rv || router.Counts().Writes != 0 {
+		t.Fatalf("the route was written (resourceVersion %s -> %s, %d writes)", rv, rt.ResourceVersion, router.Counts().Writes)
+	}
+	// The operator takes the third backend out of the split.
+	rt.Spec.Rules[0].BackendRefs[2].Weight = ptr(int32(0))
+	if err := env.Client.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	for n := 0; n < 50 && !s.Phase.Terminal(); n++ {
+		playController(t, env.Client, ref)
+		next, requeue, err := r.Reconcile(ctx, s)
+		if err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		s = next
+		if requeue <= 0 {
+			requeue = time.Second
+		}
+		clock.Advance(requeue)
+	}
+	if s.Phase != strategy.PhaseAborted {
+		t.Fatalf("after the fix: phase %s (%s), want %s", s.Phase, s.Message, strategy.PhaseAborted)
+	}
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(rt), rt); err != nil {
+		t.Fatal(err)
+	}
+	if w := weightsIn(rt); w != (rollout.Weights{A: 100, B: 0}) {
+		t.Fatalf("weights %+v after the abort", w)
 	}
 }
 

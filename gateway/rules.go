@@ -72,10 +72,12 @@ func (b *Backend) nameOnly(ref *gwv1.BackendObjectReference) bool {
 // ruleRefs is the backendRefs of every rule of a route, whatever its kind.
 type ruleRefs [][]*gwv1.BackendRef
 
-// setWeights writes weight wa on every ref to a and wb on every ref to b, in
+// setWeights writes weight wa on the ref to a and wb on the ref to b, in
 // every rule that holds both. Rules with only one of them, other backends
-// and everything else are left alone. It reports whether anything changed.
-// It changes nothing when it returns an error.
+// and everything else are left alone. A rule that holds both must name each
+// of them once and hold nothing else that gets traffic (see checkShared).
+// It reports whether anything changed. It changes nothing when it returns
+// an error.
 func setWeights(rules ruleRefs, a, b *Backend, ns string, wa, wb int32) (bool, error) {
 	if err := checkRules(rules, a, b, ns); err != nil {
 		return false, err
@@ -113,7 +115,11 @@ func setWeights(rules ruleRefs, a, b *Backend, ns string, wa, wb int32) (bool, e
 }
 
 // readWeights returns the weights of a and b in the first rule that holds
-// both (an omitted weight is 1), and whether every such rule agrees.
+// both, as the spec has them (an omitted weight is 1, as the data plane
+// reads it), and whether every such rule agrees. checkRules guarantees each
+// such rule splits its traffic between exactly those two refs, so the
+// shares are wa/(wa+wb) and wb/(wa+wb): a pair that sums to 100 is the real
+// split in percent.
 func readWeights(rules ruleRefs, a, b *Backend, ns string) (wa, wb int32, agree bool, err error) {
 	if err := checkRules(rules, a, b, ns); err != nil {
 		return 0, 0, false, err
@@ -155,7 +161,8 @@ func holdsBoth(refs []*gwv1.BackendRef, a, b *Backend, ns string) bool {
 	return hasA && hasB
 }
 
-// checkRules finds both backends and a rule that holds them both.
+// checkRules finds both backends and a rule that holds them both, and
+// checks that every rule holding both splits traffic between them alone.
 func checkRules(rules ruleRefs, a, b *Backend, ns string) error {
 	foundA, foundB, both := false, false, false
 	var near *gwv1.BackendObjectReference
@@ -186,6 +193,48 @@ func checkRules(rules ruleRefs, a, b *Backend, ns string) error {
 	}
 	if !both {
 		return &NoSharedRuleError{A: *a, B: *b}
+	}
+	for i, refs := range rules {
+		if !holdsBoth(refs, a, b, ns) {
+			continue
+		}
+		if err := checkShared(i, refs, a, b, ns); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkShared checks one rule that holds both backends: it must split its
+// traffic between exactly one ref to a and one ref to b. Any other ref that
+// gets traffic (a weight above 0, or no weight, which means 1) would take a
+// share the weights do not show, and a second ref to a or b would double
+// that side's share, so both are refused. Other refs with weight 0 get no
+// traffic and are allowed.
+func checkShared(rule int, refs []*gwv1.BackendRef, a, b *Backend, ns string) error {
+	seenA, seenB := false, false
+	for _, ref := range refs {
+		obj := &ref.BackendObjectReference
+		var seen *bool
+		switch {
+		case a.matches(obj, ns):
+			seen = &seenA
+		case b.matches(obj, ns):
+			seen = &seenB
+		default:
+			if ref.Weight == nil || *ref.Weight != 0 {
+				e := &ExtraBackendError{Rule: rule, Backend: describeRef(obj, ns)}
+				if ref.Weight != nil {
+					e.Weight = new(*ref.Weight)
+				}
+				return e
+			}
+			continue
+		}
+		if *seen {
+			return &ExtraBackendError{Rule: rule, Backend: describeRef(obj, ns), Duplicate: true}
+		}
+		*seen = true
 	}
 	return nil
 }
