@@ -65,7 +65,9 @@ func (h *history) count(op string) int { return h.ok[op] }
 // Router is an in-memory rollout.TrafficRouter: a route whose spec holds the
 // weights last set, and whose data plane accepts them after a Lag. Applied
 // reports what the data plane routes by, which is what the Traffic simulator
-// uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, History.
+// uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, Overwrite
+// (another writer), Delete and Create (the route removed and re-created),
+// History.
 //
 // The zero value routes everything to side A and applies changes at once.
 // Safe for concurrent use.
@@ -79,6 +81,7 @@ type Router struct {
 	err      error
 	conflict int
 	rejected string
+	deleted  bool
 	hist     history
 }
 
@@ -111,6 +114,11 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 		r.hist.add(r.clock, "SetWeights", arg, r.err)
 		return r.err
 	}
+	if r.deleted {
+		err := fmt.Errorf("fake router: route: %w", rollout.ErrNotFound)
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		return err
+	}
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		err := rollout.Permanent(fmt.Errorf("fake router: weights %s must be non-negative and sum to 100", arg))
 		r.hist.add(r.clock, "SetWeights", arg, err)
@@ -126,13 +134,46 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	if w == r.spec {
 		return nil
 	}
+	r.write(w)
+	return nil
+}
+
+// write puts w into the spec; the data plane takes it after the lag.
+func (r *Router) write(w rollout.Weights) {
 	r.spec = w
 	r.change = &pending{reads: r.lag.Reads}
 	if r.lag.Duration > 0 {
 		r.change.due = r.now().Add(r.lag.Duration)
 	}
 	r.settle()
-	return nil
+}
+
+// Overwrite is another writer changing the route's weights to w, whatever
+// they are: a split that does not sum to 100 (100/30, 0/0) is what a
+// careless edit leaves. The data plane takes it after the lag and shares
+// requests in proportion to the weights (none at all for 0/0).
+func (r *Router) Overwrite(w rollout.Weights) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.write(w)
+}
+
+// Delete removes the route: every call fails with rollout.ErrNotFound and
+// the data plane routes nothing, until Create.
+func (r *Router) Delete() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted = true
+	r.spec, r.applied, r.change = rollout.Weights{}, rollout.Weights{}, nil
+}
+
+// Create re-creates a deleted route (or replaces a live one) with weights
+// w, taken by the data plane after the lag.
+func (r *Router) Create(w rollout.Weights) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deleted = false
+	r.write(w)
 }
 
 // settle applies a pending change whose lag has passed.
@@ -155,6 +196,11 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 	if r.err != nil {
 		r.hist.add(r.clock, "Weights", "", r.err)
 		return rollout.RouteStatus{}, r.err
+	}
+	if r.deleted {
+		err := fmt.Errorf("fake router: route: %w", rollout.ErrNotFound)
+		r.hist.add(r.clock, "Weights", "", err)
+		return rollout.RouteStatus{}, err
 	}
 	r.hist.add(r.clock, "Weights", "", nil)
 	if r.change != nil {

@@ -68,7 +68,11 @@ func (t *Traffic) Tick() {
 		return
 	}
 	w := t.router.Applied()
-	toA := n * int64(w.A) / 100
+	if w.A+w.B <= 0 {
+		t.dropped += n // no route: nothing reaches either side
+		return
+	}
+	toA := n * int64(w.A) / int64(w.A+w.B) // requests follow the weights' proportions
 	for _, side := range [2]struct{ sent, ready int64 }{{toA, readyA}, {n - toA, readyB}} {
 		served := min(side.sent, n*side.ready/100)
 		t.served += served

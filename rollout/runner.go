@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -56,8 +57,9 @@ type Runner struct {
 	Store Store
 	// Clock defaults to the wall clock.
 	Clock Clock
-	// RetryInterval is the requeue after a transient adapter error; 0 means
-	// the strategy's poll interval.
+	// RetryInterval is the requeue after a transient adapter error (and
+	// between retries of a failed Store.Save in Run); 0 means the strategy's
+	// poll interval. A set value must be at least strategy.MinPollInterval.
 	RetryInterval time.Duration
 }
 
@@ -73,6 +75,10 @@ func (r *Runner) Validate() error {
 	}
 	if err := r.Strategy.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if r.RetryInterval < 0 || r.RetryInterval > 0 && r.RetryInterval < strategy.MinPollInterval {
+		errs = append(errs, fmt.Errorf("%w: RetryInterval %s: must be 0 (the poll interval) or at least %s",
+			ErrConfig, r.RetryInterval, strategy.MinPollInterval))
 	}
 	opts, _ := strategy.OptionsOf(r.Strategy)
 	switch opts.Capacity {
@@ -134,17 +140,45 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 // ReconcileAt observes, steps and applies once, at now. It returns the state
 // to store and when to reconcile again (0: only on a command or an event).
 //
-// The returned state is always the one to store, also with an error: after a
-// transient adapter error it is the state before the failed hop (with the new
-// observation), so the next reconcile asks for the hop again; nothing is
-// lost. An error marked Permanent aborts the rollout instead (or, during a
-// walk back, is returned like a transient one).
+// The returned state is always the one to store, also with an error:
+//   - an idle state (strategy.State.Idle) is returned as it is, without
+//     reading any adapter: nothing is rolled out;
+//   - a state that fails strategy.State.Validate is never applied: the
+//     error is a *strategy.StateError and the state reports Degraded with
+//     reason InvalidState;
+//   - after an adapter error (reading, or applying a hop) the state is the
+//     one before the failed hop, with Observed.Error naming the failure:
+//     Degraded with reason ObservationFailed, and the time since the first
+//     failure counts toward the progress deadline, so adapters that keep
+//     failing (a deleted route, a workload gone) surface and can abort the
+//     rollout. The next reconcile asks for the hop again; nothing is lost.
+//
+// An error marked Permanent aborts the rollout instead (or, during a walk
+// back, is returned like a transient one).
 func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Time) (strategy.State, time.Duration, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
+	if s.Idle() {
+		d := r.Strategy.Step(s, now)
+		ev.Decision, ev.After = d, d.State
+		r.notify(ctx, ev)
+		return d.State, d.RequeueAfter, nil
+	}
+	mode := strategy.CapacityFixed // the least strict: a strategy of the caller's checks the rest itself
+	if opts, ok := strategy.OptionsOf(r.Strategy); ok {
+		mode = opts.Capacity
+	}
+	if err := s.Validate(mode); err != nil {
+		log.Error(err, "the stored state is invalid: nothing is applied")
+		d := r.Strategy.Step(s, now)
+		ev.Decision, ev.After, ev.Err = d, d.State, err
+		r.notify(ctx, ev)
+		return d.State, 0, err
+	}
+	failingSince := s.FailingSince
 	obs, err := r.observe(ctx, &s, now)
 	if err != nil {
-		return r.failed(ctx, log, ev, s, now, err)
+		return r.failed(ctx, log, ev, s, failingSince, now, err)
 	}
 	s.Observed = obs
 	d := r.Strategy.Step(s, now)
@@ -152,7 +186,7 @@ func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	applied, err := r.apply(ctx, log, &s, &d)
 	ev.Applied = applied
 	if err != nil {
-		return r.failed(ctx, log, ev, s, now, err)
+		return r.failed(ctx, log, ev, s, failingSince, now, err)
 	}
 	ev.After = d.State
 	if d.State.Phase != s.Phase {
@@ -162,20 +196,32 @@ func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	return d.State, d.RequeueAfter, nil
 }
 
-// failed turns an adapter error into the state to store.
-func (r *Runner) failed(ctx context.Context, log logr.Logger, ev Event, s strategy.State, now time.Time, err error) (strategy.State, time.Duration, error) {
+// failed turns an adapter error into the state to store: s (the state before
+// any hop of this reconcile) with the error in its observation, stepped so
+// that the failure shows in the conditions and counts toward the progress
+// deadline from its first occurrence (since).
+func (r *Runner) failed(ctx context.Context, log logr.Logger, ev Event, s strategy.State, since metav1.MicroTime, now time.Time, err error) (strategy.State, time.Duration, error) {
 	ev.Err = err
-	if IsPermanent(err) && s.Phase != strategy.PhaseAborting && !s.Phase.Terminal() {
+	permanent := IsPermanent(err) && s.Phase != strategy.PhaseAborting && !s.Phase.Terminal()
+	if permanent {
 		log.Error(err, "permanent adapter error: aborting the rollout")
-		next := s.Abort("adapter error: "+err.Error(), now)
-		ev.After = next
-		r.notify(ctx, ev)
-		return next, time.Nanosecond, nil
+		s = s.Abort("adapter error: "+err.Error(), now)
+	} else {
+		log.Error(err, "adapter error; will retry", "after", r.retryAfter())
 	}
-	log.Error(err, "adapter error; will retry", "after", r.retryAfter())
-	ev.After = s
+	s.Observed.Error = err.Error()
+	s.FailingSince = since
+	d := r.Strategy.Step(s, now)
+	ev.Decision, ev.After = d, d.State
 	r.notify(ctx, ev)
-	return s, r.retryAfter(), err
+	requeue := r.retryAfter()
+	if d.RequeueAfter > 0 && d.RequeueAfter < requeue {
+		requeue = d.RequeueAfter // the progress deadline comes first
+	}
+	if permanent {
+		return d.State, requeue, nil
+	}
+	return d.State, requeue, err
 }
 
 func (r *Runner) notify(ctx context.Context, ev Event) {
@@ -198,7 +244,11 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 			return obs, &AdapterError{Adapter: "router", Op: "read weights", Err: err}
 		}
 		obs.Weight = rs.Weights.Of(canarySide)
-		obs.WeightApplied = rs.Accepted && rs.Rejected == nil && rs.Weights.A+rs.Weights.B == 100
+		obs.WeightInvalid = rs.Weights.A+rs.Weights.B != 100 || rs.Weights.A < 0 || rs.Weights.B < 0
+		obs.WeightApplied = rs.Accepted && rs.Rejected == nil && !obs.WeightInvalid
+		if obs.WeightInvalid {
+			obs.Weight = min(max(obs.Weight, 0), 100) // a percentage, whatever the route holds
+		}
 		if rs.Rejected != nil {
 			logr.FromContextOrDiscard(ctx).Error(rs.Rejected, "the data plane refused the route")
 		}
@@ -311,9 +361,16 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // Run drives one rollout to a terminal phase in this process: it loads the
 // state from Store (or starts from initial when nothing is saved), reconciles,
 // saves after every change, and waits for the requeue, a command or ctx.
-// Killed and restarted, it resumes where the Store says it was. Commands
-// (strategy.State.Resume, a closure calling Abort...) are applied between
-// reconciles and saved at once.
+// Killed and restarted, it resumes where the Store says it was. An idle
+// state (nothing to roll out) returns at once.
+//
+// Commands (strategy.State.Resume, a closure calling Abort...) are applied
+// between reconciles to the state in memory, which every later reconcile
+// starts from, and saved at once. A save that fails is retried every
+// RetryInterval until it succeeds: a command (like any state change) is never
+// dropped because one write failed, and Run does not return a terminal state
+// before it is stored. When ctx ends with a change still unsaved, Run returns
+// an error wrapping ErrUnsaved.
 func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-chan Command) (strategy.State, error) {
 	if err := r.Validate(); err != nil {
 		return initial, err
@@ -330,15 +387,25 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	case err != nil:
 		return initial, &AdapterError{Adapter: "store", Op: "load", Err: err}
 	}
+	dirty := false // s holds changes the Store does not have yet
+	store := func(next strategy.State) {
+		if !dirty && statesEqual(&s, &next) {
+			return
+		}
+		s, dirty = next, true
+		if err := r.Store.Save(ctx, s); err != nil {
+			log.Error(&AdapterError{Adapter: "store", Op: "save", Err: err}, "saving the state failed; will retry", "after", r.retryAfter())
+			return
+		}
+		dirty = false
+	}
 	for {
 		next, requeue, err := r.ReconcileAt(ctx, s, clk.Now())
-		if serr := r.save(ctx, s, next); serr != nil {
-			log.Error(serr, "saving the state failed; will retry")
-			requeue = r.retryAfter()
-		} else {
-			s = next
+		store(next)
+		if dirty {
+			requeue = min(requeue, r.retryAfter())
 		}
-		if err == nil && s.Phase.Terminal() {
+		if err == nil && !dirty && (s.Phase.Terminal() || s.Idle()) {
 			return s, nil
 		}
 		if requeue <= 0 {
@@ -346,32 +413,24 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		}
 		select {
 		case <-ctx.Done():
+			if dirty {
+				return s, fmt.Errorf("%w: %w", ErrUnsaved, ctx.Err())
+			}
 			return s, ctx.Err()
 		case cmd, ok := <-commands:
 			if !ok {
 				commands = nil
 				continue
 			}
-			next := cmd(s, clk.Now())
-			if err := r.save(ctx, s, next); err != nil {
-				log.Error(err, "saving a command failed")
-				continue
-			}
-			s = next
+			store(cmd(s, clk.Now()))
 		case <-clk.After(requeue):
 		}
 	}
 }
 
-func (r *Runner) save(ctx context.Context, before, after strategy.State) error {
-	if statesEqual(&before, &after) {
-		return nil
-	}
-	if err := r.Store.Save(ctx, after); err != nil {
-		return &AdapterError{Adapter: "store", Op: "save", Err: err}
-	}
-	return nil
-}
+// ErrUnsaved is wrapped by Run's error when ctx ends before a change of the
+// state (a command, a hop) could be saved.
+var ErrUnsaved = errors.New("rollout: state not saved")
 
 // Command changes a state at an instant: strategy.State.Resume,
 // strategy.State.Pause, or a closure such as
