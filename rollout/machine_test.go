@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"pgregory.net/rapid"
 
 	"github.com/upshift-dev/upshift/fake"
@@ -55,6 +56,21 @@ type machine struct {
 	runner    *rollout.Runner
 	s         strategy.State
 	emergency bool // an emergency abort may drop requests, by design
+
+	// crashedA/B: the side lost ready replicas and has not been whole since;
+	// traffic above its ready capacity is then the world's doing.
+	crashedA, crashedB bool
+	// unsafeStart: the world began with traffic above ready capacity (a
+	// stored state from elsewhere); cleared once traffic fits.
+	unsafeStart bool
+	stats       fake.TrafficStats
+	// progressAt is the instant of the last visible progress (a write, a
+	// change of phase or step), for the deadline check.
+	progressAt time.Time
+	writes     int
+	// backDebt is how far the clock was moved back since the last progress:
+	// recorded instants ahead of the clock count as no time passing.
+	backDebt time.Duration
 }
 
 func newMachine(t *rapid.T) *machine {
@@ -111,7 +127,41 @@ func newMachine(t *rapid.T) *machine {
 		m.traffic = fake.NewTraffic(nil, m.a, m.b, 1000)
 	}
 	m.s = strategy.NewState("v1", "v2")
+	if rapid.Bool().Draw(t, "storedState") {
+		m.s = genStoredState(t)
+	}
+	m.progressAt = t0
 	return m
+}
+
+// genStoredState draws a state a Store could hand back: plausible rollouts
+// in any phase, some corrupt in one or more fields.
+func genStoredState(t *rapid.T) strategy.State {
+	pct := func(label string) int32 {
+		if rapid.IntRange(0, 9).Draw(t, label+"Wild") == 0 {
+			return rapid.Int32Range(-100, 500).Draw(t, label)
+		}
+		return rapid.Int32Range(0, 100).Draw(t, label)
+	}
+	at := func(label string) metav1.MicroTime {
+		return metav1.NewMicroTime(t0.Add(-time.Duration(rapid.IntRange(0, 3600).Draw(t, label)) * time.Second))
+	}
+	s := strategy.State{
+		StableRevision: "v1",
+		CanaryRevision: rapid.SampledFrom([]string{"v1", "v2"}).Draw(t, "canaryRev"),
+		StableSide:     rapid.SampledFrom([]strategy.Side{"", strategy.SideA, strategy.SideB, "Z"}).Draw(t, "side"),
+		Phase: rapid.SampledFrom([]strategy.Phase{"", strategy.PhaseProgressing, strategy.PhasePaused, strategy.PhaseAborting,
+			strategy.PhaseAborted, strategy.PhaseCompleting, strategy.PhaseSucceeded, "Bogus"}).Draw(t, "phase"),
+		StepIndex: rapid.Int32Range(-1, 6).Draw(t, "stepIndex"),
+		Desired:   strategy.Allocation{Weight: pct("weight"), StableCapacity: pct("stable"), CanaryCapacity: pct("canary")},
+		StartedAt: at("startedAt"),
+		HopAt:     at("hopAt"),
+		Paused:    rapid.Bool().Draw(t, "paused"),
+	}
+	if rapid.Bool().Draw(t, "aborted") {
+		s.Aborted = &strategy.AbortStatus{Reason: "stored", At: at("abortedAt"), Emergency: rapid.Bool().Draw(t, "emergency")}
+	}
+	return s
 }
 
 func (m *machine) canarySide() *fake.Capacity {
@@ -134,6 +184,7 @@ func (m *machine) Reconcile(t *rapid.T) {
 // reconcile, requeue, reconcile... checking the invariants at every turn.
 func (m *machine) Progress(t *rapid.T) {
 	for i, n := 0, rapid.IntRange(1, 40).Draw(t, "turns"); i < n && !m.s.Phase.Terminal(); i++ {
+		before := m.s
 		next, requeue, err := m.runner.Reconcile(context.Background(), m.s)
 		if next.Aborted != nil && next.Aborted.Emergency {
 			m.emergency = true
@@ -141,6 +192,7 @@ func (m *machine) Progress(t *rapid.T) {
 		m.s = next
 		m.traffic.Tick()
 		m.Check(t)
+		m.checkProgress(t, before)
 		if err != nil || requeue <= 0 {
 			requeue = time.Second
 		}
@@ -166,7 +218,9 @@ func (m *machine) Advance(t *rapid.T) {
 }
 
 func (m *machine) ClockBack(t *rapid.T) {
-	m.clock.Advance(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
+	back := time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back"))
+	m.clock.Advance(-back)
+	m.backDebt += back
 }
 
 func (m *machine) Lag(t *rapid.T) {
@@ -231,6 +285,25 @@ func (m *machine) Command(t *rapid.T) {
 }
 
 // Restart is a crash: the state goes through JSON into a new Runner.
+// Crash takes ready replicas away on one side, and may leave it crash-looping
+// (pods that never become ready again until the loop ends).
+func (m *machine) Crash(t *rapid.T) {
+	c := m.a
+	if rapid.Bool().Draw(t, "crashB") {
+		c = m.b
+	}
+	if rapid.IntRange(0, 3).Draw(t, "loopToggle") == 0 {
+		c.CrashLoop(rapid.Bool().Draw(t, "loop"))
+		return
+	}
+	c.Crash(rapid.Int32Range(1, c.Replicas()).Draw(t, "crashed"))
+	if c == m.a {
+		m.crashedA = true
+	} else {
+		m.crashedB = true
+	}
+}
+
 func (m *machine) Restart(t *rapid.T) {
 	b, err := json.Marshal(m.s)
 	if err != nil {
@@ -247,35 +320,79 @@ func (m *machine) Restart(t *rapid.T) {
 
 func (m *machine) Check(t *rapid.T) {
 	machineSteps.Add(1)
+	stA, stB := m.a.Status(), m.b.Status()
+	// A side is whole again once nothing of it is missing.
+	if stA.Settled && stA.Ready >= stA.Capacity {
+		m.crashedA = false
+	}
+	if stB.Settled && stB.Ready >= stB.Capacity {
+		m.crashedB = false
+	}
 	if m.opts.Capacity != strategy.CapacityReplicas {
 		w := m.router.Applied()
 		if w.A+w.B != 100 || w.A < 0 || w.B < 0 {
 			t.Fatalf("applied weights %+v", w)
 		}
-		if !m.emergency {
-			readyA, readyB := int32(100), int32(100)
-			if m.opts.Capacity == strategy.CapacityManaged {
-				readyA, readyB = m.a.Status().Ready, m.b.Status().Ready
-			}
-			if w.A > readyA || w.B > readyB {
-				t.Fatalf("traffic exceeds ready capacity: weights %+v, ready A %d B %d", w, readyA, readyB)
-			}
+		readyA, readyB := int32(100), int32(100)
+		if m.opts.Capacity == strategy.CapacityManaged {
+			readyA, readyB = stA.Ready, stB.Ready
 		}
-	} else if ready := m.a.Status().Ready + m.b.Status().Ready; ready < 100-m.opts.MaxUnavailablePercent {
+		fits := w.A <= readyA && w.B <= readyB
+		if fits {
+			m.unsafeStart = false
+		}
+		explained := (w.A <= readyA || m.crashedA) && (w.B <= readyB || m.crashedB)
+		if !fits && !m.emergency && !m.unsafeStart && !explained {
+			t.Fatalf("traffic exceeds ready capacity: weights %+v, ready A %d B %d", w, readyA, readyB)
+		}
+	} else if ready := stA.Ready + stB.Ready; ready < 100-m.opts.MaxUnavailablePercent && !m.crashedA && !m.crashedB {
 		t.Fatalf("replicas: total ready %d below 100 - maxUnavailable %d", ready, m.opts.MaxUnavailablePercent)
 	}
 	if m.opts.Capacity != strategy.CapacityFixed {
-		if total := m.a.Status().Capacity + m.b.Status().Capacity; total > 100+m.surge {
+		if total := stA.Capacity + stB.Capacity; total > 100+m.surge {
 			t.Fatalf("capacity %d exceeds 100 + maxSurge %d", total, m.surge)
 		}
 	}
 	st := m.traffic.Stats()
-	if !m.emergency && st.Dropped != 0 {
-		t.Fatalf("traffic dropped %d requests: %+v", st.Dropped, st)
+	lost := st.Dropped - m.stats.Dropped
+	over := st.Overloaded - m.stats.Overloaded
+	m.stats = st
+	if (lost != 0 || over != 0 && m.opts.MaxUnavailablePercent == 0) && !m.emergency && !m.unsafeStart && !m.crashedA && !m.crashedB {
+		t.Fatalf("%d requests dropped and %d overloaded with no crash to explain it: %+v", lost, over, st)
 	}
-	if !m.emergency && st.Overloaded != 0 && m.opts.MaxUnavailablePercent == 0 {
-		t.Fatalf("traffic overloaded %d requests: %+v", st.Overloaded, st)
+}
+
+// checkProgress: a rollout that is not finished, not paused for a person
+// and has shown no progress for longer than its progress deadline (plus the
+// longest wait its steps may ask for) reports Degraded with a reason.
+func (m *machine) checkProgress(t *rapid.T, before strategy.State) {
+	writes := m.router.Writes() + m.a.Writes() + m.b.Writes()
+	now := m.clock.Now()
+	if writes != m.writes || before.Phase != m.s.Phase || before.StepIndex != m.s.StepIndex || m.s.Paused ||
+		m.s.Phase.Terminal() || m.s.Idle() {
+		m.writes, m.progressAt, m.backDebt = writes, now, 0
+		return
 	}
+	deadline := m.opts.ProgressDeadline
+	if deadline == 0 {
+		deadline = strategy.DefaultProgressDeadline
+	}
+	slack := 4*time.Minute + m.opts.ScaleDownDelay + 2*m.backDebt // intervals and timed pauses are at most 2 minutes here
+	since := m.progressAt
+	for _, at := range []metav1.MicroTime{m.s.StartedAt, m.s.HopAt, m.s.StepStartedAt, m.s.LastCommandAt, m.s.PausedAt, m.s.ReachedAt} {
+		if at.Time.After(since) {
+			since = at.Time // a recorded instant ahead of the clock: no time passes until it
+		}
+	}
+	if now.Sub(since) <= deadline+slack {
+		return
+	}
+	for _, c := range m.s.Conditions {
+		if c.Type == strategy.ConditionDegraded && c.Status == metav1.ConditionTrue && c.Reason != "" {
+			return
+		}
+	}
+	t.Fatalf("no progress for %s (deadline %s) and not Degraded: %s: %s", now.Sub(since), deadline, m.s.Phase, m.s.Message)
 }
 
 func TestRunnerStateMachine(t *testing.T) {

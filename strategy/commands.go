@@ -148,6 +148,19 @@ func (s State) Retarget(revision string, now time.Time) State {
 		n.Conditions = s.Conditions
 		n.LastCommandAt = micro(clock(&s, now))
 		return n
+	case s.Idle():
+		// Nothing was rolled out: the stable side holds everything, whatever
+		// an idle state's allocation says.
+		if revision == "" || revision == s.StableRevision {
+			return s
+		}
+		n := NewState(s.StableRevision, revision)
+		if s.StableSide != "" {
+			n.StableSide = s.StableSide
+		}
+		n.Conditions = s.Conditions
+		n.LastCommandAt = micro(clock(&s, now))
+		return n
 	case s.Phase == PhaseSucceeded || s.Phase == PhaseRolledBack:
 		if revision == s.StableRevision || revision == "" {
 			return s

@@ -65,7 +65,7 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	mode := opts.Capacity
 	a := d.State.Desired
 	for _, v := range []int32{a.Weight, a.StableCapacity, a.CanaryCapacity} {
-		if v < 0 || v > 100 {
+		if (v < 0 || v > 100) && (d.HasHops() || in.check(mode, nil)) {
 			t.Fatalf("allocation out of range: %+v", a)
 		}
 	}
@@ -87,7 +87,7 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	checkSafeHops(t, mode, &in, &d, emergency)
 	// A walk back may take a route that already sends less to the canary as
 	// its next hop, when the stable side is ready for that traffic.
-	if in.Phase == PhaseAborting && mode != CapacityReplicas && in.Observed.WeightApplied && !in.Observed.WeightInvalid &&
+	if d.State.Phase == PhaseAborting && mode != CapacityReplicas && in.Observed.WeightApplied && !in.Observed.WeightInvalid &&
 		in.Observed.Weight < in.Desired.Weight && d.Weight.Set && d.Weight.Value == in.Observed.Weight &&
 		!d.StableCapacity.Set && !d.CanaryCapacity.Set {
 		return d
@@ -375,7 +375,11 @@ func checkSafeHops(t TB, mode CapacityMode, in *State, d *Decision, emergency bo
 	o := &in.Observed
 	if d.Weight.Set && !emergency {
 		w := d.Weight.Value
-		if w > o.Canary.Ready && (o.WeightInvalid || w > o.Weight) {
+		// With an invalid split the real shares are unknown: only a walk
+		// back may write a valid split that sends the canary less than both
+		// the route's and the last desired weight.
+		walkBackInvalid := d.State.Phase == PhaseAborting && w <= min(o.Weight, in.Desired.Weight)
+		if w > o.Canary.Ready && (o.WeightInvalid && !walkBackInvalid || !o.WeightInvalid && w > o.Weight) {
 			t.Fatalf("weight %d puts more on the canary than its ready %d (route holds %d, invalid %v)", w, o.Canary.Ready, o.Weight, o.WeightInvalid)
 		}
 		if 100-w > o.Stable.Ready && (o.WeightInvalid || w < o.Weight) {

@@ -21,6 +21,15 @@ type world struct {
 
 	health Health
 	gates  []GateResult
+
+	// invalid: another writer left weights that are not a split of 100;
+	// the next weight write replaces them. failing: the adapters cannot be
+	// read at all.
+	invalid bool
+	failing bool
+	// unsafeStart: the world began with traffic above ready capacity;
+	// cleared once traffic fits.
+	unsafeStart bool
 }
 
 type side struct {
@@ -30,6 +39,18 @@ type side struct {
 	replicas int32 // full replica count (granularity)
 	halfUp   bool  // round replica counts half-up (Ray Serve) instead of up
 	lag      int
+	loop     bool // crash-looping: no replica becomes ready
+	// crashed: ready capacity was lost here since the side was last whole;
+	// traffic above ready capacity is then the world's doing, not a hop's
+	// (a hop decided before the crash may still land on it).
+	crashed bool
+}
+
+// crash takes n percent of ready capacity away at once, as pods that crash
+// after becoming ready; the side replaces them (unless loop) like new ones.
+func (s *side) crash(n int32) {
+	s.ready = max(0, s.ready-n)
+	s.crashed = true
 }
 
 // readyFor is the ready share a settled side reaches at capacity c.
@@ -69,7 +90,7 @@ func (s *side) tick() {
 		s.ready = target
 	case s.lag > 0:
 		s.lag--
-	case target > s.ready:
+	case target > s.ready && !s.loop:
 		s.ready += (target - s.ready + 1) / 2 // partial: replicas become ready a few at a time
 	}
 }
@@ -93,6 +114,7 @@ func (w *world) apply(d *Decision, lag int) {
 	if d.Weight.Set && w.mode != CapacityReplicas {
 		w.askedWeight = d.Weight.Value
 		w.weightLag = lag
+		w.invalid = false
 	}
 	if w.mode == CapacityFixed {
 		return
@@ -134,7 +156,8 @@ func (w *world) observe(now time.Time) Observation {
 	o := Observation{
 		At:            micro(now),
 		Weight:        w.weight,
-		WeightApplied: w.accepted && w.weightLag == 0,
+		WeightApplied: w.accepted && w.weightLag == 0 && !w.invalid,
+		WeightInvalid: w.invalid,
 		Stable:        SideObservation{Capacity: w.stable.current, Ready: w.stable.ready, Settled: w.stable.settled()},
 		Canary:        SideObservation{Capacity: w.canary.current, Ready: w.canary.ready, Settled: w.canary.settled()},
 		Health:        w.health,
@@ -155,6 +178,25 @@ func (w *world) trafficFits(maxUnavailable int32) bool {
 	return w.weight <= w.canary.ready && 100-w.weight <= w.stable.ready
 }
 
+// overloadExplained reports whether every side carrying more than its
+// ready capacity is so by the world's doing: a crash it has not recovered
+// from, an unsafe start, or an invalid split whose real shares are unknown.
+func (w *world) overloadExplained() bool {
+	for _, sd := range []*side{&w.stable, &w.canary} {
+		if sd.ready >= sd.readyFor(sd.asked) && !sd.loop && sd.lag == 0 {
+			sd.crashed = false // whole again
+		}
+	}
+	if w.mode == CapacityReplicas || w.invalid {
+		return true // traffic follows ready replicas; or the shares are unknown
+	}
+	if w.trafficFits(0) {
+		w.unsafeStart = false
+		return true
+	}
+	return w.unsafeStart ||
+		(w.weight <= w.canary.ready || w.canary.crashed) && (100-w.weight <= w.stable.ready || w.stable.crashed)
+}
 // genStrategy draws a valid strategy of any kind, in the given mode.
 func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 	opts := Options{Capacity: mode}

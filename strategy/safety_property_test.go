@@ -1,0 +1,312 @@
+package strategy
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"pgregory.net/rapid"
+)
+
+// The safety properties of the package documentation, from any stored state
+// (corrupt ones included) against a world that loses ready capacity on
+// either side at random, rewrites the route, rejects it and fails to answer.
+
+// checkedActions counts the actions the safety properties checked in this
+// run; TestSafetyVolume holds it to its floor.
+var checkedActions atomic.Int64
+
+// minCheckedActions is the least number of actions the safety properties
+// check per run.
+const minCheckedActions = 100_000
+
+// genPercentish draws a number that is mostly a percentage, sometimes not.
+func genPercentish(t *rapid.T, label string) int32 {
+	if rapid.IntRange(0, 9).Draw(t, label+"Wild") == 0 {
+		return rapid.Int32Range(-200, 600).Draw(t, label)
+	}
+	return rapid.Int32Range(0, 100).Draw(t, label)
+}
+
+func genTime(t *rapid.T, label string) metav1.MicroTime {
+	if rapid.Bool().Draw(t, label+"Zero") {
+		return metav1.MicroTime{}
+	}
+	return micro(t0.Add(time.Duration(rapid.Int64Range(-int64(time.Hour), int64(time.Hour)).Draw(t, label))))
+}
+
+// genState draws any state a store could hand back: most are plausible
+// rollouts in some phase, some are corrupt in one or more fields.
+func genState(t *rapid.T) State {
+	phases := []Phase{"", PhaseProgressing, PhasePaused, PhaseAborting, PhaseAborted, PhaseRolledBack,
+		PhaseCompleting, PhaseSucceeded, "Bogus"}
+	s := State{
+		StableRevision: rapid.SampledFrom([]string{"", "a"}).Draw(t, "stableRev"),
+		CanaryRevision: rapid.SampledFrom([]string{"", "a", "b"}).Draw(t, "canaryRev"),
+		StableSide:     rapid.SampledFrom([]Side{"", SideA, SideB, "C"}).Draw(t, "side"),
+		Phase:          rapid.SampledFrom(phases).Draw(t, "phase"),
+		StepIndex:      rapid.Int32Range(-2, 8).Draw(t, "stepIndex"),
+		Desired: Allocation{
+			Weight:         genPercentish(t, "dWeight"),
+			StableCapacity: genPercentish(t, "dStable"),
+			CanaryCapacity: genPercentish(t, "dCanary"),
+		},
+		Observed: Observation{
+			At:            genTime(t, "obsAt"),
+			Weight:        genPercentish(t, "oWeight"),
+			WeightApplied: rapid.Bool().Draw(t, "oApplied"),
+		},
+		StartedAt:       genTime(t, "startedAt"),
+		HopAt:           genTime(t, "hopAt"),
+		WeightChangedAt: genTime(t, "weightChangedAt"),
+		StepStartedAt:   genTime(t, "stepStartedAt"),
+		ReachedAt:       genTime(t, "reachedAt"),
+		Paused:          rapid.Bool().Draw(t, "paused"),
+		PauseReason:     rapid.SampledFrom([]string{"", ReasonManualPause, ReasonPauseStep, ReasonGateInconclusive, ReasonUnhealthy}).Draw(t, "pauseReason"),
+		Released:        rapid.Bool().Draw(t, "released"),
+		UnhealthyCount:  rapid.Int32Range(-1, 5).Draw(t, "unhealthyCount"),
+		FailingSince:    genTime(t, "failingSince"),
+	}
+	if rapid.Bool().Draw(t, "aborted") {
+		s.Aborted = &AbortStatus{Reason: "stored", At: genTime(t, "abortedAt"), Emergency: rapid.Bool().Draw(t, "emergency")}
+	}
+	if rapid.Bool().Draw(t, "pending") {
+		s.PendingRevision = rapid.SampledFrom([]string{"a", "c"}).Draw(t, "pendingRev")
+	}
+	return s
+}
+
+// genWorld draws a physical world, independent of any state: the route and
+// both sides as they are, safe or not.
+func genWorld(t *rapid.T, mode CapacityMode) *world {
+	w := &world{mode: mode, accepted: rapid.Bool().Draw(t, "wAccepted")}
+	w.weight = rapid.Int32Range(0, 100).Draw(t, "wWeight")
+	w.askedWeight = w.weight
+	for _, sd := range []*side{&w.stable, &w.canary} {
+		sd.replicas = rapid.Int32Range(0, 12).Draw(t, "wReplicas")
+		sd.asked = rapid.Int32Range(0, 100).Draw(t, "wCapacity")
+		if mode == CapacityFixed {
+			sd.asked = 100
+		}
+		sd.current = sd.asked
+		sd.ready = sd.readyFor(sd.asked)
+	}
+	w.unsafeStart = !w.trafficFits(0)
+	return w
+}
+
+// worldAction changes the world the way real backends do: crashes, crash
+// loops, another writer, a rejecting parent, adapters that stop answering.
+func worldAction(t *rapid.T, w *world) {
+	sd := &w.stable
+	if rapid.Bool().Draw(t, "canarySide") {
+		sd = &w.canary
+	}
+	switch rapid.IntRange(0, 5).Draw(t, "worldAction") {
+	case 0, 1:
+		sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
+	case 2:
+		sd.loop = !sd.loop
+	case 3:
+		w.accepted = !w.accepted
+	case 4:
+		if w.mode != CapacityReplicas {
+			w.invalid = !w.invalid
+		}
+	default:
+		w.failing = !w.failing
+	}
+}
+
+// observeWorld is what a Runner writes into the state before a Step: the
+// world, or the stored observation with an error when the adapters fail.
+func observeWorld(s *State, w *world, now time.Time) {
+	if w.failing {
+		s.Observed.Error = "router: read weights: not found"
+		return
+	}
+	s.Observed = w.observe(now)
+}
+
+// TestNeverUnsafe: from any stored state, against a world that loses ready
+// capacity, rewrites and rejects the route and stops answering, with random
+// commands, restarts, lost writes and clocks that jump back, no hop ever
+// puts traffic above observed ready capacity (but the documented emergency),
+// no side is scaled below the traffic it may carry, a corrupt state asks for
+// nothing, and Step never turns a valid state into an invalid one.
+func TestNeverUnsafe(t *testing.T) {
+	for round := 0; round < 4; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			rapid.Check(t, neverUnsafe)
+		})
+	}
+}
+
+func neverUnsafe(t *rapid.T) {
+	mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
+	strat := genStrategy(t, mode)
+	var s State
+	if rapid.Bool().Draw(t, "fresh") {
+		s = NewState("a", "b")
+	} else {
+		s = genState(t)
+	}
+	w := genWorld(t, mode)
+	now := t0
+	emergencySeen := false
+	steps := rapid.IntRange(1, 300).Draw(t, "steps")
+	for i := 0; i < steps; i++ {
+		checkedActions.Add(1)
+		switch rapid.IntRange(0, 9).Draw(t, "action") {
+		case 0, 1, 2, 3:
+			observeWorld(&s, w, now)
+			valid := s.check(mode, nil)
+			d := checkStep(t, strat, s, now)
+			t.Logf("step at %s: %s desired %+v observed w%d applied %v invalid %v err %q stable %+v canary %+v -> %s %+v hops %s (%s)",
+				now.Format("15:04:05"), s.Phase, s.Desired, s.Observed.Weight, s.Observed.WeightApplied, s.Observed.WeightInvalid,
+				s.Observed.Error, s.Observed.Stable, s.Observed.Canary, d.State.Phase, d.State.Desired, hopString(&d), d.State.Message)
+			if !valid && d.HasHops() {
+				t.Fatalf("a hop from an invalid state: %+v", d)
+			}
+			if valid && !d.State.check(mode, nil) {
+				t.Fatalf("Step made a valid state invalid: %v\nin %+v\nout %+v", d.State.Validate(mode), s, d.State)
+			}
+			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
+			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
+			if d.State.StableSide != s.StableSide && d.State.Phase == PhaseSucceeded {
+				w.swap()
+			}
+			s = d.State
+		case 4, 5:
+			w.tick()
+			if !emergencySeen && !w.overloadExplained() {
+				t.Fatalf("world: weight %d, ready stable %d canary %d, with no crash to explain it", w.weight, w.stable.ready, w.canary.ready)
+			}
+		case 6:
+			worldAction(t, w)
+		case 7:
+			now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
+		case 8:
+			valid := s.check(mode, nil)
+			switch rapid.IntRange(0, 8).Draw(t, "command") {
+			case 0:
+				s = s.Pause(now)
+			case 1:
+				s = s.Resume(now)
+			case 2:
+				s = s.Abort("test", now)
+			case 3:
+				s = s.Promote(now)
+			case 4:
+				s = s.PromoteFull(now)
+			case 5:
+				s = s.Retry(now)
+			case 6:
+				s = s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now)
+			case 7:
+				s = roundTrip(t, s) // a restarted controller
+			default:
+				now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
+			}
+			if valid && !s.check(mode, nil) {
+				t.Fatalf("a command made a valid state invalid: %v", s.Validate(mode))
+			}
+		default:
+			// A reconcile whose state is never stored: the world moves,
+			// the state does not.
+			observeWorld(&s, w, now)
+			d := checkStep(t, strat, s, now)
+			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
+			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lostLag"))
+		}
+	}
+}
+
+// TestNeverStuckSilently: whatever the world does (lag, a data plane that
+// never accepts, crash loops on either side, invalid splits, adapters that
+// stop answering, gates that never answer), a rollout left alone either
+// reaches a terminal phase, waits visibly for a person (paused), or reports
+// Degraded with a reason once its progress deadline has passed.
+func TestNeverStuckSilently(t *testing.T) {
+	for round := 0; round < 2; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			rapid.Check(t, neverStuckSilently)
+		})
+	}
+}
+
+func neverStuckSilently(t *rapid.T) {
+	mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
+	strat := genStrategy(t, mode)
+	opts, _ := optionsOf(strat)
+	s := NewState("a", "b")
+	w := newWorld(mode, &s)
+	w.stable.replicas = rapid.Int32Range(0, 12).Draw(t, "stableReplicas")
+	w.canary.replicas = rapid.Int32Range(0, 12).Draw(t, "canaryReplicas")
+	w.stable.ready = w.stable.readyFor(w.stable.asked)
+	// Slack: the longest a healthy rollout may wait without progress.
+	slack := opts.pollInterval()
+	switch v := strat.(type) {
+	case Incremental:
+		slack += v.Interval
+	case Canary:
+		for _, st := range v.Steps {
+			if st.Pause != nil && st.Pause.Duration != nil {
+				slack = max(slack, *st.Pause.Duration+opts.pollInterval())
+			}
+		}
+	}
+	slack += opts.ScaleDownDelay
+	deadline := opts.progressDeadline()
+	now := t0
+	since := now // the start of the current stretch without progress
+	for i := 0; i < 400; i++ {
+		checkedActions.Add(1)
+		if rapid.IntRange(0, 9).Draw(t, "worldActs") == 0 {
+			worldAction(t, w)
+		}
+		observeWorld(&s, w, now)
+		d := checkStep(t, strat, s, now)
+		if d.HasHops() || d.State.Phase != s.Phase || d.State.StepIndex != s.StepIndex || d.State.Paused {
+			since = now
+		}
+		w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
+		if d.State.StableSide != s.StableSide {
+			w.swap()
+		}
+		s = d.State
+		if s.Phase.Terminal() {
+			return
+		}
+		if deadline > 0 && now.Sub(since) > deadline+slack && !degradedNow(&s) {
+			t.Fatalf("no progress for %s (deadline %s) and not Degraded: %s: %s", now.Sub(since), deadline, s.Phase, s.Message)
+		}
+		w.tick()
+		next := d.RequeueAfter
+		if next <= 0 {
+			next = opts.pollInterval()
+		}
+		now = now.Add(next)
+	}
+}
+
+func degradedNow(s *State) bool {
+	for _, c := range s.Conditions {
+		if c.Type == ConditionDegraded {
+			return c.Status == metav1.ConditionTrue && c.Reason != ""
+		}
+	}
+	return false
+}
+
+// TestSafetyVolume holds the safety properties to at least
+// minCheckedActions checked actions per run (it runs after them: Go runs a
+// file's tests in source order, and this file's after the older ones).
+func TestSafetyVolume(t *testing.T) {
+	for checkedActions.Load() < minCheckedActions {
+		t.Run("more", func(t *testing.T) { rapid.Check(t, neverUnsafe) })
+	}
+	t.Logf("%d actions checked", checkedActions.Load())
+}
