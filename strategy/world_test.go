@@ -197,6 +197,7 @@ func (w *world) overloadExplained() bool {
 	return w.unsafeStart ||
 		(w.weight <= w.canary.ready || w.canary.crashed) && (100-w.weight <= w.stable.ready || w.stable.crashed)
 }
+
 // genStrategy draws a valid strategy of any kind, in the given mode.
 func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 	opts := Options{Capacity: mode}
