@@ -10,9 +10,9 @@
 //
 //	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 //		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
-//		if obj.Spec.Revision != obj.Status.Rollout.CanaryRevision {
-//			obj.Status.Rollout = obj.Status.Rollout.Retarget(obj.Spec.Revision, time.Now())
-//		}
+//		// A new object's zero state adopts the revision as running; a new
+//		// revision later starts a rollout. Take now from the Runner's clock.
+//		obj.Status.Rollout = obj.Status.Rollout.Retarget(obj.Spec.Revision, c.clock.Now())
 //		next, requeue, err := c.runner.Reconcile(ctx, obj.Status.Rollout)
 //		obj.Status.Rollout = next // store it even when err != nil: nothing is lost
 //		if uerr := c.Status().Update(ctx, obj); uerr != nil {
@@ -26,13 +26,27 @@
 // through the Observer, which sees every reconcile: the state before and
 // after, the decision, the hops applied and any error.
 //
+// The zero state, and any idle state (strategy.State.Idle), reads no adapter
+// and asks for nothing. A stored state that fails strategy.State.Validate is
+// never applied: Reconcile returns a *strategy.StateError naming each field,
+// and the state reports Degraded with reason InvalidState.
+//
 // Errors. Adapter errors come back as *AdapterError naming the adapter
 // ("router", "capacity A", ...), the operation and the hop, wrapping the
 // adapter's error (ErrNotFound, ErrConflict, ...). After a transient error
 // the returned state is the one before the failed hop, so the next reconcile
-// asks for it again. An error marked Permanent aborts the rollout instead of
-// retrying forever.
+// asks for it again, with the error in Observed.Error: the rollout reports
+// Degraded (ObservationFailed) and the time since the first failure counts
+// toward the progress deadline, so a deleted route or a workload that is
+// gone surfaces in status and can abort the rollout. An error marked
+// Permanent aborts the rollout instead of retrying forever.
+//
+// Weights read from the route that do not sum to 100 (another writer, a
+// careless edit) are reported as Observation.WeightInvalid and repaired once
+// that is safe.
 //
 // Standalone programs call Run, which loops with a Store so that a killed
 // process resumes where it stopped; package fake has an in-memory Store.
+// Run never drops a command or a hop because a save failed: it keeps the
+// change in memory, reconciles from it, and retries the save until it lands.
 package rollout

@@ -103,10 +103,15 @@ func (s State) PromoteFull(now time.Time) State {
 
 // Retry starts an aborted rollout again (Aborted, or Aborting because of a
 // failure): it continues at the first step whose weight is >= the current
-// weight, from step 0 once the walk back has finished.
+// weight, from step 0 once the walk back has finished. It does nothing while
+// an emergency walk back has not yet asked the stable side for the capacity
+// its traffic needs.
 func (s State) Retry(now time.Time) State {
 	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
 		return s
+	}
+	if s.Phase == PhaseAborting && 100-s.Desired.Weight > s.Desired.StableCapacity {
+		return s // an emergency walk back has not scaled the stable side up yet
 	}
 	s = s.command(now)
 	s.Aborted = nil

@@ -54,6 +54,96 @@
 // router: traffic follows ready replicas, bounded by MaxSurgePercent and
 // MaxUnavailablePercent like a rolling update).
 //
+// # The zero State, new objects and stored states
+//
+// The zero State is idle: Step asks no adapter for anything, and a Runner
+// does not even read them, until a rollout is started. A brand-new object
+// (whose status holds a zero or null state) starts with one line, called on
+// every reconcile with the revision its spec asks for:
+//
+//	s = s.Retarget(spec.Revision, now)
+//
+// On the zero state it records that revision as already running on the
+// stable side, with all traffic and capacity, and rolls nothing out; later,
+// a different revision starts a rollout from it. NewState(v, v) is the same
+// idle state; NewState(stable, canary) is a rollout about to start.
+//
+// A state read back from storage is never trusted. Step validates it first
+// (State.Validate): an unknown phase or side, a percentage outside 0..100, a
+// negative counter, or a desired allocation that breaks the invariants below
+// (the stable side below its traffic, the canary below its weight, phase
+// Completing with traffic still on the stable side) asks for nothing and
+// reports Degraded with reason InvalidState; the Runner returns the
+// *StateError, which names every field. Replace such a state to recover.
+//
+// Repairs (asking again for a hop that a lost write, another writer or a
+// lost state left undone) are checked against the world as observed now,
+// not trusted because they were once recorded: a weight is written back only
+// if both sides' observed ready capacity covers it, and a side is scaled
+// down only to at least the traffic the route may still send it. A route
+// whose weights are not a split of 100 (Observation.WeightInvalid) is
+// repaired the same way; until then no side is scaled down at all.
+//
+// # Deadlines, failures and lost readiness
+//
+// No default leaves a rollout waiting in silence. Options.ProgressDeadline
+// (DefaultProgressDeadline, ten minutes, when zero; NoProgressDeadline turns
+// it off) bounds every wait for the world, counted from the latest of the
+// last hop, the start of the rollout, the start of the current step and the
+// last command: a hop not observed applied, ready capacity that does not
+// come, a route no gateway reports on, a gate verdict that never arrives.
+// When it passes the rollout reports Degraded (ProgressDeadlineExceeded),
+// and aborts if AbortOnProgressDeadline. Pauses and step intervals are
+// exempt. Adapters that fail (Observation.Error, set by the Runner from a
+// read or a write that failed) report Degraded (ObservationFailed) at once,
+// ask for nothing, and count toward the deadline from their first failure
+// (State.FailingSince), pauses included.
+//
+// Readiness lost under traffic is a signal, in the managed and fixed modes:
+// a side whose observed ready capacity is below the traffic the route sends
+// it while it is not settled (pods crashed or failing their checks) has lost
+// readiness. On the canary each such observation counts as unhealthy toward
+// Options.UnhealthyAction (the abort reason is CanaryReadinessLost); on the
+// stable side progress holds, with Degraded (StableReadinessLost), until it
+// recovers. A side that has settled a little below its traffic (whole
+// replicas) has lost nothing. In the Replicas mode traffic follows ready
+// replicas, and a side that does not become ready is bounded by the
+// progress deadline.
+//
+// A walk back (an abort, a rollback) does not wait for the data plane to
+// accept its weight hops: each moves traffic toward a stable side observed
+// ready for it, so a parent that rejects the route, or never reports on it,
+// cannot freeze an abort. It does wait for acceptance before scaling the
+// canary below traffic it may still receive. A route that already sends
+// less to the canary than asked is taken as it is, not written back up.
+//
+// # Invariants
+//
+// The property tests of this package and of package rollout hold these on
+// random strategies, from any stored state (corrupt ones included), against
+// a world that lags, rounds, crashes on either side, rewrites and rejects
+// routes and stops answering, with random commands, restarts and clocks that
+// jump back:
+//
+//   - Step is deterministic, does not modify its input, and a JSON round trip
+//     of the state changes no decision;
+//   - no hop puts traffic above a side's observed ready capacity (a hop may
+//     only lower the share of a side that is already short), except the
+//     AbortEmergency ramp, as documented;
+//   - no side is scaled below the traffic it may carry;
+//   - desired capacity stays within 100 + MaxSurgePercent;
+//   - a hop starts only after the previous one is observed applied (a walk
+//     back excepted, as above);
+//   - an invalid state yields no hop, and neither Step nor a command turns a
+//     valid state into an invalid one;
+//   - weight only moves forward while healthy and not commanded back, and a
+//     rollout finishes within a bounded number of hops when the adapters
+//     apply what they are asked, in exactly the hops Plan predicts;
+//   - pauses last exactly their duration;
+//   - a rollout left alone reaches a terminal phase, waits for a person
+//     (paused), or reports Degraded with a reason once its progress deadline
+//     has passed.
+//
 // # Commands
 //
 // Pause, Resume, Abort, Promote, PromoteFull, Retry and Retarget are pure

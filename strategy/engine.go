@@ -465,7 +465,7 @@ func (r *run) emergency() bool {
 		// Budget against the larger of what was asked and what the side
 		// reports: a hop may have landed without being recorded.
 		s := min(100, 100+r.e.surge-max(st.Desired.CanaryCapacity, st.Observed.Canary.Capacity))
-		if s > st.Desired.StableCapacity {
+		if s > st.Desired.StableCapacity && s > st.Observed.Stable.Capacity { // never a scale-down
 			r.hopStable(s)
 		}
 	}

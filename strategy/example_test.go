@@ -1,6 +1,7 @@
 package strategy_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -253,4 +254,52 @@ func hops(d strategy.Decision) string {
 		h = append(h, fmt.Sprintf("weight=%d", d.Weight.Value))
 	}
 	return "[" + strings.Join(h, " ") + "]"
+}
+
+// ExampleState_Retarget starts a brand-new object: its zero state adopts the
+// revision the spec names (nothing is rolled out), and a later revision
+// starts a rollout from it.
+func ExampleState_Retarget() {
+	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	inc := strategy.Incremental{StepPercent: 50, Interval: time.Minute, MaxSurgePercent: 50}
+
+	var s strategy.State // a new object's status
+	s = s.Retarget("v1", now)
+	d := inc.Step(s, now)
+	fmt.Println("idle:", d.State.Idle(), "hops:", d.HasHops())
+
+	s = s.Retarget("v2", now)
+	tl, err := strategy.Plan(inc, strategy.PlanOptions{Start: now, State: &s})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl.Capacities(), "in", tl.Duration)
+	fmt.Println("stable now", tl.Final.StableRevision)
+	// Output:
+	// idle: true hops: false
+	// (100,0) -> (100,50) -> (50,50) -> (50,100) -> (0,100) in 1m0s
+	// stable now v2
+}
+
+// ExampleState_Validate: a corrupt state read back from storage is refused,
+// field by field, and Step asks for nothing.
+func ExampleState_Validate() {
+	var s strategy.State
+	_ = json.Unmarshal([]byte(`{"stableRevision":"v1","canaryRevision":"v2","phase":"Bogus","desired":{"weight":500}}`), &s)
+	err := s.Validate(strategy.CapacityManaged)
+	fmt.Println(errors.Is(err, strategy.ErrInvalidState))
+	var se *strategy.StateError
+	if errors.As(err, &se) {
+		for _, fe := range se.Errors {
+			fmt.Println(fe.Field)
+		}
+	}
+	d := strategy.BlueGreen{}.Step(s, time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC))
+	fmt.Println("hops:", d.HasHops())
+	// Output:
+	// true
+	// phase
+	// desired.weight
+	// hops: false
 }

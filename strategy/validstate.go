@@ -38,8 +38,8 @@ func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
 // outside 0..100, a negative counter, or a desired allocation that breaks
 // the invariants the engine keeps:
 //   - managed capacity: the canary's capacity covers its weight and the
-//     stable's covers the rest (an emergency abort may leave the stable
-//     short while it scales up);
+//     stable's covers the rest (an emergency walk back, in PhaseAborting,
+//     may leave the stable short while it scales up);
 //   - replicas: the weight mirrors the canary's capacity;
 //   - PhaseCompleting has all traffic on the canary.
 //
@@ -74,9 +74,13 @@ func (s *State) check(mode CapacityMode, bad func(path string, value any, detail
 	if s.UnhealthyCount < 0 && fail() {
 		bad("unhealthyCount", s.UnhealthyCount, "must not be negative")
 	}
+	inRange := true
 	pct := func(path string, v int32) {
-		if (v < 0 || v > 100) && fail() {
-			bad(path, v, "must be between 0 and 100")
+		if v < 0 || v > 100 {
+			inRange = false
+			if fail() {
+				bad(path, v, "must be between 0 and 100")
+			}
 		}
 	}
 	pct("desired.weight", s.Desired.Weight)
@@ -87,8 +91,8 @@ func (s *State) check(mode CapacityMode, bad func(path string, value any, detail
 	pct("observed.stable.ready", s.Observed.Stable.Ready)
 	pct("observed.canary.capacity", s.Observed.Canary.Capacity)
 	pct("observed.canary.ready", s.Observed.Canary.Ready)
-	if !ok && bad == nil {
-		return false
+	if !ok && bad == nil || !inRange {
+		return false // the allocation is not worth checking further
 	}
 	if s.Idle() {
 		return ok
@@ -102,7 +106,7 @@ func (s *State) check(mode CapacityMode, bad func(path string, value any, detail
 		if a.Weight > a.CanaryCapacity && fail() {
 			bad("desired.weight", a.Weight, "exceeds desired.canaryCapacity ("+itoa(a.CanaryCapacity)+")")
 		}
-		emergency := s.Aborted != nil && s.Aborted.Emergency
+		emergency := s.Phase == PhaseAborting && s.Aborted != nil && s.Aborted.Emergency
 		if 100-a.Weight > a.StableCapacity && !emergency && fail() {
 			bad("desired.stableCapacity", a.StableCapacity, "is below the stable side's traffic ("+itoa(100-a.Weight)+")")
 		}
