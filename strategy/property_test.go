@@ -201,7 +201,7 @@ func TestStepInvariants(t *testing.T) {
 				s = d.State
 			case 4, 5:
 				w.tick()
-				if !halfUp && !emergencySeen && !w.trafficFits(opts.MaxUnavailablePercent) {
+				if !halfUp && !emergencySeen && !w.overloadExplained(opts.MaxUnavailablePercent) {
 					t.Fatalf("world: weight %d, ready stable %d canary %d", w.weight, w.stable.ready, w.canary.ready)
 				}
 			case 6:
@@ -242,9 +242,20 @@ func TestStepInvariants(t *testing.T) {
 					now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
 				}
 			case 8:
-				if rapid.Bool().Draw(t, "routerFault") {
+				switch rapid.IntRange(0, 2).Draw(t, "fault") {
+				case 0:
 					w.accepted = !w.accepted // a parent stops (or resumes) accepting the route
-				} else {
+				case 1:
+					sd := &w.stable
+					if rapid.Bool().Draw(t, "canaryCrash") {
+						sd = &w.canary
+					}
+					if rapid.Bool().Draw(t, "loop") {
+						sd.loop = !sd.loop
+					} else {
+						sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
+					}
+				default:
 					w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
 				}
 			default:

@@ -80,7 +80,7 @@ func genState(t *rapid.T) State {
 
 // genWorld draws a physical world, independent of any state: the route and
 // both sides as they are, safe or not.
-func genWorld(t *rapid.T, mode CapacityMode) *world {
+func genWorld(t *rapid.T, mode CapacityMode, maxUnavailable int32) *world {
 	w := &world{mode: mode, accepted: rapid.Bool().Draw(t, "wAccepted")}
 	w.weight = rapid.Int32Range(0, 100).Draw(t, "wWeight")
 	w.askedWeight = w.weight
@@ -93,7 +93,7 @@ func genWorld(t *rapid.T, mode CapacityMode) *world {
 		sd.current = sd.asked
 		sd.ready = sd.readyFor(sd.asked)
 	}
-	w.unsafeStart = !w.trafficFits(0)
+	w.unsafeStart = !w.trafficFits(maxUnavailable)
 	return w
 }
 
@@ -147,13 +147,14 @@ func TestNeverUnsafe(t *testing.T) {
 func neverUnsafe(t *rapid.T) {
 	mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
 	strat := genStrategy(t, mode)
+	opts, _ := optionsOf(strat)
 	var s State
 	if rapid.Bool().Draw(t, "fresh") {
 		s = NewState("a", "b")
 	} else {
 		s = genState(t)
 	}
-	w := genWorld(t, mode)
+	w := genWorld(t, mode, opts.MaxUnavailablePercent)
 	now := t0
 	emergencySeen := false
 	steps := rapid.IntRange(1, 300).Draw(t, "steps")
@@ -181,7 +182,7 @@ func neverUnsafe(t *rapid.T) {
 			s = d.State
 		case 4, 5:
 			w.tick()
-			if !emergencySeen && !w.overloadExplained() {
+			if !emergencySeen && !w.overloadExplained(opts.MaxUnavailablePercent) {
 				t.Fatalf("world: weight %d, ready stable %d canary %d, with no crash to explain it", w.weight, w.stable.ready, w.canary.ready)
 			}
 		case 6:

@@ -178,24 +178,28 @@ func (w *world) trafficFits(maxUnavailable int32) bool {
 	return w.weight <= w.canary.ready && 100-w.weight <= w.stable.ready
 }
 
-// overloadExplained reports whether every side carrying more than its
-// ready capacity is so by the world's doing: a crash it has not recovered
-// from, an unsafe start, or an invalid split whose real shares are unknown.
-func (w *world) overloadExplained() bool {
+// overloadExplained reports whether traffic fits ready capacity or, where
+// it does not, the world is to blame: a crash a side has not recovered from,
+// an unsafe start, or an invalid split whose real shares are unknown.
+func (w *world) overloadExplained(maxUnavailable int32) bool {
 	for _, sd := range []*side{&w.stable, &w.canary} {
 		if sd.ready >= sd.readyFor(sd.asked) && !sd.loop && sd.lag == 0 {
 			sd.crashed = false // whole again
 		}
 	}
-	if w.mode == CapacityReplicas || w.invalid {
-		return true // traffic follows ready replicas; or the shares are unknown
-	}
-	if w.trafficFits(0) {
+	if w.trafficFits(maxUnavailable) {
 		w.unsafeStart = false
 		return true
 	}
-	return w.unsafeStart ||
-		(w.weight <= w.canary.ready || w.canary.crashed) && (100-w.weight <= w.stable.ready || w.stable.crashed)
+	switch {
+	case w.unsafeStart:
+		return true
+	case w.mode == CapacityReplicas:
+		return w.stable.crashed || w.canary.crashed
+	case w.invalid:
+		return true
+	}
+	return (w.weight <= w.canary.ready || w.canary.crashed) && (100-w.weight <= w.stable.ready || w.stable.crashed)
 }
 
 // genStrategy draws a valid strategy of any kind, in the given mode.
