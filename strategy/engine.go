@@ -189,6 +189,9 @@ func (r *run) step() {
 		// so once the route holds the desired weight and each side holds the
 		// desired capacity (settled or not) it may go on.
 		r.waitApplied()
+		if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
+			return // the deadline just aborted: all traffic to the stable side now
+		}
 		r.repair()
 		return
 	}
@@ -376,24 +379,30 @@ func (r *run) repair() {
 	if obs.WeightInvalid {
 		canaryTraffic, stableTraffic = 101, 101 // unknown: nothing may shrink
 	}
-	mu := o.MaxUnavailablePercent
-	if s := want.StableCapacity; obs.Stable.Capacity != s {
-		up := s > obs.Stable.Capacity
-		ok := up && s+max(want.CanaryCapacity, obs.Canary.Capacity) <= 100+r.e.surge ||
-			!up && o.Capacity == CapacityManaged && s >= stableTraffic ||
-			!up && o.Capacity == CapacityReplicas && s+min(obs.Canary.Ready, obs.Canary.Capacity) >= 100-mu
-		if ok {
-			r.d.StableCapacity = Target{Set: true, Value: s}
-		}
+	if r.safeCapacity(want.StableCapacity, &obs.Stable, max(want.CanaryCapacity, obs.Canary.Capacity), &obs.Canary, stableTraffic) {
+		r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
 	}
-	if c := want.CanaryCapacity; obs.Canary.Capacity != c {
-		up := c > obs.Canary.Capacity
-		ok := up && c+max(want.StableCapacity, obs.Stable.Capacity) <= 100+r.e.surge ||
-			!up && o.Capacity == CapacityManaged && c >= canaryTraffic ||
-			!up && o.Capacity == CapacityReplicas && c+min(obs.Stable.Ready, obs.Stable.Capacity) >= 100-mu
-		if ok {
-			r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
-		}
+	if c := want.CanaryCapacity; r.safeCapacity(c, &obs.Canary, max(want.StableCapacity, obs.Stable.Capacity), &obs.Stable, canaryTraffic) {
+		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
+	}
+}
+
+// safeCapacity reports whether a repair may ask a side (observed as side)
+// for capacity c: up only within the surge budget, the other side counted at
+// other; down (managed) only to at least the traffic the side may carry, or
+// (replicas) only while the other side's ready capacity keeps the total
+// within MaxUnavailablePercent.
+func (r *run) safeCapacity(c int32, side *SideObservation, other int32, otherSide *SideObservation, traffic int32) bool {
+	o := r.e.opts
+	switch {
+	case c == side.Capacity:
+		return false // nothing to repair
+	case c > side.Capacity:
+		return c+other <= 100+r.e.surge
+	case o.Capacity == CapacityManaged:
+		return c >= traffic
+	default:
+		return c+min(otherSide.Ready, otherSide.Capacity) >= 100-o.MaxUnavailablePercent
 	}
 }
 
@@ -402,7 +411,8 @@ func (r *run) repair() {
 // lower the weight.
 func (r *run) fits(w int32) bool {
 	st, o := r.st, &r.st.Observed
-	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && (w < st.Observed.Weight || w == 0) {
+	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency &&
+		(w == 0 || w < st.Observed.Weight && !st.Observed.WeightInvalid) {
 		return true
 	}
 	return w <= o.Canary.Ready && 100-w <= o.Stable.Ready

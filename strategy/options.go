@@ -190,12 +190,15 @@ type InvalidError struct {
 	Errors field.ErrorList
 }
 
-func (e *InvalidError) Error() string {
-	msgs := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
+func (e *InvalidError) Error() string { return joinErrors("strategy: invalid options: ", e.Errors) }
+
+// joinErrors renders a list of field errors after a prefix, "; "-separated.
+func joinErrors(prefix string, errs field.ErrorList) string {
+	msgs := make([]string, len(errs))
+	for i, fe := range errs {
 		msgs[i] = fe.Error()
 	}
-	return "strategy: invalid options: " + strings.Join(msgs, "; ")
+	return prefix + strings.Join(msgs, "; ")
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.

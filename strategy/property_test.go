@@ -207,24 +207,11 @@ func TestStepInvariants(t *testing.T) {
 			case 6:
 				now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
 			case 7:
-				switch rapid.IntRange(0, 8).Draw(t, "command") {
-				case 0:
-					s = s.Pause(now)
-				case 1:
-					s = s.Resume(now)
-				case 2:
-					s = s.Abort("test", now)
-					commanded = true
-				case 3:
-					s = s.Promote(now)
-				case 4:
-					s = s.PromoteFull(now)
-				case 5:
-					s = s.Retry(now)
-					commanded = true
-				case 6:
-					s = s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now)
-					commanded = true
+				switch c := rapid.IntRange(0, 8).Draw(t, "command"); c {
+				case 0, 1, 2, 3, 4, 5, 6:
+					var back bool
+					s, back = applyCommand(t, c, s, now)
+					commanded = commanded || back
 				case 7:
 					if rapid.Bool().Draw(t, "lost") {
 						// A reconcile whose state is never stored: the world
@@ -387,9 +374,9 @@ func checkSafeHops(t TB, mode CapacityMode, in *State, d *Decision, emergency bo
 	if d.Weight.Set && !emergency {
 		w := d.Weight.Value
 		// With an invalid split the real shares are unknown: only a walk
-		// back may write a valid split that sends the canary less than both
-		// the route's and the last desired weight.
-		walkBackInvalid := d.State.Phase == PhaseAborting && w <= min(o.Weight, in.Desired.Weight)
+		// back may write a valid split that sends the canary less than the
+		// last desired weight (a repair re-asking that weight may not).
+		walkBackInvalid := d.State.Phase == PhaseAborting && w < in.Desired.Weight && w <= o.Weight
 		if w > o.Canary.Ready && (o.WeightInvalid && !walkBackInvalid || !o.WeightInvalid && w > o.Weight) {
 			t.Fatalf("weight %d puts more on the canary than its ready %d (route holds %d, invalid %v)", w, o.Canary.Ready, o.Weight, o.WeightInvalid)
 		}
@@ -428,4 +415,26 @@ func hopString(d *Decision) string {
 		return "none"
 	}
 	return out[1:]
+}
+
+// applyCommand applies command c (0..6: Pause, Resume, Abort, Promote,
+// PromoteFull, Retry, Retarget) and reports whether it may move the weight
+// back.
+func applyCommand(t *rapid.T, c int, s State, now time.Time) (State, bool) {
+	switch c {
+	case 0:
+		return s.Pause(now), false
+	case 1:
+		return s.Resume(now), false
+	case 2:
+		return s.Abort("test", now), true
+	case 3:
+		return s.Promote(now), false
+	case 4:
+		return s.PromoteFull(now), false
+	case 5:
+		return s.Retry(now), true
+	default:
+		return s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now), true
+	}
 }

@@ -136,11 +136,12 @@ func observeWorld(s *State, w *world, now time.Time) {
 // puts traffic above observed ready capacity (but the documented emergency),
 // no side is scaled below the traffic it may carry, a corrupt state asks for
 // nothing, and Step never turns a valid state into an invalid one.
-func TestNeverUnsafe(t *testing.T) {
-	for round := 0; round < 4; round++ {
-		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			rapid.Check(t, neverUnsafe)
-		})
+func TestNeverUnsafe(t *testing.T) { rounds(t, 4, neverUnsafe) }
+
+// rounds runs a property n times, as subtests, each with its own seed.
+func rounds(t *testing.T, n int, prop func(*rapid.T)) {
+	for round := 0; round < n; round++ {
+		t.Run(fmt.Sprint(round), func(t *testing.T) { rapid.Check(t, prop) })
 	}
 }
 
@@ -191,21 +192,9 @@ func neverUnsafe(t *rapid.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
 		case 8:
 			valid := s.check(mode, nil)
-			switch rapid.IntRange(0, 8).Draw(t, "command") {
-			case 0:
-				s = s.Pause(now)
-			case 1:
-				s = s.Resume(now)
-			case 2:
-				s = s.Abort("test", now)
-			case 3:
-				s = s.Promote(now)
-			case 4:
-				s = s.PromoteFull(now)
-			case 5:
-				s = s.Retry(now)
-			case 6:
-				s = s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now)
+			switch c := rapid.IntRange(0, 8).Draw(t, "command"); c {
+			case 0, 1, 2, 3, 4, 5, 6:
+				s, _ = applyCommand(t, c, s, now)
 			case 7:
 				s = roundTrip(t, s) // a restarted controller
 			default:
@@ -230,13 +219,7 @@ func neverUnsafe(t *rapid.T) {
 // stop answering, gates that never answer), a rollout left alone either
 // reaches a terminal phase, waits visibly for a person (paused), or reports
 // Degraded with a reason once its progress deadline has passed.
-func TestNeverStuckSilently(t *testing.T) {
-	for round := 0; round < 2; round++ {
-		t.Run(fmt.Sprint(round), func(t *testing.T) {
-			rapid.Check(t, neverStuckSilently)
-		})
-	}
-}
+func TestNeverStuckSilently(t *testing.T) { rounds(t, 2, neverStuckSilently) }
 
 func neverStuckSilently(t *rapid.T) {
 	mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")

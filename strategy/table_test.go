@@ -1220,3 +1220,27 @@ func TestCorruptStateNeverAsksAHopOutOfRange(t *testing.T) {
 		})
 	}
 }
+
+// TestEmergencyAbortNeverRepairsAnInvalidSplitUpward: a rollout whose route
+// holds an invalid split (the canary's real share unknown) and whose
+// progress deadline aborts it with the Emergency ramp sends all traffic to
+// the stable side; it does not write the old desired weight back onto a
+// canary with nothing ready. (Found by the gateway store fuzz target.)
+func TestEmergencyAbortNeverRepairsAnInvalidSplitUpward(t *testing.T) {
+	strat := strategy.BlueGreen{Options: strategy.Options{AbortRamp: strategy.AbortEmergency, AbortOnProgressDeadline: true}}
+	s := strategy.NewState("v1", "v2")
+	s.Phase = strategy.PhaseProgressing
+	s.StartedAt = mt(t0)
+	s.Desired = strategy.Allocation{Weight: 81, StableCapacity: 100, CanaryCapacity: 100}
+	now := t0.Add(strategy.DefaultProgressDeadline + time.Minute)
+	s.Observed = strategy.Observation{At: mt(now), Weight: 100, WeightInvalid: true,
+		Stable: strategy.SideObservation{Capacity: 100, Ready: 100, Settled: true},
+		Canary: strategy.SideObservation{Capacity: 100, Ready: 0, Settled: true}}
+	d := stepChecked(t, strat, s, now)
+	if d.State.Phase != strategy.PhaseAborting || d.State.Aborted == nil || !d.State.Aborted.Emergency {
+		t.Fatalf("phase %s abort %+v: want an emergency abort", d.State.Phase, d.State.Aborted)
+	}
+	if diff := cmp.Diff(strategy.Target{Set: true, Value: 0}, d.Weight); diff != "" {
+		t.Fatalf("weight (-want +got):\n%s", diff)
+	}
+}

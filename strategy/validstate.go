@@ -3,7 +3,6 @@ package strategy
 import (
 	"errors"
 	"strconv"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
@@ -17,13 +16,7 @@ type StateError struct {
 	Errors field.ErrorList
 }
 
-func (e *StateError) Error() string {
-	msgs := make([]string, len(e.Errors))
-	for i, fe := range e.Errors {
-		msgs[i] = fe.Error()
-	}
-	return "strategy: invalid state: " + strings.Join(msgs, "; ")
-}
+func (e *StateError) Error() string { return joinErrors("strategy: invalid state: ", e.Errors) }
 
 // Is makes errors.Is(err, ErrInvalidState) true.
 func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
