@@ -233,8 +233,8 @@ func TestAbortWalksBackPastARejectingParentAndAnInvalidSplit(t *testing.T) {
 		s = s.Abort("bad canary", g.clock.Now())
 		g.router.Overwrite(rollout.Weights{A: 100, B: 30})
 		s, _ = g.reconcileUntil(t, s, 60, func(s strategy.State) bool { return s.Phase == strategy.PhaseAborted })
-		if got := g.router.Applied(); got != (rollout.Weights{A: 100}) {
-			t.Fatalf("route %+v after the abort", got)
+		if got := g.router.Applied(); got != (rollout.Weights{A: 100}) || s.Aborted.Reason != "bad canary" {
+			t.Fatalf("route %+v after the abort (%+v)", got, s.Aborted)
 		}
 	})
 }
