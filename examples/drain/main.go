@@ -98,7 +98,9 @@ func startBackend(version string, ln net.Listener, book *orderBook) (*backend, e
 	if err := ctrl.Attach(b.srv); err != nil {
 		return nil, err
 	}
-	go func() { b.served <- b.srv.Serve(ln) }()
+	// The wrapped listener answers, rather than resets, the connections
+	// still queued when v1 closes it.
+	go func() { b.served <- b.srv.Serve(ctrl.Listener(ln)) }()
 	return b, nil
 }
 
@@ -228,8 +230,8 @@ func run(out io.Writer, clients, each int) (*report, error) {
 			rep.Duplicates++
 		}
 	}
-	fmt.Fprintf(out, "v1 stopped: admitted %d, completed %d, cancelled %d, refused %d\n",
-		rep.Old.Admitted, rep.Old.Completed, rep.Old.Cancelled, rep.Old.Refused)
+	fmt.Fprintf(out, "v1 stopped: admitted %d, completed %d, cancelled %d, refused %d (%d connections taken from its accept queue)\n",
+		rep.Old.Admitted, rep.Old.Completed, rep.Old.Cancelled, rep.Old.Refused, rep.Old.AcceptedAtClose)
 	fmt.Fprintf(out, "clients: %d requests (%d answered by v1, %d by v2), %d attempts on the wire, %d errors\n",
 		rep.Requests, rep.ByVersion["v1"], rep.ByVersion["v2"], rep.Attempts, rep.Errors)
 	fmt.Fprintf(out, "orders: %d executed, %d executed twice\n", rep.Orders, rep.Duplicates)

@@ -29,10 +29,12 @@ const (
 	// been cancelled.
 	Draining
 	// Terminating: every request still running has been cancelled and
-	// the attached servers are being shut down.
+	// the attached servers are being shut down: wrapped listeners
+	// stopped, connections settled, then http.Server.Shutdown.
 	Terminating
 	// Stopped: the controller is done. Handlers still running now were
-	// abandoned; Stats().InFlight counts them.
+	// abandoned; Stats().InFlight counts them. Hijacked connections have
+	// been closed.
 	Stopped
 )
 
@@ -125,7 +127,11 @@ type Config struct {
 
 	// RetryAfter is advertised in the Retry-After header of refusals,
 	// rounded up to whole seconds and at least 1. Zero means
-	// DefaultRetryAfter (1s).
+	// DefaultRetryAfter (1s). Unrounded, it also paces Terminating, as
+	// the time in which a refused client is expected back: a wrapped
+	// listener closes once no connection arrived for RetryAfter, and the
+	// connections of attached servers get up to RetryAfter to close
+	// before the idle ones are closed (see the package notes).
 	RetryAfter time.Duration
 
 	// Classify assigns a Class to each request. It must be fast, must
@@ -213,6 +219,11 @@ type Stats struct {
 	Completed uint64 // admitted requests whose handler returned before any drain cancellation
 	Cancelled uint64 // admitted requests whose context the drain cancelled while they ran
 	Refused   uint64 // non-exempt requests answered 503 without calling the handler
+
+	// AcceptedAtClose counts connections that a [Controller.Listener]
+	// took from the kernel's accept queue when the controller stopped
+	// it, and handed to the server to be answered instead of reset.
+	AcceptedAtClose uint64
 }
 
 // Controller drives one server (or a group of servers) through a
@@ -240,12 +251,23 @@ type Controller struct {
 	baseCtx    context.Context // termCtx carrying baseKey{} -> c
 
 	servers       []*http.Server
-	startShutdown bool // set under mu; consumed by unlock
+	listeners     []*listener // wrapped by Listener, stopped at Terminating
+	startShutdown bool        // set under mu; consumed by unlock
 	shutdownDone  bool
 	timers        []func() bool
 	pending       []Transition
 	dispatching   bool
+	stopping      bool       // set with Stopped under mu; unlock then closes done
+	hijacked      []net.Conn // hijacked connections, closed at Stopped
+	sweepAt       int        // len(hijacked) at which closed ones are forgotten
+	closing       []net.Conn // hijacked connections taken at Stopped; unlock closes them
 	done          chan struct{}
+
+	// Connections of attached servers, kept by their ConnState hook.
+	conns     sync.Map // net.Conn -> *connEntry
+	connCount atomic.Int64
+	settling  atomic.Bool   // Terminating waits for connections to close
+	connEvent chan struct{} // a connection changed state while settling
 }
 
 type baseKey struct{}
@@ -271,6 +293,7 @@ func (c *Controller) setup(cfg Config) {
 	c.cfg = cfg
 	c.retryAfter = strconv.FormatInt(secs, 10)
 	c.done = make(chan struct{})
+	c.connEvent = make(chan struct{}, 1)
 	c.termCtx, c.termCancel = context.WithCancelCause(context.Background())
 	c.baseCtx = context.WithValue(c.termCtx, baseKey{}, c)
 }
@@ -364,11 +387,15 @@ func (c *Controller) ReadinessHandler() http.Handler {
 //
 // It installs srv.BaseContext so that request contexts are cancelled
 // (cause ErrTerminating) when the controller reaches Terminating,
-// wrapping any BaseContext already set, and registers an OnShutdown
-// hook that calls Begin, so that a Shutdown started by other code also
-// fails readiness and refuses new work. At Terminating the controller
-// calls srv.Shutdown with the rest of the grace period and srv.Close if
-// that runs out.
+// wrapping any BaseContext already set; installs srv.ConnState, calling
+// any hook already set after its own, to follow the server's
+// connections and record those its handlers hijack (closed at
+// Stopped); and registers an OnShutdown hook that calls Begin, so that
+// a Shutdown started by other code also fails readiness and refuses
+// new work. At Terminating the controller stops the listeners wrapped
+// by [Controller.Listener], lets the server's connections settle (see
+// the package notes), then calls srv.Shutdown with the rest of the
+// grace period and srv.Close if that runs out.
 func (c *Controller) Attach(srv *http.Server) error {
 	if srv == nil {
 		return ErrNilServer
@@ -396,6 +423,13 @@ func (c *Controller) Attach(srv *http.Server) error {
 			return ctx
 		}
 	}
+	prevState := srv.ConnState
+	srv.ConnState = func(conn net.Conn, st http.ConnState) {
+		c.connState(conn, st)
+		if prevState != nil {
+			prevState(conn, st)
+		}
+	}
 	srv.RegisterOnShutdown(c.Begin)
 	return nil
 }
@@ -412,7 +446,8 @@ func (c *Controller) setState(to State, now time.Time) {
 			stop()
 		}
 		c.timers = nil
-		close(c.done)
+		c.closing, c.hijacked = c.hijacked, nil
+		c.stopping = true
 	}
 }
 
@@ -502,8 +537,10 @@ func (c *Controller) onStopDeadline() {
 	c.unlock()
 }
 
-// unlock releases mu, then starts the shutdown of attached servers if a
-// transition asked for it and delivers pending transitions to the hook.
+// unlock releases mu, then, if a transition asked for it, closes the
+// hijacked connections and Done (at Stopped) or starts the shutdown of
+// attached servers (at Terminating), and delivers pending transitions
+// to the hook.
 func (c *Controller) unlock() {
 	start := c.startShutdown
 	c.startShutdown = false
@@ -513,18 +550,31 @@ func (c *Controller) unlock() {
 		servers = append(servers, c.servers...)
 		budget = c.stopAt.Sub(c.cfg.Clock.Now())
 	}
+	closing, stopping := c.closing, c.stopping
+	c.closing, c.stopping = nil, false
 	c.mu.Unlock()
+	for _, conn := range closing {
+		closeConn(conn)
+	}
+	if stopping {
+		close(c.done)
+	}
 	if start {
 		go c.shutdown(servers, budget)
 	}
 	c.dispatch()
 }
 
-// shutdown runs http.Server.Shutdown on every attached server with the
-// remaining budget, then Close on those that did not finish in time.
+// shutdown stops the wrapped listeners, lets the connections of attached
+// servers settle, then runs http.Server.Shutdown on every attached
+// server with the remaining budget, and Close on those that did not
+// finish in time.
 func (c *Controller) shutdown(servers []*http.Server, budget time.Duration) {
+	deadline := c.cfg.Clock.Now().Add(budget)
+	c.stopListeners()
+	c.settle(deadline)
 	ctx, cancel := context.WithCancelCause(context.Background())
-	stop := c.cfg.Clock.AfterFunc(budget, func() { cancel(errGraceExpired) })
+	stop := c.cfg.Clock.AfterFunc(deadline.Sub(c.cfg.Clock.Now()), func() { cancel(errGraceExpired) })
 	var wg sync.WaitGroup
 	for _, srv := range servers {
 		wg.Go(func() {

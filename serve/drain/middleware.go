@@ -24,11 +24,15 @@ const refusalBody = "upshift: the server is draining; retry the request\n"
 // "Upshift-Drain: cancelled"; after, it ends with the trailer
 // "Upshift-Drain: resumable" (only visible on chunked HTTP/1.1 and
 // HTTP/2 responses). A handler that returns before any cancellation is
-// counted Completed and its response is left untouched.
+// counted Completed and its response is left untouched, except that a
+// response whose headers go out from Unready on carries Connection:
+// close (unless it is a 101 Switching Protocols).
 //
 // A nil next is treated as http.NotFoundHandler(). The ResponseWriter
 // passed to next supports http.Flusher,
-// http.Hijacker and http.ResponseController (through Unwrap).
+// http.Hijacker and http.ResponseController (through Unwrap). A
+// connection hijacked through it is closed when the controller reaches
+// Stopped.
 func (c *Controller) Middleware(next http.Handler) http.Handler {
 	c.init()
 	if next == nil {
@@ -49,8 +53,9 @@ func (c *Controller) Middleware(next http.Handler) http.Handler {
 		// Decide whether this request needs its own cancellable context:
 		// Wait requests on an attached server already descend from the
 		// controller's terminating context.
-		derive := class == CancelOnDrain || r.Context().Value(baseKey{}) != c
-		t := &tracked{c: c, w: w, class: class}
+		attached := r.Context().Value(baseKey{}) == c
+		derive := class == CancelOnDrain || !attached
+		t := &tracked{c: c, w: w, class: class, attached: attached}
 		var ctx context.Context
 		if derive {
 			ctx, t.cancel = context.WithCancelCause(r.Context())
@@ -143,6 +148,7 @@ type tracked struct {
 	class       Class
 	cancel      context.CancelCauseFunc // nil when the context is not derived
 	prev, next  *tracked                // list links, guarded by c.mu
+	attached    bool                    // served by an attached server, whose ConnState hook sees hijacks
 	wroteHeader bool
 	hijacked    bool
 }
@@ -152,8 +158,10 @@ func (t *tracked) Header() http.Header { return t.w.Header() }
 func (t *tracked) WriteHeader(code int) {
 	if !t.wroteHeader && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		t.wroteHeader = true
-		if t.c.State() >= Draining {
-			// Do not invite another request on this connection.
+		if code != http.StatusSwitchingProtocols && t.c.State() >= Unready {
+			// Do not invite another request on this connection: the
+			// client reconnects (elsewhere, once endpoints are updated)
+			// instead of finding it closed under its next request.
 			t.w.Header().Set("Connection", "close")
 		}
 	}
@@ -190,6 +198,9 @@ func (t *tracked) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(t.w).Hijack()
 	if err == nil {
 		t.hijacked = true
+		if !t.attached {
+			t.c.trackHijacked(conn)
+		}
 	}
 	return conn, rw, err
 }

@@ -1,11 +1,17 @@
 package drain_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +33,10 @@ import (
 //   - readiness answers 200 iff Serving;
 //   - exempt requests are never counted;
 //   - a completed request is never marked cancelled; a cancelled one is
-//     marked (503 + marker before headers, resumable trailer after).
+//     marked (503 + marker before headers, resumable trailer after);
+//   - a response whose headers went out from Unready on carries
+//     Connection: close (so is every marked 503), one sent while Serving
+//     does not.
 type drainMachine struct {
 	cfg    drain.Config
 	clk    *fakeClock
@@ -35,7 +44,8 @@ type drainMachine struct {
 	h      http.Handler
 	trans  func() []drain.Transition
 	calls  []*call
-	seen   map[*call]bool // finished calls already checked
+	seen   map[*call]bool        // finished calls already checked
+	sentIn map[*call]drain.State // the state when a handler's headers went out
 	forced bool
 	last   drain.State
 
@@ -50,7 +60,7 @@ func newDrainMachine(t *rapid.T) *drainMachine {
 		effTG = gp / 10 // the documented default
 	}
 	ag := time.Duration(rapid.Int64Range(0, int64((gp-effTG)/time.Millisecond)).Draw(t, "acceptMillis")) * time.Millisecond
-	m := &drainMachine{clk: newFakeClock(t0), seen: map[*call]bool{}}
+	m := &drainMachine{clk: newFakeClock(t0), seen: map[*call]bool{}, sentIn: map[*call]drain.State{}}
 	hook, got := recordTransitions()
 	m.trans = got
 	m.cfg = drain.Config{GracePeriod: gp, AcceptGrace: ag, TerminateGrace: tg, Clock: m.clk, OnTransition: hook, Classify: classifyByPath}
@@ -113,6 +123,7 @@ func (m *drainMachine) Header(t *rapid.T) {
 	if cl.wroteHeader {
 		t.Skip("headers already written")
 	}
+	m.sentIn[cl] = m.ctrl.State()
 	cl.header()
 }
 
@@ -121,7 +132,11 @@ func (m *drainMachine) Finish(t *rapid.T) {
 	if len(run) == 0 {
 		t.Skip("nothing running")
 	}
-	rapid.SampledFrom(run).Draw(t, "call").finish()
+	cl := rapid.SampledFrom(run).Draw(t, "call")
+	if !cl.wroteHeader {
+		m.sentIn[cl] = m.ctrl.State() // the handler writes before returning
+	}
+	cl.finish()
 }
 
 func (m *drainMachine) Advance(t *rapid.T) {
@@ -224,6 +239,13 @@ func (m *drainMachine) Check(t *rapid.T) {
 		}
 		res := cl.rec.Result()
 		marker, trailer := res.Header.Get(drain.MarkerHeader), res.Trailer.Get(drain.MarkerHeader)
+		closes := res.Header.Get("Connection") == "close"
+		if st, sent := m.sentIn[cl]; sent && cl.wroteHeader && closes != (st >= drain.Unready) {
+			t.Fatalf("response sent in %v: Connection: close = %v", st, closes)
+		}
+		if marker != "" && !closes {
+			t.Fatalf("marked %d without Connection: close", res.StatusCode)
+		}
 		cause := context.Cause(cl.ctx)
 		if errors.Is(cause, drain.ErrDraining) || errors.Is(cause, drain.ErrTerminating) {
 			m.cancelled++
@@ -267,5 +289,169 @@ func TestPropertyDrain(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newDrainMachine(t)
 		t.Repeat(rapid.StateMachineActions(m))
+	})
+}
+
+// wireClient is one client of the on-the-wire property: a request on a
+// fresh connection, or on a connection kept alive from before Begin.
+type wireClient struct {
+	reuse      bool          // send on a kept-alive connection
+	at         time.Duration // when to connect (fresh) or send (reuse), from Begin
+	writeDelay time.Duration // fresh: between connecting and writing the request
+	method     string
+	work       time.Duration // how long the handler works
+
+	conn net.Conn
+	br   *bufio.Reader
+	got  answer
+}
+
+// TestPropertyDrainOnTheWire checks, on a real loopback server with a
+// Listener and random client timings around Begin, that every request
+// sent to a draining server gets either a full response or the marked
+// refusal (503 + Retry-After + Connection: close + "Upshift-Drain:
+// refused"), never a reset or an EOF; that a refused request never ran
+// and a served one ran once; that a client connecting after the
+// listener closed is refused by the kernel before it sends anything;
+// and that the counters agree with what the clients saw. Every client
+// connects, or reuses its kept-alive connection, by AcceptGrace +
+// RetryAfter/4 after Begin, and writes within RetryAfter/4 of
+// connecting: well before the listener has seen no arrival for
+// RetryAfter and the connections have had RetryAfter to settle, the
+// condition under which the package promises this. The margin (at
+// least 1.5 RetryAfter, 150ms) absorbs scheduling delays on a loaded
+// machine.
+func TestPropertyDrainOnTheWire(t *testing.T) {
+	const retryAfter = 100 * time.Millisecond
+	rapid.Check(t, func(rt *rapid.T) {
+		acceptGrace := time.Duration(rapid.IntRange(0, 10).Draw(rt, "acceptGraceMillis")) * time.Millisecond
+		latest := acceptGrace + retryAfter/4
+		var clients []*wireClient
+		for range rapid.IntRange(1, 6).Draw(rt, "clients") {
+			clients = append(clients, &wireClient{
+				reuse:      rapid.Bool().Draw(rt, "reuse"),
+				at:         time.Duration(rapid.Int64Range(-int64(5*time.Millisecond), int64(latest)).Draw(rt, "at")),
+				writeDelay: time.Duration(rapid.Int64Range(0, int64(retryAfter/4)).Draw(rt, "writeDelay")),
+				method:     rapid.SampledFrom([]string{http.MethodGet, http.MethodPost}).Draw(rt, "method"),
+				work:       time.Duration(rapid.IntRange(0, 5).Draw(rt, "workMillis")) * time.Millisecond,
+			})
+		}
+
+		ctrl := mustNew(rt, drain.Config{GracePeriod: 5 * time.Second, AcceptGrace: acceptGrace, RetryAfter: retryAfter})
+		var mu sync.Mutex
+		ran := map[string]int{}
+		srv := &http.Server{Handler: ctrl.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			id := r.URL.Query().Get("id")
+			mu.Lock()
+			ran[id]++
+			mu.Unlock()
+			if d, err := time.ParseDuration(r.URL.Query().Get("work")); err == nil {
+				time.Sleep(d)
+			}
+			_, _ = io.WriteString(w, "ok "+id)
+		}))}
+		if err := ctrl.Attach(srv); err != nil {
+			rt.Fatalf("Attach: %v", err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			rt.Fatalf("Listen: %v", err)
+		}
+		addr := ln.Addr().String()
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ctrl.Listener(ln)) }()
+		defer srv.Close()
+
+		path := func(i int, c *wireClient) string {
+			return fmt.Sprintf("/?id=%d&work=%v", i, c.work)
+		}
+		// Kept-alive connections: one request each while Serving.
+		warm := 0
+		for i, c := range clients {
+			if !c.reuse {
+				continue
+			}
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				rt.Fatalf("dial: %v", err)
+			}
+			defer conn.Close()
+			c.conn, c.br = conn, bufio.NewReader(conn)
+			if err := rawRequest(conn, http.MethodGet, fmt.Sprintf("/?id=warm%d", i)); err != nil {
+				rt.Fatalf("warm-up: %v", err)
+			}
+			if a := readAnswer(c.br, conn); a.Status != http.StatusOK || a.Connection == "close" {
+				rt.Fatalf("warm-up answered %+v, want a kept-alive 200", a)
+			}
+			warm++
+		}
+
+		begin := time.Now().Add(10 * time.Millisecond)
+		var wg sync.WaitGroup
+		for i, c := range clients {
+			wg.Go(func() {
+				time.Sleep(time.Until(begin.Add(c.at)))
+				if !c.reuse {
+					conn, err := net.Dial("tcp", addr)
+					if errors.Is(err, syscall.ECONNREFUSED) {
+						c.got = answer{Err: "dial refused"}
+						return
+					} else if err != nil {
+						c.got = answer{Err: "dial: " + err.Error()}
+						return
+					}
+					defer conn.Close()
+					c.conn, c.br = conn, bufio.NewReader(conn)
+					time.Sleep(c.writeDelay)
+				}
+				if err := rawRequest(c.conn, c.method, path(i, c)); err != nil {
+					c.got = answer{Err: "write: " + errorKind(err)}
+					return
+				}
+				c.got = readAnswer(c.br, c.conn)
+			})
+		}
+		time.Sleep(time.Until(begin))
+		ctrl.Begin()
+		wg.Wait()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := ctrl.Wait(ctx); err != nil {
+			rt.Fatalf("not stopped: %v", err)
+		}
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			rt.Fatalf("Serve returned %v", err)
+		}
+
+		var ok, refused, queued uint64
+		mu.Lock()
+		defer mu.Unlock()
+		for i, c := range clients {
+			id := strconv.Itoa(i)
+			switch {
+			case c.got.Status == http.StatusOK && c.got.Body == "ok "+id:
+				ok++
+				if ran[id] != 1 {
+					rt.Fatalf("client %d served, but its request ran %d times", i, ran[id])
+				}
+			case c.got == refusal:
+				refused++
+				if ran[id] != 0 {
+					rt.Fatalf("client %d refused, but its request ran %d times", i, ran[id])
+				}
+			case !c.reuse && c.got.Err == "dial refused":
+				if ran[id] != 0 {
+					rt.Fatalf("client %d could not connect, but its request ran", i)
+				}
+			default:
+				rt.Fatalf("client %d (%+v) got %+v: neither a full response nor the refusal", i, *c, c.got)
+			}
+		}
+		s := ctrl.Stats()
+		queued = s.AcceptedAtClose
+		if s.Admitted != ok+uint64(warm) || s.Completed != s.Admitted || s.Refused != refused || s.InFlight != 0 || queued > refused {
+			rt.Fatalf("stats %+v; clients saw %d served (+%d warm-ups), %d refused", s, ok, warm, refused)
+		}
 	})
 }

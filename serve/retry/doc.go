@@ -23,16 +23,28 @@
 //     returned to the caller.
 //   - an error before a connection was obtained (dial errors,
 //     connection refused, DNS failures other than "no such host"):
-//     nothing was sent. Retried whatever the method.
+//     nothing was sent. Retried whatever the method. What counts is the
+//     last connection the base transport looked for (httptrace GetConn
+//     and GotConn): net/http, finding a kept-alive connection closed
+//     before it wrote anything, dials another for the same request, and
+//     if that dial is refused nothing was sent either.
 //   - any other error (reset, EOF, timeout after the request went out):
 //     the server may have acted on it. Retried only for requests that
 //     are safe to repeat; otherwise the call ends with [ErrNotSafe].
 //
 // A request is safe to repeat when its method is idempotent (GET, HEAD,
-// OPTIONS, TRACE, PUT, DELETE) or it carries an Idempotency-Key (or
-// X-Idempotency-Key) header, by which the server promises to
-// deduplicate. Unknown hosts and rejected certificates end the call at
-// once ([ErrPermanent]).
+// OPTIONS, TRACE, PUT, DELETE) or it carries an idempotency key, by
+// which the server promises to deduplicate: an Idempotency-Key (or
+// X-Idempotency-Key) header whose value is not blank. The value that
+// counts is the header's first, the one Header.Get returns; an empty or
+// white-space-only value, or the header with no value at all, is no
+// key, and the request is treated exactly like one without the header:
+// retried only if nothing was sent or the server refused it with the
+// drain marker. Such a blank header is also left out of every attempt
+// (the caller's request keeps it), because net/http replays a request
+// that carries the header, whatever its value, when a kept-alive
+// connection fails under it. Unknown hosts and rejected certificates
+// end the call at once ([ErrPermanent]).
 //
 // # How long it waits, and when it stops
 //
@@ -74,12 +86,12 @@
 // # Requests and bodies
 //
 // RoundTrip never modifies the caller's request. The first attempt sends
-// it as given (with a shallow clone if it needs a trace hook); every
-// retry sends a shallow clone whose body comes from req.GetBody, so the
-// server sees identical bytes each time. http.NewRequest sets GetBody
-// for bytes.Reader, bytes.Buffer and strings.Reader bodies. Every
-// response that is not returned is read (up to 64 KiB, so its
-// connection can be reused) and closed.
+// it as given (with a shallow clone if it needs a trace hook or drops a
+// blank idempotency-key header); every retry sends a shallow clone whose
+// body comes from req.GetBody, so the server sees identical bytes each
+// time. http.NewRequest sets GetBody for bytes.Reader, bytes.Buffer and
+// strings.Reader bodies. Every response that is not returned is read
+// (up to 64 KiB, so its connection can be reused) and closed.
 //
 // # Usage
 //

@@ -108,6 +108,7 @@ type attemptRecord struct {
 	bodyErr    error
 	retryAfter string
 	resp       *http.Response
+	header     http.Header // the request header this attempt sent
 }
 
 // fakeBase is a scripted http.RoundTripper. Attempts beyond the script
@@ -126,7 +127,7 @@ type fakeBase struct {
 func (f *fakeBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	f.mu.Lock()
 	n := len(f.attempts)
-	rec := &attemptRecord{start: f.clk.Now(), outcome: ok200}
+	rec := &attemptRecord{start: f.clk.Now(), outcome: ok200, header: req.Header.Clone()}
 	if n < len(f.script) {
 		rec.outcome = f.script[n]
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ func idempotentMethod(m string) bool {
 //     sent", a drain refusal, or (for idempotent or keyed requests, or
 //     with RetryPlain503) an ambiguous failure or plain 503 is followed
 //     by another attempt; committed responses never are;
+//   - a blank idempotency key (empty, white space only, or no value) is
+//     no key: such a request is retried like one without the header,
+//     and no attempt sends the blank header (a base transport could
+//     take its presence as leave to replay); a real key goes out as is;
 //   - attempts <= MaxAttempts; no attempt starts after MaxElapsed; no
 //     attempt after connection failures starts more than
 //     DeadBackendTimeout after the last answer;
@@ -43,7 +48,9 @@ func idempotentMethod(m string) bool {
 func TestPropertyRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		method := rapid.SampledFrom([]string{"GET", "HEAD", "PUT", "DELETE", "POST", "PATCH"}).Draw(t, "method")
-		key := rapid.Bool().Draw(t, "idempotencyKey")
+		keyName := rapid.SampledFrom([]string{"", retry.IdempotencyKeyHeader, "X-Idempotency-Key"}).Draw(t, "keyHeader")
+		keyValue := rapid.SampledFrom([][]string{{"k-1"}, {" k-2 "}, {""}, {" "}, {"\t \t"}, nil, {"", "k-3"}}).Draw(t, "keyValue")
+		key := keyName != "" && len(keyValue) > 0 && strings.TrimSpace(keyValue[0]) != ""
 		var payload []byte
 		if rapid.Bool().Draw(t, "hasBody") {
 			payload = rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(t, "body")
@@ -78,7 +85,10 @@ func TestPropertyRoundTrip(t *testing.T) {
 		}
 		rt.Base = base
 
-		req := newRequest(t, method, payload, getBody, key)
+		req := newRequest(t, method, payload, getBody, false)
+		if keyName != "" {
+			req.Header[keyName] = keyValue
+		}
 		before := snapshot(req)
 		res, err := rt.RoundTrip(req)
 		recs := base.records()
@@ -129,6 +139,13 @@ func TestPropertyRoundTrip(t *testing.T) {
 			}
 			if payload != nil && r.outcome != dialRefused && !bytes.Equal(r.body, payload) {
 				t.Fatalf("attempt %d sent body %q, want %q", i+1, r.body, payload)
+			}
+			wantHeader := req.Header.Clone()
+			if keyName != "" && !key {
+				delete(wantHeader, keyName)
+			}
+			if diff := cmp.Diff(wantHeader, r.header); diff != "" {
+				t.Fatalf("attempt %d sent header (-want +got):\n%s", i+1, diff)
 			}
 		}
 		if len(clk.sleeps) != len(recs)-1 {

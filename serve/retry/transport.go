@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -28,7 +29,11 @@ const (
 
 // IdempotencyKeyHeader marks a non-idempotent request as safe to repeat
 // (the server deduplicates by key). X-Idempotency-Key is accepted too.
+// Only a key that is not blank counts: see the package documentation.
 const IdempotencyKeyHeader = "Idempotency-Key"
+
+// keyHeaders are the headers that may carry an idempotency key.
+var keyHeaders = [...]string{IdempotencyKeyHeader, "X-Idempotency-Key"}
 
 // Defaults used for zero fields of Transport.
 const (
@@ -208,6 +213,10 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	lastAnswer := start
 	safe := isIdempotent(req)
 	hasBody := req.Body != nil && req.Body != http.NoBody
+	// A blank key header is not sent: the base transport may take the
+	// header's mere presence as leave to replay the request (net/http
+	// does, on a kept-alive connection that fails).
+	sendHeader := withoutBlankKeys(req.Header)
 
 	fail := func(attempts, status int, reason, cause error) (*http.Response, error) {
 		return nil, &Error{Attempts: attempts, LastStatus: status, Elapsed: s.clock.Now().Sub(start), Reason: reason, Cause: cause}
@@ -216,13 +225,16 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for attempt := 1; ; attempt++ {
 		areq := req
 		var probe *connProbe
-		if !safe || attempt > 1 {
+		if !safe || attempt > 1 || sendHeader != nil {
 			actx := ctx
 			if !safe {
 				probe = new(connProbe)
-				actx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: probe.gotConn})
+				actx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GetConn: probe.getConn, GotConn: probe.gotConn})
 			}
 			areq = req.WithContext(actx) // shallow clone; req itself is never touched
+			if sendHeader != nil {
+				areq.Header = sendHeader
+			}
 			if attempt > 1 && hasBody {
 				body, err := req.GetBody()
 				if err != nil {
@@ -354,10 +366,16 @@ func clampUnit(f float64) float64 {
 	return f
 }
 
-// connProbe learns, through httptrace, whether an attempt obtained a
-// connection (after which request bytes may have been sent).
+// connProbe learns, through httptrace, whether the last connection the
+// base transport looked for was obtained (after which request bytes may
+// have been sent). A base that finds a kept-alive connection closed
+// before it wrote anything looks for another one (GetConn again) for the
+// same request; net/http does so for a request that is not safe to
+// repeat only when none of it was written. If that second connection
+// cannot be dialled, nothing was sent.
 type connProbe struct{ used atomic.Bool }
 
+func (p *connProbe) getConn(string)                { p.used.Store(false) }
 func (p *connProbe) gotConn(httptrace.GotConnInfo) { p.used.Store(true) }
 
 // isIdempotent reports whether repeating req cannot duplicate an effect:
@@ -368,11 +386,38 @@ func isIdempotent(req *http.Request) bool {
 		http.MethodPut, http.MethodDelete:
 		return true
 	}
-	_, ok := req.Header[IdempotencyKeyHeader]
-	if !ok {
-		_, ok = req.Header["X-Idempotency-Key"]
+	return hasIdempotencyKey(req.Header)
+}
+
+// hasIdempotencyKey reports whether h carries an idempotency key: an
+// Idempotency-Key or X-Idempotency-Key header whose value (the first
+// one, which is what Header.Get returns and servers read) is not empty
+// or white space only. A blank key cannot be deduplicated by.
+func hasIdempotencyKey(h http.Header) bool {
+	for _, name := range keyHeaders {
+		if v := h[name]; len(v) > 0 && strings.TrimSpace(v[0]) != "" {
+			return true
+		}
 	}
-	return ok
+	return false
+}
+
+// withoutBlankKeys returns a copy of h without its blank idempotency-key
+// headers (present with no value, or a blank first value), or nil if it
+// has none.
+func withoutBlankKeys(h http.Header) http.Header {
+	var out http.Header
+	for _, name := range keyHeaders {
+		v, ok := h[name]
+		if !ok || (len(v) > 0 && strings.TrimSpace(v[0]) != "") {
+			continue
+		}
+		if out == nil {
+			out = h.Clone()
+		}
+		delete(out, name)
+	}
+	return out
 }
 
 // isDialError reports whether err happened while connecting, before any
