@@ -1244,3 +1244,24 @@ func TestEmergencyAbortNeverRepairsAnInvalidSplitUpward(t *testing.T) {
 		t.Fatalf("weight (-want +got):\n%s", diff)
 	}
 }
+
+// TestIdleStatesPlanNothing: the zero state, a zero state that adopted a
+// revision and NewState(v, v) roll nothing out, in Plan as in Step.
+func TestIdleStatesPlanNothing(t *testing.T) {
+	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	for name, s := range map[string]strategy.State{
+		"zero":          {},
+		"adopted":       strategy.State{}.Retarget("v1", t0),
+		"NewState(v,v)": strategy.NewState("v1", "v1"),
+	} {
+		tl, err := strategy.Plan(inc, strategy.PlanOptions{Start: t0, State: &s})
+		if err != nil || tl.Hops != 0 || len(tl.Events) != 0 || !tl.Final.Idle() {
+			t.Errorf("%s: Plan = %d hops, %d events, idle %v, err %v", name, tl.Hops, len(tl.Events), tl.Final.Idle(), err)
+		}
+		for _, strat := range []strategy.Strategy{inc, fixtureCanary, strategy.BlueGreen{}} {
+			if d := stepChecked(t, strat, s, t1); d.HasHops() || d.RequeueAfter != 0 {
+				t.Errorf("%s: Step asks %+v, requeue %s", name, d, d.RequeueAfter)
+			}
+		}
+	}
+}
