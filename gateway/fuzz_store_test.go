@@ -234,7 +234,7 @@ func FuzzAnnotationStoreReconcile(f *testing.F) {
 func reconcileOnce(t *testing.T, raw string, stratIdx, flags, weightB, weightA, aReplicas, aPct, bReplicas, bPct uint8) {
 	ctx := context.Background()
 	strat := fuzzStrategies[int(stratIdx)%len(fuzzStrategies)]
-	opts, _ := strategy.OptionsOf(strat)
+	opts := strat.Shared()
 	managed := opts.Capacity == strategy.CapacityManaged
 	wb := int32(weightB % 101)
 	wa := 100 - wb

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -85,9 +84,5 @@ func (e *AdapterError) Error() string {
 }
 
 func (e *AdapterError) Unwrap() error { return e.Err }
-
-func metaMicro(t time.Time) metav1.MicroTime {
-	return metav1.MicroTime{Time: t.UTC().Truncate(time.Microsecond)}
-}
 
 func statesEqual(a, b *strategy.State) bool { return reflect.DeepEqual(a, b) }

@@ -80,7 +80,7 @@ func (r *Runner) Validate() error {
 		errs = append(errs, fmt.Errorf("%w: RetryInterval %s: must be 0 (the poll interval) or at least %s",
 			ErrConfig, r.RetryInterval, strategy.MinPollInterval))
 	}
-	opts, _ := strategy.OptionsOf(r.Strategy)
+	opts := r.Strategy.Shared()
 	switch opts.Capacity {
 	case strategy.CapacityManaged:
 		if r.Router == nil {
@@ -125,8 +125,7 @@ func (r *Runner) retryAfter() time.Duration {
 	if r.RetryInterval > 0 {
 		return r.RetryInterval
 	}
-	opts, _ := strategy.OptionsOf(r.Strategy)
-	if opts.PollInterval > 0 {
+	if opts := r.Strategy.Shared(); opts.PollInterval > 0 {
 		return opts.PollInterval
 	}
 	return strategy.DefaultPollInterval
@@ -164,11 +163,7 @@ func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Tim
 		r.notify(ctx, ev)
 		return d.State, d.RequeueAfter, nil
 	}
-	mode := strategy.CapacityFixed // the least strict: a strategy of the caller's checks the rest itself
-	if opts, ok := strategy.OptionsOf(r.Strategy); ok {
-		mode = opts.Capacity
-	}
-	if err := s.Validate(mode); err != nil {
+	if err := s.Validate(r.Strategy.Shared().Capacity); err != nil {
 		log.Error(err, "the stored state is invalid: nothing is applied")
 		d := r.Strategy.Step(s, now)
 		ev.Decision, ev.After, ev.Err = d, d.State, err
@@ -237,7 +232,7 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 		stableSide = strategy.SideA
 	}
 	canarySide := stableSide.Other()
-	obs := strategy.Observation{At: metaMicro(now)}
+	obs := strategy.Observation{At: strategy.Micro(now)}
 	if r.Router != nil {
 		rs, err := r.Router.Weights(ctx)
 		if err != nil {
@@ -283,7 +278,7 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 		if err != nil {
 			return obs, &AdapterError{Adapter: "analyzer", Op: "analyze gate " + s.Gate, Err: err}
 		}
-		obs.Gates = []strategy.GateResult{{Name: s.Gate, Verdict: v, At: metaMicro(now)}}
+		obs.Gates = []strategy.GateResult{{Name: s.Gate, Verdict: v, At: strategy.Micro(now)}}
 	}
 	return obs, nil
 }

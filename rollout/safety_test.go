@@ -375,3 +375,35 @@ func TestRunnerRejectsATinyRetryInterval(t *testing.T) {
 		t.Fatalf("Validate() = %v", err)
 	}
 }
+
+// userStrategy is a strategy of a user's own, wrapping a Canary.
+type userStrategy struct{ c strategy.Canary }
+
+func (u userStrategy) Step(s strategy.State, now time.Time) strategy.Decision { return u.c.Step(s, now) }
+func (u userStrategy) Validate() error                                        { return u.c.Validate() }
+func (u userStrategy) Shared() strategy.Options                               { return u.c.Options }
+func (u userStrategy) Gates() []string                                        { return u.c.Gates() }
+
+// A user's strategy is checked like the package's own: its capacity mode
+// decides which adapters the Runner needs and how stored states are checked.
+func TestRunnerTreatsAUserStrategyLikeItsOwn(t *testing.T) {
+	fixed := userStrategy{strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(50)},
+		Options: strategy.Options{Capacity: strategy.CapacityFixed}}}
+	g := newRig(fixed, fake.Lag{})
+	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrConfig) || !strings.Contains(err.Error(), "fixed capacity mode") {
+		t.Fatalf("Validate() with capacity setters in the fixed mode = %v", err)
+	}
+	g.runner.A, g.runner.B = nil, nil
+	if err := g.runner.Validate(); err != nil {
+		t.Fatalf("Validate() = %v", err)
+	}
+	managed := userStrategy{strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{strategy.SetWeight(50)}}}
+	g = newRig(managed, fake.Lag{})
+	// Valid in the fixed mode, invalid in the managed one: the stable side
+	// below its traffic.
+	s := strategy.NewState("v1", "v2")
+	s.Phase, s.Desired = strategy.PhaseProgressing, strategy.Allocation{Weight: 30, StableCapacity: 50, CanaryCapacity: 30}
+	if _, _, err := g.runner.Reconcile(context.Background(), s); !errors.Is(err, strategy.ErrInvalidState) {
+		t.Fatalf("Reconcile = %v, want ErrInvalidState", err)
+	}
+}

@@ -94,6 +94,12 @@ func micro(t time.Time) metav1.MicroTime {
 	return metav1.MicroTime{Time: time.UnixMicro(t.UnixMicro()).UTC()}
 }
 
+// Micro returns an instant in the form a State records it: UTC, to the
+// microsecond, which is what a JSON round trip of metav1.MicroTime keeps.
+// Write instants into a State (observations, gate verdicts) with it, so that
+// storing the state changes no decision.
+func Micro(t time.Time) metav1.MicroTime { return micro(t) }
+
 // seconds is the recorded form of a condition's transition time.
 func seconds(t time.Time) metav1.Time {
 	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}

@@ -303,3 +303,53 @@ func ExampleState_Validate() {
 	// desired.weight
 	// hops: false
 }
+
+// Linear is a strategy of a user's own: n equal weight steps, each held for
+// a pause, built on Canary. Because Shared and Gates are part of the
+// interface, the Runner and Plan treat it exactly as the strategies of this
+// package.
+type Linear struct {
+	Steps     int32
+	Hold      time.Duration
+	MaxSurge  int32
+	Shareable strategy.Options
+}
+
+func (l Linear) canary() strategy.Canary {
+	c := strategy.Canary{MaxSurgePercent: l.MaxSurge, Options: l.Shareable}
+	for i := int32(1); i < l.Steps; i++ {
+		c.Steps = append(c.Steps, strategy.SetWeight(100*i/l.Steps), strategy.Pause(l.Hold))
+	}
+	return c
+}
+
+func (l Linear) Step(s strategy.State, now time.Time) strategy.Decision { return l.canary().Step(s, now) }
+func (l Linear) Shared() strategy.Options                               { return l.Shareable }
+func (l Linear) Gates() []string                                        { return nil }
+
+func (l Linear) Validate() error {
+	if l.Steps < 1 || l.Steps > 100 {
+		return fmt.Errorf("%w: linear.steps: %d: must be between 1 and 100", strategy.ErrInvalid, l.Steps)
+	}
+	return l.canary().Validate()
+}
+
+// ExampleStrategy plans a rollout with a strategy of the user's own.
+func ExampleStrategy() {
+	l := Linear{Steps: 4, Hold: time.Minute, MaxSurge: 25, Shareable: strategy.Options{Capacity: strategy.CapacityFixed}}
+	tl, err := strategy.Plan(l, strategy.PlanOptions{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(tl.Duration, tl.Hops, "hops")
+	for _, e := range tl.Events {
+		if strings.HasPrefix(e.What, "weight") {
+			fmt.Print(e.What, "; ")
+		}
+	}
+	fmt.Println()
+	// Output:
+	// 3m0s 4 hops
+	// weight 25; weight 50; weight 75; weight 100;
+}

@@ -70,7 +70,7 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	st := NewState("stable", "canary")
 	if o.State != nil {
 		st = *o.State.DeepCopy()
-	} else if so, ok := s.(interface{ options() *Options }); ok && so.options().Capacity == CapacityFixed {
+	} else if s.Shared().Capacity == CapacityFixed {
 		// Fixed capacity: both sides are provisioned in full.
 		st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
 	}
@@ -92,16 +92,12 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	tl := Timeline{Start: o.Start, Initial: st.Desired}
 	now := o.Start
 	var gates []GateResult
-	if c, ok := s.(Canary); ok {
-		for _, step := range c.Steps {
-			if step.Gate != nil {
-				v, ok := o.Verdicts[step.Gate.Name]
-				if !ok {
-					v = VerdictPass
-				}
-				gates = append(gates, GateResult{Name: step.Gate.Name, Verdict: v})
-			}
+	for _, name := range s.Gates() {
+		v, ok := o.Verdicts[name]
+		if !ok {
+			v = VerdictPass
 		}
+		gates = append(gates, GateResult{Name: name, Verdict: v})
 	}
 	paused := false
 	for i := 0; i < limit; i++ {

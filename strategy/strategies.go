@@ -12,9 +12,24 @@ import (
 // Conditions slice included) and returns deep-equal decisions for equal
 // inputs. Invalid options never panic: Step returns the state unchanged but
 // for a Degraded condition naming every problem.
+//
+// The interface is open: a strategy of your own (often one that builds an
+// Incremental or a Canary from its own parameters and delegates Step to it,
+// see the Example) works with the Runner and Plan exactly as the ones here,
+// because everything they need is in the interface.
 type Strategy interface {
 	Step(s State, now time.Time) Decision
+	// Validate reports every problem with the strategy (an *InvalidError
+	// for the ones here), or nil.
 	Validate() error
+	// Shared returns the options every strategy shares. The Runner checks
+	// its adapters against Shared().Capacity, polls at its PollInterval and
+	// validates stored states for its capacity mode; Plan starts a fixed
+	// capacity rollout with both sides provisioned.
+	Shared() Options
+	// Gates names every gate Step may wait on (see Observation.Gates), in
+	// step order, for Plan's verdicts and a caller's Analyzer; nil if none.
+	Gates() []string
 }
 
 // Incremental raises the canary weight by at most StepPercent at most once per
@@ -287,15 +302,28 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 	return buf[:]
 }
 
-func (in Incremental) options() *Options { return &in.Options }
-func (b BlueGreen) options() *Options    { return &b.Options }
-func (c Canary) options() *Options       { return &c.Options }
+// Shared returns the options every strategy shares. See Strategy.
+func (in Incremental) Shared() Options { return in.Options }
 
-// OptionsOf returns the shared options of the strategies in this package,
-// and false for any other Strategy.
-func OptionsOf(s Strategy) (Options, bool) {
-	if so, ok := s.(interface{ options() *Options }); ok {
-		return *so.options(), true
+// Shared returns the options every strategy shares. See Strategy.
+func (b BlueGreen) Shared() Options { return b.Options }
+
+// Shared returns the options every strategy shares. See Strategy.
+func (c Canary) Shared() Options { return c.Options }
+
+// Gates returns nil: an Incremental rollout waits on no gate.
+func (in Incremental) Gates() []string { return nil }
+
+// Gates returns nil: a BlueGreen rollout waits on no gate.
+func (b BlueGreen) Gates() []string { return nil }
+
+// Gates names the gates of the Gate steps, in step order.
+func (c Canary) Gates() []string {
+	var names []string
+	for _, st := range c.Steps {
+		if st.Gate != nil {
+			names = append(names, st.Gate.Name)
+		}
 	}
-	return Options{}, false
+	return names
 }

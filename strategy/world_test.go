@@ -264,13 +264,13 @@ func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 }
 
 func optionsOf(s Strategy) (*Options, int32) {
+	o := s.Shared()
+	surge := int32(100) // BlueGreen, and any strategy without its own budget
 	switch v := s.(type) {
 	case Incremental:
-		return &v.Options, v.MaxSurgePercent
+		surge = v.MaxSurgePercent
 	case Canary:
-		return &v.Options, v.MaxSurgePercent
-	case BlueGreen:
-		return &v.Options, 100
+		surge = v.MaxSurgePercent
 	}
-	panic("unknown strategy")
+	return &o, surge
 }

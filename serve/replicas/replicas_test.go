@@ -160,7 +160,7 @@ func upgradeReplicas(t *testing.T, env *kubetest.Env, ns string, strat strategy.
 	clock := fake.NewClock(t0)
 	r := &rollout.Runner{Strategy: strat, Clock: clock,
 		A: replicas.ForDeployment(env.Kube, ns, "v1", 10), B: replicas.ForDeployment(env.Kube, ns, "v2", 10)}
-	opts, _ := strategy.OptionsOf(strat)
+	opts := strat.Shared()
 	s := strategy.NewState("v1", "v2")
 	n := 0
 	for ; n < 300 && !s.Phase.Terminal(); n++ {
