@@ -1,0 +1,317 @@
+package fake
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// rayAdjusted is Ray's capacity-adjusted replica count.
+func rayAdjusted(n int64, tc *float64) int64 {
+	if tc == nil || *tc >= 100 {
+		return n
+	}
+	if *tc <= 0 || n <= 0 {
+		return 0
+	}
+	if t := int64(*tc); float64(t) == *tc {
+		return max((n*t+50)/100, 1) // whole percents: exact in integers
+	}
+	// The product is a float64, as in Ray; divide and round half up exactly.
+	q := new(big.Rat).SetFloat64(float64(n) * *tc)
+	q.Quo(q, big.NewRat(100, 1)).Add(q, big.NewRat(1, 2))
+	return max(new(big.Int).Quo(q.Num(), q.Denom()).Int64(), 1)
+}
+
+// apply makes cfg the cluster's declarative config.
+func (s *RayServe) apply(cfg *rayConfig) {
+	s.running = true
+	percent := func(tc *float64) float64 {
+		if tc == nil {
+			return 100
+		}
+		return *tc
+	}
+	oldTC, newTC := percent(s.tc), percent(cfg.tc)
+	s.tc, s.config = cfg.tc, cfg.top
+	keep := map[string]bool{}
+	for _, ac := range cfg.apps {
+		keep[ac.name] = true
+		app, ok := s.apps[ac.name]
+		if !ok || app.status == rayAppDeleting {
+			app = &rayApp{name: ac.name, deps: map[string]*rayDep{}, build: s.opts.BuildPolls, up: true}
+			s.apps[ac.name] = app
+		} else if newTC != oldTC {
+			app.up = newTC > oldTC
+		}
+		if ok && sameJSON(app.raw, ac.raw) {
+			continue // a capacity change only: statuses() marks the scaling
+		}
+		app.routePrefix, app.raw, app.specs = ac.routePrefix, ac.raw, ac.specs
+		app.deployedAt = s.now()
+		app.status, app.msg = rayAppDeploying, ""
+		if app.build <= 0 {
+			s.build(app)
+		}
+	}
+	for name, app := range s.apps {
+		if !keep[name] {
+			app.status, app.msg, app.specs = rayAppDeleting, "", nil
+			for _, d := range app.deps {
+				d.target = 0
+			}
+		}
+	}
+	s.reconcile()
+	s.statuses()
+}
+
+// build creates or updates an application's deployments from its specs.
+func (s *RayServe) build(app *rayApp) {
+	want := map[string]bool{}
+	for _, sp := range app.specs {
+		want[sp.name] = true
+		d, ok := app.deps[sp.name]
+		if !ok {
+			d = &rayDep{}
+			app.deps[sp.name] = d
+		}
+		if !ok || !reflect.DeepEqual(d.spec, sp) {
+			d.status, d.trigger, d.failed = rayDepUpdating, "CONFIG_UPDATE_STARTED", ""
+		}
+		d.spec = sp
+	}
+	for name, d := range app.deps {
+		if !want[name] {
+			d.spec, d.target = raySpec{name: name}, 0
+			d.status = rayDepDownscaling
+		}
+	}
+}
+
+// targetOf is a deployment's capacity-adjusted target now.
+func (s *RayServe) targetOf(app string, d *rayDep) int64 {
+	if d.spec.auto {
+		lo, hi := rayAdjusted(d.spec.min, s.tc), rayAdjusted(d.spec.max, s.tc)
+		if d.spec.initial != nil && s.apps[app].up {
+			lo = rayAdjusted(*d.spec.initial, s.tc)
+		}
+		return min(max(s.demand[[2]string{app, d.spec.name}], lo), hi)
+	}
+	return rayAdjusted(d.spec.num, s.tc)
+}
+
+// reconcile starts and stops replicas toward every deployment's target.
+func (s *RayServe) reconcile() {
+	for an, app := range s.apps {
+		for dn, d := range app.deps {
+			d.target = 0
+			if _, configured := s.specIndex(app, dn); configured && app.status != rayAppDeleting {
+				d.target = s.targetOf(an, d)
+			}
+			live := 0
+			for _, r := range d.replicas {
+				if r.state != rayReplicaStopping {
+					live++
+				}
+			}
+			loop := s.loops[[2]string{an, dn}]
+			for ; int64(live) < d.target; live++ {
+				s.seq++
+				st := rayReplicaStarting
+				if s.opts.StartPolls <= 0 && !loop {
+					st = rayReplicaRunning
+				}
+				d.replicas = append(d.replicas, &rayReplica{id: fmt.Sprintf("%s#%06d", dn, s.seq), state: st, started: s.now()})
+			}
+			// Stop the surplus: starting replicas first, then the newest.
+			for i := len(d.replicas) - 1; i >= 0 && int64(live) > d.target; i-- {
+				if r := d.replicas[i]; r.state == rayReplicaStarting {
+					r.state, r.age = rayReplicaStopping, 0
+					live--
+				}
+			}
+			for i := len(d.replicas) - 1; i >= 0 && int64(live) > d.target; i-- {
+				if r := d.replicas[i]; r.state != rayReplicaStopping {
+					r.state, r.age = rayReplicaStopping, 0
+					live--
+				}
+			}
+			if s.opts.StopPolls <= 0 {
+				d.replicas = dropStopped(d.replicas, 0)
+			}
+		}
+	}
+}
+
+// specIndex reports whether the deployment is still configured.
+func (s *RayServe) specIndex(app *rayApp, name string) (int, bool) {
+	for i, sp := range app.specs {
+		if sp.name == name {
+			return i, true
+		}
+	}
+	return -1, false
+}
+
+func dropStopped(rs []*rayReplica, after int) []*rayReplica {
+	kept := rs[:0]
+	for _, r := range rs {
+		if r.state == rayReplicaStopping && r.age >= after {
+			continue
+		}
+		kept = append(kept, r)
+	}
+	return kept
+}
+
+// tick is one poll: builds progress, replicas start and stop.
+func (s *RayServe) tick() {
+	for _, app := range s.apps {
+		if app.build > 0 {
+			app.build--
+			if app.build == 0 {
+				s.build(app)
+			}
+		}
+		for dn, d := range app.deps {
+			failed := s.faults[[2]string{app.name, dn}].status == rayDepDeployFailed
+			loop := s.loops[[2]string{app.name, dn}]
+			for _, r := range d.replicas {
+				r.age++
+				if r.state != rayReplicaStarting || r.age < s.opts.StartPolls || failed {
+					continue
+				}
+				if loop { // it fails its first health check and is replaced
+					r.state, r.age = rayReplicaStopping, 0
+					healthCheckFailed(d)
+					continue
+				}
+				r.state = rayReplicaRunning
+			}
+			d.replicas = dropStopped(d.replicas, s.opts.StopPolls)
+		}
+	}
+	s.reconcile()
+	s.statuses()
+}
+
+// statuses derives deployment and application statuses; applications
+// whose deletion finished are removed.
+func (s *RayServe) statuses() {
+	for an, app := range s.apps {
+		var problems []string
+		failedStatus := ""
+		updating := app.build > 0
+		for _, dn := range sortedNames(app.deps) {
+			d := app.deps[dn]
+			if _, ok := s.specIndex(app, dn); !ok && len(d.replicas) == 0 {
+				delete(app.deps, dn)
+				continue
+			}
+			running, other := 0, 0
+			for _, r := range d.replicas {
+				if r.state == rayReplicaRunning {
+					running++
+				} else {
+					other++
+				}
+			}
+			if f, ok := s.faults[[2]string{an, dn}]; ok {
+				d.status, d.trigger = f.status, "HEALTH_CHECK_FAILED"
+				if f.status == rayDepDeployFailed {
+					d.trigger = "REPLICA_STARTUP_FAILED"
+					failedStatus = rayAppDeployFailed
+				} else if failedStatus == "" {
+					failedStatus = rayAppUnhealthy
+				}
+				problems = append(problems, fmt.Sprintf("deployment %q: %s", dn, f.message))
+				continue
+			}
+			if d.failed != "" {
+				if int64(running) == d.target && other == 0 {
+					d.status, d.trigger, d.failed = rayDepHealthy, rayTriggerUnspecified, ""
+					continue
+				}
+				d.status, d.trigger = d.failed, rayTriggerHealthCheckFailed
+				if d.failed == rayDepDeployFailed {
+					failedStatus = rayAppDeployFailed
+				} else if failedStatus == "" {
+					failedStatus = rayAppUnhealthy
+				}
+				problems = append(problems, fmt.Sprintf("deployment %q: %s", dn, rayHealthCheckMessage))
+				continue
+			}
+			if int64(running) == d.target && other == 0 {
+				switch d.status {
+				case rayDepUpscaling:
+					d.trigger = "UPSCALE_COMPLETED"
+				case rayDepDownscaling:
+					d.trigger = "DOWNSCALE_COMPLETED"
+				case rayDepHealthy:
+				default:
+					d.trigger = "CONFIG_UPDATE_COMPLETED"
+				}
+				d.status = rayDepHealthy
+				continue
+			}
+			if d.status == rayDepHealthy || d.status == rayDepUnhealthy || d.status == rayDepDeployFailed {
+				d.status, d.trigger = rayDepUpscaling, "AUTOSCALING"
+				if int64(running+other) > d.target {
+					d.status = rayDepDownscaling
+				}
+			}
+			updating = updating || d.status == rayDepUpdating
+		}
+		switch {
+		case app.status == rayAppDeleting:
+			if len(app.deps) == 0 {
+				delete(s.apps, an)
+			}
+		case failedStatus != "":
+			app.status, app.msg = failedStatus, strings.Join(problems, "; ")
+		case updating:
+			app.status, app.msg = rayAppDeploying, ""
+		default:
+			app.status, app.msg = rayAppRunning, ""
+		}
+	}
+}
+
+// healthCheckFailed records that a replica of d failed its health check:
+// Ray makes an UPDATING (or already DEPLOY_FAILED) deployment DEPLOY_FAILED
+// and any other UNHEALTHY.
+func healthCheckFailed(d *rayDep) {
+	if d.failed == "" {
+		d.failed = rayDepUnhealthy
+		if d.status == rayDepUpdating || d.status == rayDepDeployFailed {
+			d.failed = rayDepDeployFailed
+		}
+	}
+	d.status, d.trigger = d.failed, rayTriggerHealthCheckFailed
+}
+
+func (s *RayServe) shutdown() {
+	s.running, s.tc, s.config = false, nil, nil
+	s.apps = map[string]*rayApp{}
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func sortedNames[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
