@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"time"
 
-
 	"github.com/upshift-dev/upshift/strategy"
 )
 

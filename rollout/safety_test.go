@@ -379,10 +379,12 @@ func TestRunnerRejectsATinyRetryInterval(t *testing.T) {
 // userStrategy is a strategy of a user's own, wrapping a Canary.
 type userStrategy struct{ c strategy.Canary }
 
-func (u userStrategy) Step(s strategy.State, now time.Time) strategy.Decision { return u.c.Step(s, now) }
-func (u userStrategy) Validate() error                                        { return u.c.Validate() }
-func (u userStrategy) Shared() strategy.Options                               { return u.c.Options }
-func (u userStrategy) Gates() []string                                        { return u.c.Gates() }
+func (u userStrategy) Step(s strategy.State, now time.Time) strategy.Decision {
+	return u.c.Step(s, now)
+}
+func (u userStrategy) Validate() error          { return u.c.Validate() }
+func (u userStrategy) Shared() strategy.Options { return u.c.Options }
+func (u userStrategy) Gates() []string          { return u.c.Gates() }
 
 // A user's strategy is checked like the package's own: its capacity mode
 // decides which adapters the Runner needs and how stored states are checked.

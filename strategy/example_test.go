@@ -323,9 +323,11 @@ func (l Linear) canary() strategy.Canary {
 	return c
 }
 
-func (l Linear) Step(s strategy.State, now time.Time) strategy.Decision { return l.canary().Step(s, now) }
-func (l Linear) Shared() strategy.Options                               { return l.Shareable }
-func (l Linear) Gates() []string                                        { return nil }
+func (l Linear) Step(s strategy.State, now time.Time) strategy.Decision {
+	return l.canary().Step(s, now)
+}
+func (l Linear) Shared() strategy.Options { return l.Shareable }
+func (l Linear) Gates() []string          { return nil }
 
 func (l Linear) Validate() error {
 	if l.Steps < 1 || l.Steps > 100 {
