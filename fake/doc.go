@@ -21,11 +21,16 @@
 //     to capacity that is not ready shows up as Overloaded or Dropped.
 //   - RayServe emulates one Ray cluster's Serve REST API as an
 //     http.Handler for httptest.NewServer: it validates PUT configs as Ray
-//     does, scales replicas toward Ray's capacity-adjusted targets over a
-//     number of polls, and can fail a deployment, kill running replicas
-//     (KillReplicas: Ray replaces them, reporting the deployment UNHEALTHY
-//     until they run), keep replacements failing (CrashLoop), answer 5xx,
-//     hang or answer garbage. Package serve's adapter is tested against it.
+//     does, derives the target capacity direction and every deployment's
+//     target as Ray's controller does (capacity-adjusted num_replicas, and
+//     autoscaling bounds whose floor is initial_replicas while scaling up,
+//     min_replicas otherwise, with Ray's decimal half-up rounding, written
+//     apart from the adapter's), scales replicas toward them over a number
+//     of polls, checks tokens as Ray's dashboard does (RequireToken), and
+//     can fail a deployment, kill running replicas (KillReplicas: Ray
+//     replaces them, reporting the deployment UNHEALTHY until they run),
+//     keep replacements failing (CrashLoop), answer 5xx, hang or answer
+//     garbage. Package serve/ray's adapter is tested against it.
 //
 // Every fake is safe for concurrent use, records a History of its calls
 // (KeepHistory(false) keeps only counts), and fails on demand with FailWith.

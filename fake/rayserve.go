@@ -73,12 +73,28 @@ type RayServeOptions struct {
 //
 // The emulator runs no code: an application's deployments are those its
 // config lists (one deployment of one replica, named after the last part of
-// import_path, when it lists none). Each deployment aims for Ray's
-// capacity-adjusted target: num_replicas scaled by target_capacity, or for
-// an autoscaling deployment its demand (SetDemand, 0 by default) within
-// min_replicas..max_replicas scaled alike, with initial_replicas as the
-// floor after a deploy or a capacity increase. Scaling by n * capacity /
-// 100 rounds half up, never below 1 unless the capacity or n is 0.
+// import_path, when it lists none). Each deployment aims for the target
+// Ray's controller gives it, computed as Ray computes it (the functions
+// named are Ray's, in python/ray/serve/_private):
+//
+//   - Every accepted PUT sets the target capacity direction, as
+//     calculate_target_capacity_direction does: for a config naming the
+//     same applications as the last one applied, a rise of target_capacity
+//     is UP, a fall DOWN, null to a number DOWN, a number to null none, and
+//     an unchanged value keeps the direction; for a first config (after a
+//     start or a DELETE) or one naming other applications, UP when
+//     target_capacity is a number, none when it is null.
+//   - A count n scales to the target capacity as
+//     get_capacity_adjusted_num_replicas scales it: n for null or 100, 0 for
+//     0 or n = 0, otherwise n * target_capacity (a float64 product) / 100 in
+//     Python's Decimal arithmetic, rounded half up, and at least 1.
+//   - A fixed deployment aims for num_replicas scaled.
+//   - An autoscaling deployment aims for its demand (SetDemand, 0 by
+//     default: what its policy decides, applied at once) within its bounds,
+//     as DeploymentAutoscalingState.apply_bounds clips a decision: at most
+//     max_replicas scaled, and at least initial_replicas scaled while the
+//     direction is UP and the deployment has initial_replicas, min_replicas
+//     scaled otherwise (get_num_replicas_lower_bound).
 //
 // Each poll moves replicas STARTING -> RUNNING and removes STOPPING ones
 // after the delays of RayServeOptions; surplus replicas are stopped at once
@@ -102,14 +118,18 @@ type RayServeOptions struct {
 //
 // Test-only controls: FailDeployment, HealDeployment, KillReplicas,
 // CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance;
-// inspection with TargetCapacity, LastPut, Deployment, AppStatus, Polls,
-// Puts, History. Safe for concurrent use.
+// inspection with TargetCapacity, TargetCapacityDirection, LastPut,
+// Deployment, AppStatus, Polls, Puts, History. Safe for concurrent use.
 type RayServe struct {
 	mu      sync.Mutex
 	opts    RayServeOptions
 	running bool // Serve started (a PUT arrived since the last shutdown)
 	tc      *float64
 	config  map[string]json.RawMessage
+	// applied is the last config applied since Serve started (nil: none),
+	// dir the target capacity direction it left.
+	applied *rayApplied
+	dir     rayDirection
 	apps    map[string]*rayApp
 	seq     int
 	faults  map[[2]string]rayFault
@@ -121,6 +141,7 @@ type RayServe struct {
 	release             chan struct{}
 	garbage             bool
 	token               string
+	tokenHeaders        []string
 	lastPut             []byte
 	hist                history
 }
@@ -133,8 +154,7 @@ type rayApp struct {
 	raw         json.RawMessage
 	status, msg string
 	deployedAt  time.Time
-	build       int  // polls left before its deployments exist
-	up          bool // deployed, or the capacity last rose: initial_replicas is the floor
+	build       int // polls left before its deployments exist
 	specs       []raySpec
 	deps        map[string]*rayDep
 }
@@ -294,12 +314,23 @@ func (s *RayServe) Garbage(on bool) {
 	s.garbage = on
 }
 
-// RequireToken makes every request without "Authorization: Bearer token"
-// fail with 401; "" turns authentication off.
-func (s *RayServe) RequireToken(token string) {
+// RequireToken turns token authentication on as Ray's dashboard does it
+// (its token_auth_middleware): a request's credential is the first it
+// carries of the Authorization header, the X-Ray-Authorization header and
+// the ray-authentication-token cookie; a request with none is answered
+// 401, one whose credential is not "Bearer <token>" 403. headers, when
+// given, replace the two header names read, in order: RequireToken(token,
+// "X-Ray-Authorization") is a dashboard behind a proxy that keeps
+// Authorization for itself (the Kubernetes API server's service proxy), for
+// a test that checks which header a client sends. "" turns authentication
+// off.
+func (s *RayServe) RequireToken(token string, headers ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.token = token
+	s.token, s.tokenHeaders = token, append([]string(nil), headers...)
+	if len(headers) == 0 {
+		s.tokenHeaders = []string{"Authorization", "X-Ray-Authorization"}
+	}
 }
 
 // SetDemand sets the replicas an autoscaling deployment's load asks for;
@@ -331,6 +362,17 @@ func (s *RayServe) TargetCapacity() (*float64, bool) {
 	}
 	tc := *s.tc
 	return &tc, s.running
+}
+
+// TargetCapacityDirection returns the direction Ray's controller keeps
+// next to the target capacity, as the last accepted PUT left it: "UP",
+// "DOWN", or "" for none. An autoscaling deployment's floor is its
+// initial_replicas (capacity-adjusted) while it is "UP", its min_replicas
+// otherwise.
+func (s *RayServe) TargetCapacityDirection() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dir.String()
 }
 
 // LastPut returns the body of the last accepted PUT, nil if none.

@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -35,9 +36,15 @@ func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.token != "" && r.Header.Get("Authorization") != "Bearer "+s.token {
-		s.answer(w, r.Method, "", http.StatusUnauthorized, "missing or wrong bearer token")
-		return
+	if s.token != "" {
+		switch credential := s.credential(r); {
+		case credential == "":
+			s.answer(w, r.Method, "", http.StatusUnauthorized, "Unauthorized: Missing authentication token")
+			return
+		case subtle.ConstantTimeCompare([]byte(credential), []byte("Bearer "+s.token)) != 1:
+			s.answer(w, r.Method, "", http.StatusForbidden, "Forbidden: Invalid authentication token")
+			return
+		}
 	}
 	if s.failCount != 0 {
 		if s.failCount > 0 {
@@ -59,6 +66,20 @@ func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, PUT, DELETE")
 		s.answer(w, r.Method, "", http.StatusMethodNotAllowed, "method not allowed")
 	}
+}
+
+// credential is the first credential r carries, in the order
+// RequireToken describes; "" if none.
+func (s *RayServe) credential(r *http.Request) string {
+	for _, h := range s.tokenHeaders {
+		if v := r.Header.Get(h); v != "" {
+			return v
+		}
+	}
+	if c, err := r.Cookie("ray-authentication-token"); err == nil && c.Value != "" {
+		return "Bearer " + c.Value
+	}
+	return ""
 }
 
 // answer writes a failure as text and records it.

@@ -3,49 +3,27 @@ package fake
 import (
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"reflect"
 	"sort"
 	"strings"
 )
 
-// rayAdjusted is Ray's capacity-adjusted replica count.
-func rayAdjusted(n int64, tc *float64) int64 {
-	if tc == nil || *tc >= 100 {
-		return n
-	}
-	if *tc <= 0 || n <= 0 {
-		return 0
-	}
-	if t := int64(*tc); float64(t) == *tc {
-		return max((n*t+50)/100, 1) // whole percents: exact in integers
-	}
-	// The product is a float64, as in Ray; divide and round half up exactly.
-	q := new(big.Rat).SetFloat64(float64(n) * *tc)
-	q.Quo(q, big.NewRat(100, 1)).Add(q, big.NewRat(1, 2))
-	return max(new(big.Int).Quo(q.Num(), q.Denom()).Int64(), 1)
-}
-
 // apply makes cfg the cluster's declarative config.
 func (s *RayServe) apply(cfg *rayConfig) {
-	s.running = true
-	percent := func(tc *float64) float64 {
-		if tc == nil {
-			return 100
-		}
-		return *tc
+	next := &rayApplied{apps: map[string]bool{}, tc: cfg.tc}
+	for _, ac := range cfg.apps {
+		next.apps[ac.name] = true
 	}
-	oldTC, newTC := percent(s.tc), percent(cfg.tc)
+	s.dir = rayCapacityDirection(s.applied, next, s.dir)
+	s.running, s.applied = true, next
 	s.tc, s.config = cfg.tc, cfg.top
 	keep := map[string]bool{}
 	for _, ac := range cfg.apps {
 		keep[ac.name] = true
 		app, ok := s.apps[ac.name]
 		if !ok || app.status == rayAppDeleting {
-			app = &rayApp{name: ac.name, deps: map[string]*rayDep{}, build: s.opts.BuildPolls, up: true}
+			app = &rayApp{name: ac.name, deps: map[string]*rayDep{}, build: s.opts.BuildPolls}
 			s.apps[ac.name] = app
-		} else if newTC != oldTC {
-			app.up = newTC > oldTC
 		}
 		if ok && sameJSON(app.raw, ac.raw) {
 			continue // a capacity change only: statuses() marks the scaling
@@ -92,16 +70,20 @@ func (s *RayServe) build(app *rayApp) {
 	}
 }
 
-// targetOf is a deployment's capacity-adjusted target now.
+// targetOf is a deployment's target now (its target_num_replicas). A fixed
+// deployment aims for num_replicas capacity-adjusted, as Ray's
+// DeploymentState.deploy sets it. An autoscaling deployment aims for what
+// its policy decides, clipped to the bounds of the current target capacity
+// and direction (Ray's get_decision_num_replicas, then apply_bounds). The
+// emulated policy decides the demand (SetDemand; 0 until set) and acts at
+// once, as if its upscale and downscale delays had passed, so the target
+// Ray registers a deployment with on a deploy (initial_replicas after a
+// config change) is superseded in the same step.
 func (s *RayServe) targetOf(app string, d *rayDep) int64 {
 	if d.spec.auto {
-		lo, hi := rayAdjusted(d.spec.min, s.tc), rayAdjusted(d.spec.max, s.tc)
-		if d.spec.initial != nil && s.apps[app].up {
-			lo = rayAdjusted(*d.spec.initial, s.tc)
-		}
-		return min(max(s.demand[[2]string{app, d.spec.name}], lo), hi)
+		return rayApplyBounds(s.demand[[2]string{app, d.spec.name}], d.spec, s.tc, s.dir)
 	}
-	return rayAdjusted(d.spec.num, s.tc)
+	return rayCapacityAdjusted(d.spec.num, s.tc)
 }
 
 // reconcile starts and stops replicas toward every deployment's target.
@@ -296,6 +278,7 @@ func healthCheckFailed(d *rayDep) {
 
 func (s *RayServe) shutdown() {
 	s.running, s.tc, s.config = false, nil, nil
+	s.applied, s.dir = nil, rayDirNone // a new controller remembers nothing
 	s.apps = map[string]*rayApp{}
 }
 

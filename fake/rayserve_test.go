@@ -481,3 +481,129 @@ func TestRayServeKillReplicasErrors(t *testing.T) {
 		t.Errorf("after refused kills: %+v", st)
 	}
 }
+
+// TestRayServeCapacityFloors walks one cluster through the target
+// capacities an upgrade writes and checks the direction Ray's controller
+// derives and the targets that follow: an autoscaling deployment (min 2,
+// initial 4, max 8, no load) sits on its capacity-adjusted initial_replicas
+// while the direction is UP and on its min_replicas otherwise, and a
+// fixed one (3 replicas) on its capacity-adjusted num_replicas.
+func TestRayServeCapacityFloors(t *testing.T) {
+	config := func(tc string, apps ...string) string {
+		list := []string{`{"name": "app", "route_prefix": "/app", "import_path": "m:app", "deployments": [
+		  {"name": "F", "num_replicas": 3},
+		  {"name": "A", "autoscaling_config": {"min_replicas": 2, "max_replicas": 8, "initial_replicas": 4}}]}`}
+		for _, a := range apps {
+			list = append(list, fmt.Sprintf(`{"name": %q, "route_prefix": "/%s", "import_path": "m:x"}`, a, a))
+		}
+		return fmt.Sprintf(`{"applications": [%s], "target_capacity": %s}`, strings.Join(list, ","), tc)
+	}
+	type state struct {
+		Direction string
+		F, A      int64
+	}
+	steps := []struct {
+		what   string
+		put    string // a config to PUT; "" sends a DELETE first and PUTs none
+		demand int64
+		want   state
+	}{
+		{"first config at null: no direction, min_replicas", config("null"), 0, state{"", 3, 2}},
+		{"null to 90: down", config("90"), 0, state{"DOWN", 3, 2}},             // 2.7 -> 3; 1.8 -> 2
+		{"90 to 50: down", config("50"), 0, state{"DOWN", 2, 1}},               // 1.5 -> 2; 1.0
+		{"50 to 70: up, initial_replicas", config("70"), 0, state{"UP", 2, 3}}, // 2.1 -> 2; 2.8 -> 3
+		{"70 again: still up", config("70"), 0, state{"UP", 2, 3}},
+		{"load within the bounds", config("70"), 5, state{"UP", 2, 5}},
+		{"load above max_replicas at 70", config("70"), 20, state{"UP", 2, 6}}, // 5.6 -> 6
+		{"back to null: none, the configured bounds", config("null"), 0, state{"", 3, 2}},
+		{"after a shutdown", "", 0, state{"", 0, 0}},
+		{"first config with a capacity: up", config("30"), 0, state{"UP", 1, 1}}, // 0.9 -> 1; 1.2 -> 1
+		{"another application at the same capacity: up", config("30", "other"), 0, state{"UP", 1, 1}},
+		{"30 to 20: down, at least one replica", config("20", "other"), 0, state{"DOWN", 1, 1}}, // 0.6 -> 1; 0.4 -> 1
+		{"20 to 0: none at all", config("0", "other"), 0, state{"DOWN", 0, 0}},
+		{"0 to 100: up", config("100", "other"), 0, state{"UP", 3, 4}},
+		{"fewer applications at 100: up", config("100"), 0, state{"UP", 3, 4}},
+		{"100 to null: none", config("null"), 0, state{"", 3, 2}},
+	}
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	var got, want []state
+	for _, s := range steps {
+		if s.put == "" {
+			rayDo(t, srv, http.MethodDelete, "", "")
+		} else if code, text := rayDo(t, srv, http.MethodPut, "", s.put); code != 200 {
+			t.Fatalf("%s: PUT %d %s", s.what, code, text)
+		}
+		rs.SetDemand("app", "A", s.demand)
+		f, _ := rs.Deployment("app", "F")
+		a, _ := rs.Deployment("app", "A")
+		if f.Running != f.Target || a.Running != a.Target {
+			t.Errorf("%s: not running the targets: %+v %+v", s.what, f, a)
+		}
+		got = append(got, state{rs.TargetCapacityDirection(), f.Target, a.Target})
+		want = append(want, s.want)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("states (-want +got):\n%s", diff)
+	}
+}
+
+// TestRayServeToken checks which credentials the emulator accepts, as
+// Ray's dashboard reads them: Authorization, else X-Ray-Authorization, else
+// the ray-authentication-token cookie; none is 401, a wrong one 403.
+func TestRayServeToken(t *testing.T) {
+	const (
+		auth    = "Authorization"
+		rayAuth = "X-Ray-Authorization"
+	)
+	cases := []struct {
+		name    string
+		headers []string // RequireToken's
+		send    map[string]string
+		cookie  string
+		want    int
+	}{
+		{"Authorization", nil, map[string]string{auth: "Bearer t"}, "", 200},
+		{"X-Ray-Authorization", nil, map[string]string{rayAuth: "Bearer t"}, "", 200},
+		{"cookie", nil, nil, "t", 200},
+		{"nothing", nil, nil, "", 401},
+		{"wrong token", nil, map[string]string{auth: "Bearer x"}, "", 403},
+		{"no Bearer", nil, map[string]string{auth: "t"}, "", 403},
+		{"Authorization is read first", nil, map[string]string{auth: "Bearer t", rayAuth: "Bearer x"}, "", 200},
+		{"another credential in Authorization hides X-Ray-Authorization", nil, map[string]string{auth: "Bearer k8s", rayAuth: "Bearer t"}, "", 403},
+		{"behind a proxy that keeps Authorization: X-Ray-Authorization", []string{rayAuth}, map[string]string{auth: "Bearer k8s", rayAuth: "Bearer t"}, "", 200},
+		{"behind a proxy that keeps Authorization: Authorization is not read", []string{rayAuth}, map[string]string{auth: "Bearer t"}, "", 401},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			rs := fake.NewRayServe(fake.RayServeOptions{})
+			srv := httptest.NewServer(rs)
+			defer srv.Close()
+			rs.RequireToken("t", c.headers...)
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+rayPath, nil)
+			for k, v := range c.send {
+				req.Header.Set(k, v)
+			}
+			if c.cookie != "" {
+				req.AddCookie(&http.Cookie{Name: "ray-authentication-token", Value: c.cookie})
+			}
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != c.want {
+				t.Errorf("status %d, want %d", resp.StatusCode, c.want)
+			}
+		})
+	}
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	rs.RequireToken("t")
+	rs.RequireToken("")
+	if code, _ := rayDo(t, srv, http.MethodGet, "", ""); code != 200 {
+		t.Errorf("with authentication off: %d", code)
+	}
+}
