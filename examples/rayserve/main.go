@@ -9,6 +9,11 @@
 //	go run ./examples/rayserve
 //	go run ./examples/rayserve -a http://blue-head:8265 -b http://green-head:8265 -config serve.json
 //
+// Each cluster is one side, through package serve/ray. For dashboards with
+// token authentication pass -token; through the Kubernetes API server's
+// service proxy also pass -token-header X-Ray-Authorization, since the API
+// server keeps Authorization for itself.
+//
 // The traffic split between the clusters is kept by an in-memory router;
 // in production that is your Gateway API route (package gateway).
 package main
@@ -27,7 +32,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/serve"
+	"github.com/upshift-dev/upshift/serve/ray"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -47,14 +52,15 @@ const defaultServeConfig = `{
 
 // Config holds the flags.
 type Config struct {
-	A, B       string // dashboard URLs; empty: an in-process emulator
-	ConfigFile string
-	Token      string
-	Step       int
-	Surge      int
-	Interval   time.Duration
-	Poll       time.Duration
-	Timeout    time.Duration
+	A, B        string // dashboard URLs; empty: an in-process emulator
+	ConfigFile  string
+	Token       string
+	TokenHeader string
+	Step        int
+	Surge       int
+	Interval    time.Duration
+	Poll        time.Duration
+	Timeout     time.Duration
 }
 
 func main() {
@@ -63,6 +69,8 @@ func main() {
 	flag.StringVar(&cfg.B, "b", "", "dashboard URL of the new cluster (default: an in-process emulator)")
 	flag.StringVar(&cfg.ConfigFile, "config", "", "Serve config (ServeDeploySchema) as a JSON file (default: a sample with three deployments)")
 	flag.StringVar(&cfg.Token, "token", "", "bearer token for dashboards that require one")
+	flag.StringVar(&cfg.TokenHeader, "token-header", ray.HeaderAuthorization,
+		"header carrying -token: Authorization, or X-Ray-Authorization through the Kubernetes API server's service proxy")
 	flag.IntVar(&cfg.Step, "step", 10, "weight step in percent")
 	flag.IntVar(&cfg.Surge, "surge", 30, "max surge in percent of full capacity")
 	flag.DurationVar(&cfg.Interval, "interval", 200*time.Millisecond, "least time between weight steps")
@@ -112,8 +120,8 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		defer srv.Close()
 		urlB = srv.URL
 	}
-	newSide := func(url string) (*serve.Ray, error) {
-		return serve.New(serve.Config{Dashboard: url, ServeConfig: json.RawMessage(serveConfig), Token: cfg.Token})
+	newSide := func(url string) (*ray.Ray, error) {
+		return ray.New(ray.Config{Dashboard: url, ServeConfig: json.RawMessage(serveConfig), Token: cfg.Token, TokenHeader: cfg.TokenHeader})
 	}
 	a, err := newSide(urlA)
 	if err != nil {
@@ -192,7 +200,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	for _, side := range []struct {
 		name string
-		r    *serve.Ray
+		r    *ray.Ray
 	}{{"A", a}, {"B", b}} {
 		o, err := side.r.Observe(ctx)
 		if err != nil {

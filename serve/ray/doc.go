@@ -1,7 +1,8 @@
-// Package serve provisions one side of an upgrade on a Ray cluster: Ray is
-// a rollout.CapacitySetter that moves the cluster's Serve target_capacity
+// Package ray provisions one side of an upgrade on a Ray cluster: Ray is a
+// rollout.CapacitySetter that moves the cluster's Serve target_capacity
 // through the Ray dashboard's Serve REST API, and reports how much of the
-// applications' full capacity is ready, from replica counts.
+// applications' full capacity is ready, from replica counts. It is part of
+// the serving side of upshift (package serve).
 //
 // Two Ray clusters, one per side, with a traffic router in front (a Gateway
 // API route, see package gateway) make the managed capacity mode: the
@@ -10,9 +11,13 @@
 // null target capacity, so that Ray's autoscaling floors are not left
 // pinned.
 //
-//	a, err := serve.New(serve.Config{Dashboard: "http://blue-head-svc:8265", ServeConfig: cfg})
-//	b, err := serve.New(serve.Config{Dashboard: "http://green-head-svc:8265", ServeConfig: cfg})
+//	a, err := ray.New(ray.Config{Dashboard: "http://blue-head-svc:8265", ServeConfig: cfg})
+//	b, err := ray.New(ray.Config{Dashboard: "http://green-head-svc:8265", ServeConfig: cfg})
 //	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b}
+//
+// The Serve config is the user's own (Ray's ServeDeploySchema as JSON); the
+// adapter sends it as it is and decodes only the parts of Ray's answers it
+// needs, so the wire schema is not part of this package's API.
 //
 // # What goes over the wire
 //
@@ -31,6 +36,28 @@
 // num_replicas or autoscaling_config, target_num_replicas and the state of
 // every replica.
 //
+// # Authentication and redirects
+//
+// With Config.Token set, every request carries "Bearer <Token>" in exactly
+// one header, Config.TokenHeader:
+//
+//   - Authorization (the default), for a dashboard reached directly.
+//   - X-Ray-Authorization, for a dashboard reached through the Kubernetes
+//     API server's service proxy: the API server authenticates the caller
+//     with Authorization (the HTTPClient's credentials) and removes that
+//     header, and Ray's dashboard reads X-Ray-Authorization when a request
+//     has no Authorization.
+//
+// A redirect is followed only within the dashboard's origin (the scheme,
+// host and port of Config.Dashboard) and only if it keeps the method. Any
+// other is refused, nothing is sent to its target, and the call fails with
+// a *RedirectError naming it, marked rollout.Permanent. Refusing is safer
+// than following without the token: a PUT redirected with 307 or 308 would
+// still carry the Serve config, and net/http would keep Authorization on a
+// redirect to another port of the same host, and X-Ray-Authorization on any
+// redirect. A 301, 302 or 303 answering a PUT is refused too, as net/http
+// would follow it with a GET and the write would be lost.
+//
 // # Ready capacity
 //
 // Ray's status RUNNING says little about capacity: an application is
@@ -41,6 +68,9 @@
 //
 //   - A deployment's full count is its num_replicas, or for an autoscaling
 //     deployment its min_replicas: the floor Ray scales by target_capacity.
+//     (While the target capacity rises, Ray's floor for a deployment with
+//     initial_replicas is initial_replicas scaled, which is never lower;
+//     the adapter counts against min_replicas either way.)
 //   - Its ready share is min(RUNNING replicas, capacity-adjusted target)
 //     over the full count, in percent rounded down. Ten replicas at 25%
 //     aim for 3 and, with 3 running, are 30% ready; three replicas at 40%
@@ -61,12 +91,16 @@
 //
 // A 400 is Ray refusing the config: an *HTTPError carrying Ray's text,
 // matching ErrRejected and marked rollout.Permanent, so the Runner aborts
-// instead of retrying. Other 4xx (a bad token) are permanent too, except
-// 404 (rollout.ErrNotFound), 408 and 429. 5xx answers, timeouts and
+// instead of retrying. Other 4xx (a missing or bad token: 401, 403) are
+// permanent too, except 404 (rollout.ErrNotFound), 408 and 429. A refused
+// redirect is a permanent *RedirectError. 5xx answers, timeouts and
 // connection errors are returned as they are: the Runner retries them. An
 // answer that is not the documented JSON is a *DecodeError; answers are
-// read up to Config.MaxResponseBytes.
+// read up to Config.MaxResponseBytes. An invalid Config is reported by New
+// as *ConfigError values (one per field), each matching ErrInvalid.
 //
 // Package fake has a Ray Serve emulator (fake.RayServe) that speaks the
-// same API, for tests that run this adapter without a Ray cluster.
-package serve
+// same API and computes replica targets as Ray's controller does, written
+// apart from this package's arithmetic, for tests that run this adapter
+// without a Ray cluster.
+package ray

@@ -1,4 +1,4 @@
-package serve_test
+package ray_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/serve"
+	"github.com/upshift-dev/upshift/serve/ray"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -93,7 +93,7 @@ func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 		}
 		next, requeue, err := r.Reconcile(ctx, s)
 		if err != nil {
-			var herr *serve.HTTPError
+			var herr *ray.HTTPError
 			if !errors.As(err, &herr) || herr.StatusCode != 503 {
 				t.Fatalf("reconcile %d: %v", i, err)
 			}

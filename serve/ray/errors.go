@@ -1,4 +1,4 @@
-package serve
+package ray
 
 import (
 	"errors"
@@ -10,13 +10,13 @@ import (
 
 // Sentinel errors, matched with errors.Is.
 var (
-	// ErrConfig is matched by every *ConfigError.
-	ErrConfig = errors.New("serve: invalid config")
+	// ErrInvalid is matched by every *ConfigError.
+	ErrInvalid = errors.New("ray: invalid config")
 	// ErrRejected is matched by an *HTTPError for a 400: Ray refused the
 	// config. Such errors are also marked rollout.Permanent.
-	ErrRejected = errors.New("serve: Ray rejected the request")
+	ErrRejected = errors.New("ray: Ray rejected the request")
 	// ErrResponseTooLarge: an answer exceeded Config.MaxResponseBytes.
-	ErrResponseTooLarge = errors.New("serve: response too large")
+	ErrResponseTooLarge = errors.New("ray: response too large")
 )
 
 // ConfigError names one invalid field of Config. New joins one per problem.
@@ -26,11 +26,11 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string {
-	return fmt.Sprintf("serve: invalid config: %s: %s", e.Field, e.Problem)
+	return fmt.Sprintf("ray: invalid config: %s: %s", e.Field, e.Problem)
 }
 
-// Is makes errors.Is(err, ErrConfig) hold.
-func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }
 
 // HTTPError is an answer from the dashboard with a status other than 200.
 // Body is the start of what Ray said (its validation text for a 400).
@@ -49,9 +49,9 @@ type HTTPError struct {
 func (e *HTTPError) Error() string {
 	body := strings.TrimSpace(e.Body)
 	if body == "" {
-		return fmt.Sprintf("serve: %s %s: status %d", e.Method, e.URL, e.StatusCode)
+		return fmt.Sprintf("ray: %s %s: status %d", e.Method, e.URL, e.StatusCode)
 	}
-	return fmt.Sprintf("serve: %s %s: status %d: %s", e.Method, e.URL, e.StatusCode, body)
+	return fmt.Sprintf("ray: %s %s: status %d: %s", e.Method, e.URL, e.StatusCode, body)
 }
 
 // Is makes a 400 match ErrRejected.
@@ -70,4 +70,34 @@ func (e *HTTPError) Unwrap() error {
 // Temporary reports whether retrying the same request may succeed.
 func (e *HTTPError) Temporary() bool {
 	return e.StatusCode >= 500 || e.StatusCode == 408 || e.StatusCode == 429 || e.StatusCode == 404
+}
+
+// RedirectError is a redirect the adapter refused to follow. A request
+// follows a redirect only within the dashboard's origin (Config.Dashboard's
+// scheme, host and port) and only with its method unchanged:
+//
+//   - A redirect to another scheme, host or port is refused rather than
+//     followed without the token: following would still carry the Serve
+//     config of a PUT (a 307 or 308 resends the body), and net/http keeps
+//     Authorization on a redirect to another port of the same host or to
+//     a subdomain, and X-Ray-Authorization on a redirect anywhere. Nothing
+//     is sent to Location.
+//   - A 301, 302 or 303 answering a PUT is refused: net/http would follow
+//     it with a GET, and the write would be lost while the call succeeds.
+//
+// It comes wrapped in rollout.Permanent: a dashboard URL that redirects
+// elsewhere is a configuration to fix (set Dashboard to where the
+// dashboard answers), not a failure to retry.
+type RedirectError struct {
+	// Method and URL are the request's; StatusCode is the redirect's
+	// status and Location where it pointed (without any user:password).
+	Method, URL string
+	StatusCode  int
+	Location    string
+	// Reason says why it was refused.
+	Reason string
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("ray: %s %s: refused to follow the %d redirect to %s: %s", e.Method, e.URL, e.StatusCode, e.Location, e.Reason)
 }

@@ -1,4 +1,4 @@
-package serve_test
+package ray
 
 import (
 	"context"
@@ -9,8 +9,12 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/serve"
 )
+
+// fuzzConfig has two fixed deployments and an autoscaling one.
+const fuzzConfig = `{"applications": [{"name": "llm", "route_prefix": "/llm", "import_path": "serving.llm:app",
+  "deployments": [{"name": "Ingress", "num_replicas": 10}, {"name": "Model", "num_replicas": 3},
+    {"name": "Embed", "autoscaling_config": {"min_replicas": 2, "max_replicas": 6, "initial_replicas": 4}}]}]}`
 
 // FuzzDecodeStatus feeds the GET decoder arbitrary bytes: it must return
 // details or an error, never panic, and what it accepts must evaluate to
@@ -19,12 +23,12 @@ func FuzzDecodeStatus(f *testing.F) {
 	rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1, StopPolls: 1})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
-	side, err := serve.New(serve.Config{Dashboard: srv.URL, ServeConfig: []byte(llmConfig)})
+	side, err := New(Config{Dashboard: srv.URL, ServeConfig: []byte(fuzzConfig)})
 	if err != nil {
 		f.Fatal(err)
 	}
 	get := func() []byte {
-		resp, err := http.Get(srv.URL + serve.ApplicationsPath + "?api_type=declarative")
+		resp, err := http.Get(srv.URL + ApplicationsPath + "?api_type=declarative")
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -51,7 +55,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		d, err := serve.DecodeInstanceDetails(b)
+		d, err := decodeInstanceDetails(b)
 		if err != nil {
 			if d != nil {
 				t.Fatalf("details %+v with error %v", d, err)
@@ -62,7 +66,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		for name := range d.Applications {
 			names = append(names, name)
 		}
-		o := serve.Evaluate(d, names)
+		o := evaluate(d, names)
 		if o.Ready < 0 || o.Ready > 100 || o.Capacity < 0 || o.Capacity > 100 {
 			t.Fatalf("out of range: %+v", o.CapacityStatus)
 		}

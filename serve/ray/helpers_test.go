@@ -1,4 +1,4 @@
-package serve_test
+package ray_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 
 	"github.com/upshift-dev/upshift/fake"
-	"github.com/upshift-dev/upshift/serve"
+	"github.com/upshift-dev/upshift/serve/ray"
 )
 
 // TB is the part of testing.TB the helpers need, so that they also run
@@ -47,15 +47,15 @@ func cluster(t TB, opts fake.RayServeOptions) (*fake.RayServe, *httptest.Server)
 }
 
 // adapter builds the adapter for dashboard with config, after edit.
-func adapter(t TB, dashboard, config string, edit ...func(*serve.Config)) *serve.Ray {
+func adapter(t TB, dashboard, config string, edit ...func(*ray.Config)) *ray.Ray {
 	t.Helper()
-	c := serve.Config{Dashboard: dashboard, ServeConfig: json.RawMessage(config)}
+	c := ray.Config{Dashboard: dashboard, ServeConfig: json.RawMessage(config)}
 	for _, e := range edit {
 		e(&c)
 	}
-	r, err := serve.New(c)
+	r, err := ray.New(c)
 	if err != nil {
-		t.Fatalf("serve.New: %v", err)
+		t.Fatalf("ray.New: %v", err)
 	}
 	return r
 }
@@ -71,6 +71,6 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // inProcess is an edit that sends the adapter's requests to h directly.
-func inProcess(h http.Handler) func(*serve.Config) {
-	return func(c *serve.Config) { c.HTTPClient = &http.Client{Transport: handlerTransport{h}} }
+func inProcess(h http.Handler) func(*ray.Config) {
+	return func(c *ray.Config) { c.HTTPClient = &http.Client{Transport: handlerTransport{h}} }
 }

@@ -1,14 +1,17 @@
-package serve_test
+package ray_test
 
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/serve"
+	"github.com/upshift-dev/upshift/serve/ray"
 )
 
 func pct(v float64) *float64 { return &v }
@@ -41,7 +44,7 @@ func TestCapacityAdjusted(t *testing.T) {
 		{4, pct(-3), 0, "under 0 counts as 0"},
 	}
 	for _, c := range cases {
-		if got := serve.CapacityAdjusted(c.n, c.tc); got != c.want {
+		if got := ray.CapacityAdjusted(c.n, c.tc); got != c.want {
 			tc := "null"
 			if c.tc != nil {
 				tc = fmt.Sprint(*c.tc)
@@ -53,9 +56,9 @@ func TestCapacityAdjusted(t *testing.T) {
 
 func ExampleCapacityAdjusted() {
 	for _, tc := range []float64{0, 1, 25, 40, 100} {
-		fmt.Printf("10 replicas at %v%%: %d; 3 replicas: %d\n", tc, serve.CapacityAdjusted(10, &tc), serve.CapacityAdjusted(3, &tc))
+		fmt.Printf("10 replicas at %v%%: %d; 3 replicas: %d\n", tc, ray.CapacityAdjusted(10, &tc), ray.CapacityAdjusted(3, &tc))
 	}
-	fmt.Println("null:", serve.CapacityAdjusted(10, nil))
+	fmt.Println("null:", ray.CapacityAdjusted(10, nil))
 	// Output:
 	// 10 replicas at 0%: 0; 3 replicas: 0
 	// 10 replicas at 1%: 1; 3 replicas: 1
@@ -68,10 +71,10 @@ func ExampleCapacityAdjusted() {
 // ExampleRay sets a target capacity on an emulated cluster and reads back
 // what is ready.
 func ExampleRay() {
-	ray := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1})
-	srv := httptest.NewServer(ray)
+	cluster := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1})
+	srv := httptest.NewServer(cluster)
 	defer srv.Close()
-	side, err := serve.New(serve.Config{
+	side, err := ray.New(ray.Config{
 		Dashboard: srv.URL,
 		ServeConfig: []byte(`{"applications": [{"name": "llm", "import_path": "llm:app",
 		  "deployments": [{"name": "Model", "num_replicas": 3}]}]}`),
@@ -96,4 +99,34 @@ func ExampleRay() {
 	// Output:
 	// capacity 40: ready 50, settled true
 	// capacity 70: ready 84, settled true
+}
+
+// TestCapacityAdjustedAgreesWithEmulator compares CapacityAdjusted with
+// the emulator's own rendering of Ray's arithmetic (package fake computes
+// it apart from this package): at target capacities in steps of 0.1
+// percent, every fixed deployment's target in the emulator is what
+// CapacityAdjusted says.
+func TestCapacityAdjustedAgreesWithEmulator(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	counts := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 19, 23, 25, 33, 40, 64, 99, 125}
+	var deps []string
+	for _, n := range counts {
+		deps = append(deps, fmt.Sprintf(`{"name": "d%d", "num_replicas": %d}`, n, n))
+	}
+	config := `{"applications": [{"name": "app", "import_path": "m:app", "deployments": [` + strings.Join(deps, ",") + `]}], "target_capacity": %s}`
+	for i := 0; i <= 1000; i++ {
+		tc := float64(i) / 10
+		body := fmt.Sprintf(config, strconv.FormatFloat(tc, 'f', -1, 64))
+		w := httptest.NewRecorder()
+		rs.ServeHTTP(w, httptest.NewRequest(http.MethodPut, ray.ApplicationsPath, strings.NewReader(body)))
+		if w.Code != http.StatusOK {
+			t.Fatalf("PUT at %v: %d %s", tc, w.Code, w.Body)
+		}
+		for _, n := range counts {
+			st, ok := rs.Deployment("app", fmt.Sprintf("d%d", n))
+			if want := ray.CapacityAdjusted(n, &tc); !ok || st.Target != want {
+				t.Errorf("%d replicas at target_capacity %v: the emulator aims for %d, CapacityAdjusted says %d", n, tc, st.Target, want)
+			}
+		}
+	}
 }

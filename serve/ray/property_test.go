@@ -1,4 +1,4 @@
-package serve_test
+package ray_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package serve
+package ray
 
 import (
 	"bytes"
@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -27,6 +28,17 @@ const (
 	// dashboard's URL.
 	ApplicationsPath = "/api/serve/applications/"
 )
+
+// The headers Config.TokenHeader can name; Ray's dashboard reads the first,
+// and the second when the first is absent.
+const (
+	HeaderAuthorization    = "Authorization"
+	HeaderRayAuthorization = "X-Ray-Authorization"
+)
+
+// maxRedirects is how many redirects within the dashboard's origin a
+// request follows, as many as net/http's default policy allows.
+const maxRedirects = 10
 
 // defaultAppName is the name Ray gives an application whose config has none.
 const defaultAppName = "default"
@@ -52,9 +64,22 @@ type Config struct {
 	// cluster's whole declarative set: a PUT replaces what Ray runs.
 	// (A YAML serveConfigV2 converts with sigs.k8s.io/yaml.YAMLToJSON.)
 	ServeConfig json.RawMessage
-	// Token, when set, is sent as "Authorization: Bearer <Token>", for
-	// dashboards that require authentication.
+	// Token, when set, is sent on every request as "Bearer <Token>" in the
+	// header TokenHeader names, for dashboards with token authentication.
 	Token string
+	// TokenHeader names the one header that carries Token:
+	//
+	//   - HeaderAuthorization ("" means this one): for a dashboard reached
+	//     directly, or through a proxy that passes Authorization on.
+	//   - HeaderRayAuthorization: for a dashboard reached through a proxy
+	//     that keeps Authorization for itself, such as the Kubernetes API
+	//     server's service proxy (.../services/<head-svc>:dashboard/proxy),
+	//     which authenticates the caller with Authorization (set by
+	//     HTTPClient's transport) and removes it before forwarding. Ray reads
+	//     X-Ray-Authorization when a request has no Authorization header.
+	//
+	// Any other name is invalid. Without a Token no header is sent.
+	TokenHeader string
 	// Timeout bounds each request; 0 means DefaultTimeout, negative means
 	// only the caller's context bounds it.
 	Timeout time.Duration
@@ -63,6 +88,9 @@ type Config struct {
 	TLS *tls.Config
 	// HTTPClient sends the requests; nil means a client of its own built
 	// from TLS. Set one to share connections or to add instrumentation.
+	// The adapter sends through a copy of it whose CheckRedirect refuses
+	// the redirects described under RedirectError before calling the
+	// client's own CheckRedirect, if any, for the others.
 	HTTPClient *http.Client
 	// MaxResponseBytes bounds the size of an answer read; 0 means
 	// DefaultMaxResponseBytes.
@@ -98,6 +126,9 @@ func (c *Config) parse() (*url.URL, []byte, []appConfig, error) {
 	}
 	if c.MaxResponseBytes < 0 {
 		bad("MaxResponseBytes", "%d is negative", c.MaxResponseBytes)
+	}
+	if _, ok := tokenHeader(c.TokenHeader); !ok {
+		bad("TokenHeader", "%q: want %s or %s", c.TokenHeader, HeaderAuthorization, HeaderRayAuthorization)
 	}
 	prefix, apps, perr := parseServeConfig(c.ServeConfig)
 	errs = append(errs, perr...)
@@ -181,6 +212,18 @@ func parseServeConfig(raw json.RawMessage) ([]byte, []appConfig, []error) {
 	return append(prefix, `"target_capacity":`...), apps, nil
 }
 
+// tokenHeader returns the canonical name of the header that carries the
+// token, and whether name is one Ray reads.
+func tokenHeader(name string) (string, bool) {
+	switch h := http.CanonicalHeaderKey(name); h {
+	case "", HeaderAuthorization:
+		return HeaderAuthorization, true
+	case HeaderRayAuthorization:
+		return h, true
+	}
+	return "", false
+}
+
 func errOrNull(err error) error {
 	if err == nil {
 		return errors.New("got null")
@@ -195,8 +238,8 @@ func errOrNull(err error) error {
 //     a Steady request), unless the cluster's last applied config already
 //     has that target capacity and the same applications (read with a GET
 //     first, not from memory: a restarted cluster is noticed).
-//   - Capacity GETs the declarative applications and reports them as
-//     Evaluate describes.
+//   - Capacity GETs the declarative applications and reports how ready
+//     they are, as the package documentation (Ready capacity) describes.
 //
 // Rounding. Ray rounds a deployment's capacity-adjusted replica count half
 // up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
@@ -222,6 +265,7 @@ type Ray struct {
 	apps           []appConfig
 	names          []string
 	token          string
+	tokenHeader    string
 	timeout        time.Duration
 	maxBytes       int64
 	client         *http.Client
@@ -238,7 +282,7 @@ type askedCapacity struct {
 // smallest value >= percent at which every deployment of the managed
 // applications (as configured, and as running in d) gets at least
 // ceil(n * percent / 100) replicas.
-func (r *Ray) roundUp(d *InstanceDetails, percent int32) int32 {
+func (r *Ray) roundUp(d *instanceDetails, percent int32) int32 {
 	if percent <= 0 || percent >= 100 {
 		return percent
 	}
@@ -281,21 +325,25 @@ func New(c Config) (*Ray, error) {
 		token:    c.Token,
 		timeout:  c.Timeout,
 		maxBytes: c.MaxResponseBytes,
-		client:   c.HTTPClient,
 	}
+	r.tokenHeader, _ = tokenHeader(c.TokenHeader)
 	if r.timeout == 0 {
 		r.timeout = DefaultTimeout
 	}
 	if r.maxBytes == 0 {
 		r.maxBytes = DefaultMaxResponseBytes
 	}
-	if r.client == nil {
+	if c.HTTPClient != nil {
+		client := *c.HTTPClient
+		r.client = &client
+	} else {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		if c.TLS != nil {
 			t.TLSClientConfig = c.TLS.Clone()
 		}
 		r.client = &http.Client{Transport: t}
 	}
+	r.client.CheckRedirect = sameOriginRedirects(u, r.client.CheckRedirect)
 	for _, a := range apps {
 		r.names = append(r.names, a.name)
 		r.fulls = append(r.fulls, configuredFulls(a.config)...)
@@ -311,7 +359,7 @@ func configuredFulls(app any) []int64 {
 	if err != nil {
 		return nil
 	}
-	var deps []DeploymentConfig
+	var deps []deploymentConfig
 	if json.Unmarshal(raw, &deps) != nil {
 		return nil
 	}
@@ -340,7 +388,7 @@ func (r *Ray) String() string { return r.putURL }
 // range, and a 400 from Ray, are permanent errors; see HTTPError.
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
 	if req.Percent < 0 || req.Percent > 100 || req.Steady && req.Percent != 100 {
-		return rollout.Permanent(fmt.Errorf("serve: capacity request %+v: Percent must be 0..100, and 100 when Steady", req))
+		return rollout.Permanent(fmt.Errorf("ray: capacity request %+v: Percent must be 0..100, and 100 when Steady", req))
 	}
 	d, err := r.get(ctx)
 	if err != nil {
@@ -372,7 +420,7 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 }
 
 // applied reports whether the cluster already runs the config at req.
-func (r *Ray) applied(d *InstanceDetails, req rollout.CapacityRequest) bool {
+func (r *Ray) applied(d *instanceDetails, req rollout.CapacityRequest) bool {
 	tc := d.TargetCapacity
 	if req.Steady != (tc == nil) || tc != nil && *tc != float64(req.Percent) {
 		return false
@@ -390,8 +438,9 @@ func (r *Ray) applied(d *InstanceDetails, req rollout.CapacityRequest) bool {
 	return true
 }
 
-// Capacity reports the managed applications' capacity as Evaluate derives
-// it from one GET.
+// Capacity reports the managed applications' capacity, ready capacity,
+// settledness and health, derived from one GET as the package
+// documentation describes.
 func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	o, err := r.Observe(ctx)
 	return o.CapacityStatus, err
@@ -404,7 +453,7 @@ func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	o := Evaluate(d, r.names)
+	o := evaluate(d, r.names)
 	r.mu.Lock()
 	if a := r.asked; a != nil && o.TargetCapacity != nil && *o.TargetCapacity == a.written && o.Capacity > 0 {
 		o.Capacity = a.percent // the cluster holds the rounding-up of what was asked
@@ -413,12 +462,12 @@ func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	return o, nil
 }
 
-func (r *Ray) get(ctx context.Context) (*InstanceDetails, error) {
+func (r *Ray) get(ctx context.Context) (*instanceDetails, error) {
 	b, err := r.do(ctx, http.MethodGet, r.getURL, nil)
 	if err != nil {
 		return nil, err
 	}
-	return DecodeInstanceDetails(b)
+	return decodeInstanceDetails(b)
 }
 
 // do sends one request and returns the body of a 2xx answer.
@@ -434,7 +483,7 @@ func (r *Ray) do(ctx context.Context, method, url string, body []byte) ([]byte, 
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
-		return nil, rollout.Permanent(fmt.Errorf("serve: %s %s: %w", method, url, err))
+		return nil, rollout.Permanent(fmt.Errorf("ray: %s %s: %w", method, url, err))
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "upshift")
@@ -442,11 +491,14 @@ func (r *Ray) do(ctx context.Context, method, url string, body []byte) ([]byte, 
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if r.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.token)
+		req.Header.Set(r.tokenHeader, "Bearer "+r.token)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err) // a *url.Error naming method and URL; retryable
+		if rerr := (*RedirectError)(nil); errors.As(err, &rerr) {
+			return nil, rollout.Permanent(rerr)
+		}
+		return nil, fmt.Errorf("ray: %w", err) // a *url.Error naming method and URL; retryable
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, r.maxBytes+1))
@@ -461,10 +513,61 @@ func (r *Ray) do(ctx context.Context, method, url string, body []byte) ([]byte, 
 		return nil, herr
 	}
 	if err != nil {
-		return nil, fmt.Errorf("serve: %s %s: reading the answer: %w", method, url, err)
+		return nil, fmt.Errorf("ray: %s %s: reading the answer: %w", method, url, err)
 	}
 	if int64(len(data)) > r.maxBytes {
-		return nil, fmt.Errorf("serve: %s %s: %w: more than %d bytes", method, url, ErrResponseTooLarge, r.maxBytes)
+		return nil, fmt.Errorf("ray: %s %s: %w: more than %d bytes", method, url, ErrResponseTooLarge, r.maxBytes)
 	}
 	return data, nil
+}
+
+// sameOriginRedirects returns a CheckRedirect that refuses, with a
+// *RedirectError, a redirect to another scheme, host or port than
+// dashboard's, and one that would change the method (net/http turns a PUT
+// answered 301, 302 or 303 into a GET without a body). The redirects it
+// lets through go to next, or, when next is nil, are followed up to
+// maxRedirects.
+func sameOriginRedirects(dashboard *url.URL, next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		first := via[0]
+		rerr := &RedirectError{Method: first.Method, URL: first.URL.Redacted(), Location: req.URL.Redacted()}
+		if req.Response != nil {
+			rerr.StatusCode = req.Response.StatusCode
+		}
+		switch {
+		case !sameOrigin(req.URL, dashboard):
+			rerr.Reason = "it leaves " + origin(dashboard)
+			return rerr
+		case req.Method != first.Method:
+			rerr.Reason = "it would turn the " + first.Method + " into a " + req.Method
+			return rerr
+		case next != nil:
+			return next(req, via)
+		case len(via) >= maxRedirects:
+			return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		}
+		return nil
+	}
+}
+
+// sameOrigin reports whether a and b have the same scheme, host and port,
+// a missing port being the scheme's default.
+func sameOrigin(a, b *url.URL) bool {
+	return origin(a) == origin(b)
+}
+
+// origin is u's scheme://host:port, lower case, with the default port
+// written out.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }

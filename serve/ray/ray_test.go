@@ -1,4 +1,4 @@
-package serve_test
+package ray_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/serve"
+	"github.com/upshift-dev/upshift/serve/ray"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -97,14 +97,14 @@ func TestRunningIsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := o.Applications[0]
-	if app.Status != serve.AppRunning {
+	if app.Status != ray.AppRunning {
 		t.Fatalf("application status %s, want RUNNING while scaling", app.Status)
 	}
 	if o.Ready != 20 || o.Settled {
 		t.Errorf("ready %d settled %v while scaling from 20 to 80; want 20 and not settled", o.Ready, o.Settled)
 	}
 	for _, d := range app.Deployments {
-		if d.Status != serve.DeploymentUpscaling {
+		if d.Status != ray.DeploymentUpscaling {
 			t.Errorf("deployment %s status %s, want UPSCALING", d.Name, d.Status)
 		}
 	}
@@ -130,7 +130,7 @@ func TestNoPutWhenApplied(t *testing.T) {
 	}
 	// The cluster loses its config (Serve restarted): the same request is
 	// written again, because the comparison is with the cluster, not memory.
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+serve.ApplicationsPath, nil)
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+ray.ApplicationsPath, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -189,11 +189,11 @@ func TestBearerToken(t *testing.T) {
 	rs.RequireToken("s3cret")
 	anon := adapter(t, srv.URL, llmConfig)
 	err := anon.SetCapacity(ctx, rollout.CapacityRequest{Percent: 10})
-	var herr *serve.HTTPError
+	var herr *ray.HTTPError
 	if !errors.As(err, &herr) || herr.StatusCode != http.StatusUnauthorized || !rollout.IsPermanent(err) {
 		t.Fatalf("without a token: %v, want a permanent 401", err)
 	}
-	r := adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.Token = "s3cret" })
+	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Token = "s3cret" })
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,10 +210,10 @@ func TestRejectedIsPermanent(t *testing.T) {
 	  {"name": "b", "route_prefix": "/x", "import_path": "m:b"}]}`
 	r := adapter(t, srv.URL, dup)
 	err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50})
-	if !errors.Is(err, serve.ErrRejected) || !rollout.IsPermanent(err) {
+	if !errors.Is(err, ray.ErrRejected) || !rollout.IsPermanent(err) {
 		t.Fatalf("got %v, want a permanent rejection", err)
 	}
-	var herr *serve.HTTPError
+	var herr *ray.HTTPError
 	if !errors.As(err, &herr) || herr.StatusCode != 400 || !strings.Contains(herr.Body, "route_prefix") {
 		t.Fatalf("got %#v, want Ray's text naming route_prefix", herr)
 	}
@@ -229,7 +229,7 @@ func TestServerErrorsAreRetryable(t *testing.T) {
 	for _, code := range []int{500, 502, 503, 504, 429} {
 		rs.FailRequests(code, 1)
 		err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 30})
-		var herr *serve.HTTPError
+		var herr *ray.HTTPError
 		if !errors.As(err, &herr) || herr.StatusCode != code || rollout.IsPermanent(err) || !herr.Temporary() {
 			t.Fatalf("status %d: got %v, want a retryable HTTPError", code, err)
 		}
@@ -249,7 +249,7 @@ func TestHangTimesOut(t *testing.T) {
 	rs, srv := cluster(t, fake.RayServeOptions{})
 	rs.Hang(true)
 	defer rs.Hang(false)
-	r := adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.Timeout = 50 * time.Millisecond })
+	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Timeout = 50 * time.Millisecond })
 	start := time.Now()
 	_, err := r.Capacity(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || rollout.IsPermanent(err) {
@@ -259,7 +259,7 @@ func TestHangTimesOut(t *testing.T) {
 		t.Errorf("took %v", d)
 	}
 	// The caller's context bounds it too.
-	r = adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.Timeout = -1 })
+	r = adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Timeout = -1 })
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
 	if err := r.SetCapacity(cctx, rollout.CapacityRequest{Percent: 10}); !errors.Is(err, context.DeadlineExceeded) {
@@ -273,7 +273,7 @@ func TestGarbageIsAnError(t *testing.T) {
 	r := adapter(t, srv.URL, llmConfig)
 	rs.Garbage(true)
 	_, err := r.Capacity(ctx)
-	var derr *serve.DecodeError
+	var derr *ray.DecodeError
 	if !errors.As(err, &derr) || rollout.IsPermanent(err) {
 		t.Fatalf("got %v, want a retryable *DecodeError", err)
 	}
@@ -292,8 +292,8 @@ func TestResponseBound(t *testing.T) {
 	if err := big.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
 		t.Fatal(err)
 	}
-	small := adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.MaxResponseBytes = 256 })
-	if _, err := small.Capacity(ctx); !errors.Is(err, serve.ErrResponseTooLarge) {
+	small := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.MaxResponseBytes = 256 })
+	if _, err := small.Capacity(ctx); !errors.Is(err, ray.ErrResponseTooLarge) {
 		t.Fatalf("got %v, want ErrResponseTooLarge", err)
 	}
 }
@@ -305,7 +305,7 @@ func TestUnhealthy(t *testing.T) {
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rs.FailDeployment("llm", "Model", serve.DeploymentDeployFailed, "ImportError: no module named vllm"); err != nil {
+	if err := rs.FailDeployment("llm", "Model", ray.DeploymentDeployFailed, "ImportError: no module named vllm"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := r.Capacity(ctx)
@@ -323,7 +323,7 @@ func TestUnhealthy(t *testing.T) {
 	if st, _ := r.Capacity(ctx); st.Health != strategy.HealthHealthy || !st.Settled || st.Ready != 50 {
 		t.Fatalf("healed: %+v", st)
 	}
-	if err := rs.FailDeployment("llm", "Ingress", serve.DeploymentUnhealthy, "health check failed"); err != nil {
+	if err := rs.FailDeployment("llm", "Ingress", ray.DeploymentUnhealthy, "health check failed"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.Capacity(ctx); st.Health != strategy.HealthUnhealthy || !strings.Contains(st.HealthMessage, "health check failed") {
@@ -370,7 +370,7 @@ func TestTLS(t *testing.T) {
 	defer srv.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
-	r := adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.TLS = &tls.Config{RootCAs: pool} })
+	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.TLS = &tls.Config{RootCAs: pool} })
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 60}); err != nil {
 		t.Fatal(err)
 	}
@@ -378,7 +378,7 @@ func TestTLS(t *testing.T) {
 	if _, err := untrusted.Capacity(ctx); err == nil {
 		t.Fatal("an unknown certificate was accepted")
 	}
-	shared := adapter(t, srv.URL, llmConfig, func(c *serve.Config) { c.HTTPClient = srv.Client() })
+	shared := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.HTTPClient = srv.Client() })
 	if st, err := shared.Capacity(ctx); err != nil || st.Capacity != 60 {
 		t.Fatalf("with the server's client: %+v %v", st, err)
 	}
@@ -400,30 +400,31 @@ func TestEmptyCluster(t *testing.T) {
 func TestConfigErrors(t *testing.T) {
 	cases := []struct {
 		name   string
-		c      serve.Config
+		c      ray.Config
 		fields []string
 	}{
-		{"empty", serve.Config{}, []string{"Dashboard", "ServeConfig"}},
-		{"scheme", serve.Config{Dashboard: "ftp://x", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
-		{"no host", serve.Config{Dashboard: "http://", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
-		{"query", serve.Config{Dashboard: "http://h:8265/?a=b", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
-		{"not an object", serve.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`[1]`)}, []string{"ServeConfig"}},
-		{"no applications", serve.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`{"proxy_location": "HeadOnly"}`)}, []string{"ServeConfig.applications"}},
-		{"applications not a list", serve.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`{"applications": {}}`)}, []string{"ServeConfig.applications"}},
-		{"duplicate names", serve.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(
+		{"empty", ray.Config{}, []string{"Dashboard", "ServeConfig"}},
+		{"scheme", ray.Config{Dashboard: "ftp://x", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
+		{"no host", ray.Config{Dashboard: "http://", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
+		{"query", ray.Config{Dashboard: "http://h:8265/?a=b", ServeConfig: json.RawMessage(llmConfig)}, []string{"Dashboard"}},
+		{"not an object", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`[1]`)}, []string{"ServeConfig"}},
+		{"no applications", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`{"proxy_location": "HeadOnly"}`)}, []string{"ServeConfig.applications"}},
+		{"applications not a list", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(`{"applications": {}}`)}, []string{"ServeConfig.applications"}},
+		{"duplicate names", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(
 			`{"applications": [{"import_path": "a:b"}, {"name": "default", "import_path": "c:d"}, 3, {"name": 4}]}`)},
 			[]string{"ServeConfig.applications[1].name", "ServeConfig.applications[2]", "ServeConfig.applications[3].name"}},
-		{"negative bound", serve.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(llmConfig), MaxResponseBytes: -1}, []string{"MaxResponseBytes"}},
+		{"negative bound", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(llmConfig), MaxResponseBytes: -1}, []string{"MaxResponseBytes"}},
+		{"token header", ray.Config{Dashboard: "http://h", ServeConfig: json.RawMessage(llmConfig), Token: "t", TokenHeader: "X-Auth-Token"}, []string{"TokenHeader"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := serve.New(tc.c)
-			if !errors.Is(err, serve.ErrConfig) {
-				t.Fatalf("got %v, want ErrConfig", err)
+			_, err := ray.New(tc.c)
+			if !errors.Is(err, ray.ErrInvalid) {
+				t.Fatalf("got %v, want ErrInvalid", err)
 			}
 			var fields []string
 			for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-				var ce *serve.ConfigError
+				var ce *ray.ConfigError
 				if errors.As(e, &ce) {
 					fields = append(fields, ce.Field)
 				}
@@ -433,7 +434,7 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	r, err := serve.New(serve.Config{Dashboard: "http://h:8265/ray/", ServeConfig: json.RawMessage(llmConfig)})
+	r, err := ray.New(ray.Config{Dashboard: "http://h:8265/ray/", ServeConfig: json.RawMessage(llmConfig)})
 	if err != nil {
 		t.Fatal(err)
 	}

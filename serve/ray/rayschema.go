@@ -1,4 +1,4 @@
-package serve
+package ray
 
 import (
 	"bytes"
@@ -37,20 +37,20 @@ const ReplicaRunning = "RUNNING"
 // arithmetic on them cannot overflow.
 const maxReplicas = 1 << 24
 
-// InstanceDetails is the part of Ray Serve's GET /api/serve/applications/
+// instanceDetails is the part of Ray Serve's GET /api/serve/applications/
 // answer (its ServeInstanceDetails) that upshift reads. Fields it does not
 // name (controller_info, proxies, http_options, target_groups...) are
 // ignored when decoding. The zero value is a cluster without Serve.
-type InstanceDetails struct {
+type instanceDetails struct {
 	// TargetCapacity is the target_capacity of the last applied config:
 	// nil for null (no capacity pinned), else 0..100.
 	TargetCapacity *float64 `json:"target_capacity"`
 	// Applications are the live applications by name.
-	Applications map[string]ApplicationDetails `json:"applications"`
+	Applications map[string]applicationDetails `json:"applications"`
 }
 
-// ApplicationDetails is one application in InstanceDetails.
-type ApplicationDetails struct {
+// applicationDetails is one application in instanceDetails.
+type applicationDetails struct {
 	Name        string  `json:"name"`
 	RoutePrefix *string `json:"route_prefix"`
 	// Status is one of the App* constants; Message says why.
@@ -62,48 +62,48 @@ type ApplicationDetails struct {
 	DeployedAppConfig json.RawMessage `json:"deployed_app_config"`
 	// Source is "declarative" or "imperative".
 	Source      string                       `json:"source"`
-	Deployments map[string]DeploymentDetails `json:"deployments"`
+	Deployments map[string]deploymentDetails `json:"deployments"`
 }
 
-// DeploymentDetails is one deployment of an application.
-type DeploymentDetails struct {
+// deploymentDetails is one deployment of an application.
+type deploymentDetails struct {
 	Name string `json:"name"`
 	// Status is one of the Deployment* constants; Message says why.
 	Status           string           `json:"status"`
 	StatusTrigger    string           `json:"status_trigger"`
 	Message          string           `json:"message"`
-	DeploymentConfig DeploymentConfig `json:"deployment_config"`
+	DeploymentConfig deploymentConfig `json:"deployment_config"`
 	// TargetNumReplicas is Ray's current target: the capacity-adjusted
 	// num_replicas, or the autoscaler's decision within its
 	// capacity-adjusted bounds.
 	TargetNumReplicas int64            `json:"target_num_replicas"`
-	Replicas          []ReplicaDetails `json:"replicas"`
+	Replicas          []replicaDetails `json:"replicas"`
 }
 
-// DeploymentConfig holds the replica settings of a deployment as applied.
-type DeploymentConfig struct {
+// deploymentConfig holds the replica settings of a deployment as applied.
+type deploymentConfig struct {
 	// NumReplicas is a JSON number, "auto" or null; see Replicas.
 	NumReplicas       json.RawMessage    `json:"num_replicas"`
-	AutoscalingConfig *AutoscalingConfig `json:"autoscaling_config"`
+	AutoscalingConfig *autoscalingConfig `json:"autoscaling_config"`
 }
 
-// AutoscalingConfig holds the replica bounds of an autoscaling deployment.
+// autoscalingConfig holds the replica bounds of an autoscaling deployment.
 // Nil fields take Ray's defaults (min 1, max 1, no initial).
-type AutoscalingConfig struct {
+type autoscalingConfig struct {
 	MinReplicas     *int64 `json:"min_replicas"`
 	MaxReplicas     *int64 `json:"max_replicas"`
 	InitialReplicas *int64 `json:"initial_replicas"`
 }
 
-// ReplicaDetails is one live replica.
-type ReplicaDetails struct {
+// replicaDetails is one live replica.
+type replicaDetails struct {
 	ReplicaID string `json:"replica_id"`
 	State     string `json:"state"`
 }
 
 // Autoscaling reports whether the deployment autoscales: it has an
 // autoscaling_config, or num_replicas is "auto".
-func (c *DeploymentConfig) Autoscaling() bool {
+func (c *deploymentConfig) autoscaling() bool {
 	if c.AutoscalingConfig != nil {
 		return true
 	}
@@ -122,19 +122,19 @@ type DecodeError struct {
 
 func (e *DecodeError) Error() string {
 	if e.Field != "" {
-		return fmt.Sprintf("serve: decoding the Serve status: %s: %v", e.Field, e.Err)
+		return fmt.Sprintf("ray: decoding the Serve status: %s: %v", e.Field, e.Err)
 	}
-	return fmt.Sprintf("serve: decoding the Serve status: %v", e.Err)
+	return fmt.Sprintf("ray: decoding the Serve status: %v", e.Err)
 }
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// DecodeInstanceDetails decodes a GET /api/serve/applications/ answer and
+// decodeInstanceDetails decodes a GET /api/serve/applications/ answer and
 // checks the values upshift computes with: target_capacity within 0..100,
 // replica counts within 0..2^24, replica settings well formed. It never
 // panics; anything else is a *DecodeError.
-func DecodeInstanceDetails(b []byte) (*InstanceDetails, error) {
-	var d InstanceDetails
+func decodeInstanceDetails(b []byte) (*instanceDetails, error) {
+	var d instanceDetails
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || b[0] != '{' {
 		return nil, &DecodeError{Err: fmt.Errorf("want a JSON object, got %q", head(b))}
@@ -155,7 +155,7 @@ func head(b []byte) []byte {
 	return b
 }
 
-func (d *InstanceDetails) validate() error {
+func (d *instanceDetails) validate() error {
 	if tc := d.TargetCapacity; tc != nil && (math.IsNaN(*tc) || *tc < 0 || *tc > 100) {
 		return &DecodeError{Field: "target_capacity", Err: fmt.Errorf("%v is outside 0..100", *tc)}
 	}
@@ -189,8 +189,8 @@ func countOK(field string, v int64) error {
 // it autoscales: num_replicas for a fixed deployment (1 when absent, Ray's
 // default), min_replicas for an autoscaling one (the floor Ray scales by
 // target_capacity; 1 when absent).
-func (c *DeploymentConfig) full(path string) (int64, bool, error) {
-	if c.Autoscaling() {
+func (c *deploymentConfig) full(path string) (int64, bool, error) {
+	if c.autoscaling() {
 		a := c.AutoscalingConfig
 		if a == nil {
 			return 1, true, nil // "auto": Ray's default floor of 1

@@ -1,4 +1,4 @@
-package serve
+package ray
 
 import (
 	"fmt"
@@ -79,11 +79,14 @@ type DeploymentObservation struct {
 	Message     string
 	Autoscaling bool
 	// Full is the replica count at full capacity: num_replicas, or for an
-	// autoscaling deployment its min_replicas (the floor Ray scales by
-	// target_capacity).
+	// autoscaling deployment its min_replicas, the floor Ray scales by
+	// target_capacity. (While the target capacity rises, Ray keeps an
+	// autoscaling deployment that has initial_replicas at no less than
+	// initial_replicas scaled, which is never fewer.)
 	Full int64
 	// Target is CapacityAdjusted(Full, target_capacity): what Ray aims for
-	// (an autoscaling deployment may be asked for more under load).
+	// at least (an autoscaling deployment may be asked for more, under
+	// load or while the target capacity rises).
 	Target int64
 	// ReportedTarget is Ray's target_num_replicas.
 	ReportedTarget int64
@@ -99,7 +102,7 @@ type DeploymentObservation struct {
 	Settled bool
 }
 
-// Evaluate derives the readiness of the named applications from a decoded
+// evaluate derives the readiness of the named applications from a decoded
 // GET answer. It is the pure half of Capacity:
 //
 //   - Capacity is target_capacity rounded down, 100 and Steady for null.
@@ -115,10 +118,10 @@ type DeploymentObservation struct {
 //     Capacity 0, Ready 0, Settled.
 //   - Health is Unhealthy when an application or deployment is
 //     DEPLOY_FAILED or UNHEALTHY, with Ray's messages; Healthy otherwise.
-func Evaluate(d *InstanceDetails, apps []string) Observation {
+func evaluate(d *instanceDetails, apps []string) Observation {
 	var o Observation
 	if d == nil {
-		d = &InstanceDetails{}
+		d = &instanceDetails{}
 	}
 	o.TargetCapacity = d.TargetCapacity
 	o.Capacity, o.Steady = 100, true
@@ -170,10 +173,10 @@ func Evaluate(d *InstanceDetails, apps []string) Observation {
 	return o
 }
 
-func observeDeployment(name string, dep *DeploymentDetails, tc *float64) DeploymentObservation {
+func observeDeployment(name string, dep *deploymentDetails, tc *float64) DeploymentObservation {
 	full, auto, err := dep.DeploymentConfig.full("")
 	if err != nil {
-		full = 0 // DecodeInstanceDetails rejects this; Evaluate stays total
+		full = 0 // decodeInstanceDetails rejects this; evaluate stays total
 	}
 	do := DeploymentObservation{
 		Name: name, Status: dep.Status, Message: dep.Message, Autoscaling: auto,
