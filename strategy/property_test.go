@@ -93,7 +93,8 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 		return d
 	}
 	// A repair re-asks for the desired allocation and changes nothing else.
-	repair := d.State.Desired == in.Desired && d.State.Released == in.Released &&
+	// (An abort begun in this Step clears Released; the repair is the same.)
+	repair := d.State.Desired == in.Desired && (d.State.Released == in.Released || d.State.Phase == PhaseAborting) &&
 		(!d.Weight.Set || d.Weight.Value == in.Desired.Weight) &&
 		(!d.StableCapacity.Set || d.StableCapacity.Value == in.Desired.StableCapacity) &&
 		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == in.Desired.CanaryCapacity)

@@ -207,6 +207,7 @@ func neverUnsafe(t *rapid.T) {
 			// A reconcile whose state is never stored: the world moves,
 			// the state does not.
 			observeWorld(&s, w, now)
+			t.Logf("lost step at %s: %+v", now.Format("15:04:05"), s)
 			d := checkStep(t, strat, s, now)
 			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lostLag"))
@@ -286,11 +287,14 @@ func degradedNow(s *State) bool {
 }
 
 // TestSafetyVolume holds the safety properties to at least
-// minCheckedActions checked actions per run (it runs after them: Go runs a
-// file's tests in source order, and this file's after the older ones).
+// minCheckedActions checked actions per run: it runs after them (Go runs a
+// file's tests in source order) and checks more until the floor is reached.
 func TestSafetyVolume(t *testing.T) {
-	for checkedActions.Load() < minCheckedActions {
-		t.Run("more", func(t *testing.T) { rapid.Check(t, neverUnsafe) })
+	for round := 0; checkedActions.Load() < minCheckedActions; round++ {
+		if round == 100 {
+			t.Fatalf("only %d actions checked after %d rounds", checkedActions.Load(), round)
+		}
+		rapid.Check(t, neverUnsafe)
 	}
 	t.Logf("%d actions checked", checkedActions.Load())
 }
