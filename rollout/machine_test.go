@@ -44,7 +44,8 @@ func TestMain(m *testing.M) {
 var errTransient = errors.New("transient failure")
 
 // machine is the Runner with fakes, driven by random actions. Check asserts
-// the invariants of DESIGN 6 on the applied values after every action.
+// the invariants stated in the strategy package documentation (# Invariants)
+// on the applied values after every action.
 type machine struct {
 	strat     strategy.Strategy
 	opts      strategy.Options

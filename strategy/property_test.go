@@ -31,7 +31,7 @@ func roundTrip(t TB, s State) State {
 	return out
 }
 
-// naiveApplied is the reference reading of DESIGN 3.1 (4): the previous hop
+// naiveApplied is the reference reading of the mover's rule 4 (package doc): the previous hop
 // is observed applied.
 func naiveApplied(s *State, mode CapacityMode) bool {
 	o, d := s.Observed, s.Desired

@@ -728,8 +728,8 @@ func TestStepGate(t *testing.T) {
 // TestBug_ResumeManualPausePassesGate: a manual Pause and Resume while a
 // gate waits for its verdict must not pass the gate. Resume ends "a manual
 // pause, an indefinite pause step, an inconclusive gate (which then counts
-// as passed)": only an inconclusive gate counts as passed, and DESIGN 3.2
-// says a gate waits for a verdict (fail -> abort).
+// as passed)": only an inconclusive gate counts as passed, and a Gate step
+// waits for a verdict (CanaryStep.Gate: fail -> abort).
 func TestResumeOfAManualPauseKeepsTheGatePending(t *testing.T) {
 	for _, reason := range []string{"manual", "unhealthy"} {
 		t.Run(reason, func(t *testing.T) {
@@ -1153,9 +1153,8 @@ func ptr[T any](v T) *T { return &v }
 // TestBug_RetryAfterAbortWhileCompletingSkipsSteady: an abort that arrives
 // after completion asked the canary for its steady state (State.Released)
 // leaves Released set through the walk back and Retry, so the retried
-// rollout never returns the winner to its steady state (DESIGN 3.3
-// "capacities return to steady state (for Ray Serve, target_capacity back
-// to null)").
+// rollout never returns the winner to its steady state (package doc,
+// # Completion: the canary is asked to return to its steady state).
 func TestRetryAfterAbortWhileCompletingAsksSteadyAgain(t *testing.T) {
 	bg := strategy.BlueGreen{}
 	s, now := walk(t, bg, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Released })
@@ -1185,9 +1184,9 @@ func TestRetryAfterAbortWhileCompletingAsksSteadyAgain(t *testing.T) {
 
 // TestBug_CorruptStateAsksHopOutOfRange: a State decoded from a corrupt
 // status (Desired outside 0..100) makes Step ask the adapters for weights
-// and capacities outside 0..100 (DESIGN 1: a weight and a capacity are
-// percents, 0..100). FuzzStepJSON's range check finds these; Step should
-// clamp what it asks for (or treat the state as invalid) instead.
+// and capacities outside 0..100 (Allocation: weights and capacities are
+// percents, 0..100). FuzzStepJSON's range check finds these; Step now treats
+// such a state as invalid (State.Validate) and asks for nothing.
 func TestCorruptStateNeverAsksAHopOutOfRange(t *testing.T) {
 	in := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
 	corrupt := func(desired strategy.Allocation, stableReady, canaryReady int32) strategy.State {
