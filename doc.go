@@ -11,8 +11,18 @@
 //     one capacity-safe mover. Step does no I/O and reads no clock but now.
 //   - package rollout applies decisions through adapter interfaces
 //     (traffic router, capacity setters, analyzer, store, observer).
-//   - gateway, serve and its sub-packages are adapters; fake holds
-//     in-memory adapters for tests.
+//   - gateway (Gateway API routes), serve/ray (Ray Serve) and
+//     serve/replicas (Deployments, StatefulSets) are adapters; serve/drain
+//     and serve/retry help the servers being upgraded and their clients;
+//     fake holds in-memory adapters for tests.
+//
+// Dependencies run one way, and TestLayering holds every package to them:
+// strategy imports only the standard library and apimachinery types;
+// rollout imports strategy (and logr); adapters import rollout and strategy,
+// never one another nor fake; the serving helpers import nothing of
+// Kubernetes; only examples import examples. A program that imports only
+// strategy, rollout or fake never links client-go, the Gateway API client or
+// controller-runtime.
 //
 // # Usage
 //
