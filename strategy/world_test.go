@@ -111,7 +111,9 @@ func newWorld(mode CapacityMode, st *State) *world {
 // apply records what a decision asks for. lag is the number of ticks until
 // a change is visible.
 func (w *world) apply(d *Decision, lag int) {
-	if d.Weight.Set && w.mode != CapacityReplicas {
+	// Asking again for what is already asked changes nothing (adapters are
+	// idempotent): a change already on its way keeps its lag.
+	if d.Weight.Set && w.mode != CapacityReplicas && (d.Weight.Value != w.askedWeight || w.invalid) {
 		w.askedWeight = d.Weight.Value
 		w.weightLag = lag
 		w.invalid = false
@@ -119,11 +121,11 @@ func (w *world) apply(d *Decision, lag int) {
 	if w.mode == CapacityFixed {
 		return
 	}
-	if d.StableCapacity.Set {
+	if d.StableCapacity.Set && d.StableCapacity.Value != w.stable.asked {
 		w.stable.asked = d.StableCapacity.Value
 		w.stable.lag = lag
 	}
-	if d.CanaryCapacity.Set {
+	if d.CanaryCapacity.Set && d.CanaryCapacity.Value != w.canary.asked {
 		w.canary.asked = d.CanaryCapacity.Value
 		w.canary.lag = lag
 	}
