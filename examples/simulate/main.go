@@ -1,6 +1,11 @@
 // Command simulate runs upshift rollouts on in-memory fakes and shows them
 // live: every hop with its time, phase, weights, capacities and ready
-// capacity, then a summary against the Plan and the simulated traffic.
+// capacity, then a summary: the time taken against the Plan (which assumes
+// adapters that apply every hop at once), or for an aborted rollout when it
+// was aborted and how long walking back took, and the simulated traffic. It
+// exits 1 when a rollout ends in an unexpected phase, drops or overloads
+// requests, or provisions more than 100 percent plus the strategy's surge
+// budget (-surge for incremental and canary, 100 for bluegreen).
 //
 // With no flags it runs an incremental upgrade (step 10, interval 2s,
 // MaxSurge 20) and then, on the same two sides, a canary with a timed pause
@@ -14,10 +19,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -26,7 +33,7 @@ func main() {
 	flag.StringVar(&cfg.Strategy, "strategy", cfg.Strategy, "what to run: all (incremental then canary), incremental, canary or bluegreen")
 	flag.IntVar(&cfg.Step, "step", cfg.Step, "incremental: weight step in percent")
 	flag.DurationVar(&cfg.Interval, "interval", cfg.Interval, "incremental: least time between weight steps")
-	flag.IntVar(&cfg.Surge, "surge", cfg.Surge, "max surge in percent of full capacity")
+	flag.IntVar(&cfg.Surge, "surge", cfg.Surge, "incremental and canary: max surge in percent of full capacity (bluegreen always surges 100: the whole canary next to the whole stable side)")
 	flag.DurationVar(&cfg.Pause, "pause", cfg.Pause, "canary: the timed pause")
 	flag.DurationVar(&cfg.ResumeAfter, "resume-after", cfg.ResumeAfter, "canary: when the program resumes the manual pause")
 	flag.StringVar(&cfg.AbortRamp, "abort-ramp", cfg.AbortRamp, "how an abort walks back: immediate, gradual or emergency")
@@ -87,14 +94,14 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("-strategy %q: want all, incremental, canary or bluegreen", cfg.Strategy)
 	}
 	var last *result
-	failed := false
+	var problems []string
 	for i, name := range names {
-		res, err := sim.rollout(ctx, name, fmt.Sprintf("v%d", i+1), fmt.Sprintf("v%d", i+2))
+		res, err := sim.rollout(ctx, name, fmt.Sprintf("v%d", i+2))
 		if err != nil {
 			return err
 		}
 		last = res
-		failed = failed || !res.ok
+		problems = append(problems, res.problems...)
 	}
 	if cfg.SVG != "" && last != nil {
 		f, err := os.Create(cfg.SVG)
@@ -110,8 +117,8 @@ func run(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "timeline written to %s\n", cfg.SVG)
 	}
-	if failed {
-		return fmt.Errorf("a rollout dropped or overloaded requests, or exceeded its surge budget")
+	if len(problems) > 0 {
+		return errors.New(strings.Join(problems, "; "))
 	}
 	return nil
 }

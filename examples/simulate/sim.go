@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,35 +23,48 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // simulation is two sides and a route, shared by consecutive rollouts: after
 // a rollout succeeds, the canary side holds the stable role of the next one.
 type simulation struct {
-	cfg    Config
-	out    io.Writer
-	clock  *fake.Clock
-	router *fake.Router
-	a, b   *fake.Capacity
-	side   strategy.Side // the physical side holding the stable role
-	faults faultCounts
+	cfg     Config
+	out     io.Writer
+	clock   *fake.Clock
+	router  *fake.Router
+	a, b    *fake.Capacity
+	side    strategy.Side // the physical side holding the stable role
+	running string        // the revision on the stable side
+	faults  faultCounts
 }
 
 type faultCounts struct{ conflicts, errors int }
 
-// sample is the allocation at one instant of a rollout, in role terms.
+// sample is the allocation at one instant of a rollout, in role terms:
+// the canary weight applied, the capacity each side is set to and the
+// capacity each side has ready.
 type sample struct {
-	at                     time.Duration
-	weight, stable, canary int32
-	paused                 bool
+	at                       time.Duration
+	weight, stable, canary   int32
+	readyStable, readyCanary int32
+	paused                   bool
 }
 
 type result struct {
-	name      string
-	phase     strategy.Phase
-	took      time.Duration
-	plan      strategy.Timeline
-	hops      int
-	stats     fake.TrafficStats
-	surge     int32
-	samples   []sample
-	ok        bool
-	emergency bool
+	name  string
+	phase strategy.Phase
+	took  time.Duration
+	plan  strategy.Timeline
+	hops  int
+	stats fake.TrafficStats
+	// surge is the strategy's surge budget: peak capacity may reach 100 +
+	// surge.
+	surge   int32
+	samples []sample
+	// aborted reports that the rollout was aborted, abortAt when (since its
+	// start) and abortReason why.
+	aborted     bool
+	abortAt     time.Duration
+	abortReason string
+	emergency   bool
+	// problems lists what went wrong: an unexpected phase, requests dropped
+	// or overloaded, capacity above the surge budget. Empty when all is well.
+	problems []string
 }
 
 func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
@@ -59,7 +74,7 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 	if cfg.Speed < 0 {
 		return nil, fmt.Errorf("-speed %v: want 0 or more", cfg.Speed)
 	}
-	sim := &simulation{cfg: cfg, out: out, clock: fake.NewClock(start), side: strategy.SideA}
+	sim := &simulation{cfg: cfg, out: out, clock: fake.NewClock(start), side: strategy.SideA, running: "v1"}
 	sim.router = fake.NewRouter(sim.clock)
 	sim.a = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 100)
 	sim.b = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 0)
@@ -106,6 +121,21 @@ func (sim *simulation) strategy(name string) (strategy.Strategy, error) {
 	return s, nil
 }
 
+// surgeBudget is the capacity a strategy may provision above 100 percent:
+// MaxSurgePercent for Incremental and Canary, 100 for BlueGreen (the whole
+// canary next to the whole stable side).
+func surgeBudget(s strategy.Strategy) int32 {
+	switch s := s.(type) {
+	case strategy.Incremental:
+		return s.MaxSurgePercent
+	case strategy.Canary:
+		return s.MaxSurgePercent
+	case strategy.BlueGreen:
+		return 100
+	}
+	panic(fmt.Sprintf("surgeBudget: unknown strategy %T", s))
+}
+
 func (sim *simulation) sides() (stable, canary *fake.Capacity) {
 	if sim.side == strategy.SideB {
 		return sim.b, sim.a
@@ -148,13 +178,15 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]string) *rollout.
 		Strategy: strat, Router: router, A: a, B: b, Clock: sim.clock,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			for _, h := range e.Applied {
-				*hops = append(*hops, h.String())
+				*hops = append(*hops, hopText(h, true))
 			}
 		}),
 	}
 }
 
-func (sim *simulation) rollout(ctx context.Context, name, from, to string) (*result, error) {
+// rollout runs one rollout from the revision running now to next and
+// reports it. A rollout that succeeds makes next the running revision.
+func (sim *simulation) rollout(ctx context.Context, name, next string) (*result, error) {
 	strat, err := sim.strategy(name)
 	if err != nil {
 		return nil, err
@@ -166,26 +198,32 @@ func (sim *simulation) rollout(ctx context.Context, name, from, to string) (*res
 	var hops []string
 	runner := sim.runner(strat, &hops)
 	traffic := fake.NewTraffic(sim.router, sim.a, sim.b, 1000)
-	s := strategy.NewState(from, to)
+	s := strategy.NewState(sim.running, next)
 	s.StableSide = sim.side
 	began := sim.clock.Now()
-	res := &result{name: name, plan: plan, surge: int32(sim.cfg.Surge)}
-	fmt.Fprintf(sim.out, "== %s %s -> %s (plan: %s, %d hops)\n", name, from, to, plan.Duration, plan.Hops)
+	res := &result{name: name, plan: plan, surge: surgeBudget(strat)}
+	faultsBefore := sim.faults
+	fmt.Fprintf(sim.out, "== %s %s -> %s (plan with instant adapters: %s, %d hops)\n", name, sim.running, next, plan.Duration, plan.Hops)
 	fmt.Fprintf(sim.out, "  %7s %-11s %-10s %-16s %-15s %-22s %s\n", "time", "phase", "weight", "capacity st/ca", "ready st/ca", "canary traffic", "event")
+	sim.record(res, began, &s)
 	var resumeAt time.Time
-	aborted := false
+	abortAsked := false
 	applied := 0
-	for !s.Phase.Terminal() {
+	for reconciles := 0; !s.Phase.Terminal(); reconciles++ {
 		now := sim.clock.Now()
-		if now.Sub(began) > time.Hour {
-			return nil, fmt.Errorf("%s: not finished after an hour of simulated time: %s", name, s.Message)
+		if now.Sub(began) > time.Hour || reconciles > 100000 {
+			return nil, fmt.Errorf("%s: not finished after %s of simulated time and %d reconciles: %s (asked for weight %d, stable capacity %d, canary capacity %d; observed %d, %d, %d)",
+				name, now.Sub(began).Round(time.Second), reconciles, s.Message, s.Desired.Weight, s.Desired.StableCapacity, s.Desired.CanaryCapacity,
+				s.Observed.Weight, s.Observed.Stable.Capacity, s.Observed.Canary.Capacity)
 		}
-		if sim.cfg.AbortAt > 0 && !aborted && now.Sub(began) >= sim.cfg.AbortAt {
-			aborted = true
+		if sim.cfg.AbortAt > 0 && !abortAsked && now.Sub(began) >= sim.cfg.AbortAt {
+			abortAsked = true
 			s = s.Abort("requested by -abort-at", now)
 			sim.line(now.Sub(began), &s, "abort requested")
 		}
-		if s.Paused && s.PauseReason == strategy.ReasonPauseStep {
+		if !s.Paused || s.PauseReason != strategy.ReasonPauseStep {
+			resumeAt = time.Time{} // not (or no longer) waiting for the operator: an abort ends the pause
+		} else {
 			if resumeAt.IsZero() {
 				resumeAt = now.Add(sim.cfg.ResumeAfter)
 				sim.line(now.Sub(began), &s, fmt.Sprintf("paused until resumed; the operator resumes in %s", sim.cfg.ResumeAfter))
@@ -206,7 +244,7 @@ func (sim *simulation) rollout(ctx context.Context, name, from, to string) (*res
 			sim.line(now.Sub(began), &s, "asked: "+hops[applied])
 		}
 		if err != nil {
-			sim.line(now.Sub(began), &s, "! "+err.Error())
+			sim.line(now.Sub(began), &s, "! "+describeError(err))
 		} else if s.Phase != prev && !s.Phase.Terminal() && !hopped {
 			sim.line(now.Sub(began), &s, s.Message)
 		}
@@ -220,7 +258,7 @@ func (sim *simulation) rollout(ctx context.Context, name, from, to string) (*res
 		if !resumeAt.IsZero() {
 			wait = min(wait, max(resumeAt.Sub(now), time.Nanosecond))
 		}
-		if sim.cfg.AbortAt > 0 && !aborted {
+		if sim.cfg.AbortAt > 0 && !abortAsked {
 			wait = min(wait, max(began.Add(sim.cfg.AbortAt).Sub(now), time.Nanosecond))
 		}
 		sim.wait(wait, traffic, res, began, &s)
@@ -228,24 +266,69 @@ func (sim *simulation) rollout(ctx context.Context, name, from, to string) (*res
 	res.phase = s.Phase
 	res.took = sim.clock.Now().Sub(began)
 	res.hops = len(hops)
+	if s.Aborted != nil {
+		res.aborted, res.abortReason = true, s.Aborted.Reason
+		res.abortAt = s.Aborted.At.Sub(began)
+	}
 	traffic.Tick()
 	res.stats = traffic.Stats()
-	wantPhase := s.Phase == strategy.PhaseSucceeded || aborted && s.Phase == strategy.PhaseAborted
-	clean := res.stats.Dropped == 0 && res.stats.Overloaded == 0 || res.emergency
-	res.ok = wantPhase && clean && res.stats.PeakCapacity <= 100+res.surge
+	res.problems = sim.check(res, abortAsked)
 	sim.line(res.took, &s, string(s.Phase))
 	if s.Phase == strategy.PhaseSucceeded {
 		sim.side = s.StableSide // the canary side is the stable side of the next rollout
+		sim.running = s.StableRevision
 	}
-	fmt.Fprintf(sim.out, "   %s in %s (plan %s), %d hops; peak capacity %d (100 + MaxSurge %d); requests served %d, overloaded %d, dropped %d",
-		s.Phase, res.took.Round(time.Millisecond), plan.Duration, res.hops, res.stats.PeakCapacity, res.surge,
-		res.stats.Served, res.stats.Overloaded, res.stats.Dropped)
-	if sim.cfg.Faults {
-		fmt.Fprintf(sim.out, "; faults injected: %d conflicts, %d adapter errors", sim.faults.conflicts, sim.faults.errors)
-	}
-	fmt.Fprintln(sim.out)
+	sim.summary(res, faultCounts{sim.faults.conflicts - faultsBefore.conflicts, sim.faults.errors - faultsBefore.errors})
 	return res, nil
 }
+
+// check lists what went wrong in a finished rollout: it must succeed (or,
+// when -abort-at asked for it, may end aborted), serve every request
+// (unless an emergency abort sent traffic beyond ready capacity on purpose)
+// and stay within the strategy's surge budget.
+func (sim *simulation) check(res *result, abortAsked bool) []string {
+	var problems []string
+	if res.phase != strategy.PhaseSucceeded && !(abortAsked && res.phase == strategy.PhaseAborted) {
+		problems = append(problems, fmt.Sprintf("%s: ended %s", res.name, res.phase))
+	}
+	if (res.stats.Dropped > 0 || res.stats.Overloaded > 0) && !res.emergency {
+		problems = append(problems, fmt.Sprintf("%s: %d requests dropped and %d overloaded", res.name, res.stats.Dropped, res.stats.Overloaded))
+	}
+	if res.stats.PeakCapacity > 100+res.surge {
+		problems = append(problems, fmt.Sprintf("%s: peak capacity %d exceeds its surge budget (100 + %d)", res.name, res.stats.PeakCapacity, res.surge))
+	}
+	return problems
+}
+
+// summary prints the closing line of a rollout: how long it took against
+// the plan (which assumes adapters that apply every hop at once), or, for an
+// aborted rollout, when it was aborted and how long walking back took.
+func (sim *simulation) summary(res *result, faults faultCounts) {
+	if res.aborted {
+		fmt.Fprintf(sim.out, "   %s at +%s (%s), walked back in %s",
+			res.phase, seconds(res.abortAt), res.abortReason, (res.took - res.abortAt).Round(time.Millisecond))
+	} else {
+		fmt.Fprintf(sim.out, "   %s in %s (plan with instant adapters: %s)",
+			res.phase, res.took.Round(time.Millisecond), res.plan.Duration)
+	}
+	fmt.Fprintf(sim.out, ", %d hops; peak capacity %d (100 + MaxSurge %d); requests served %d, overloaded %d, dropped %d",
+		res.hops, res.stats.PeakCapacity, res.surge, res.stats.Served, res.stats.Overloaded, res.stats.Dropped)
+	if sim.cfg.Faults {
+		fmt.Fprintf(sim.out, "; faults injected: %s, %s", count(faults.conflicts, "route conflict"), count(faults.errors, "adapter error"))
+	}
+	fmt.Fprintln(sim.out)
+}
+
+// count renders "1 route conflict", "2 route conflicts".
+func count(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+// seconds renders an offset as "12.0s".
+func seconds(d time.Duration) string { return fmt.Sprintf("%.1fs", d.Seconds()) }
 
 // wait lets simulated time pass in ticks of traffic, pacing with the wall
 // clock by cfg.Speed.
@@ -255,18 +338,26 @@ func (sim *simulation) wait(d time.Duration, traffic *fake.Traffic, res *result,
 		sim.clock.Advance(step)
 		d -= step
 		traffic.Tick()
-		stable, canary := sim.sides()
-		w := sim.router.Applied()
-		res.samples = append(res.samples, sample{
-			at:     sim.clock.Now().Sub(began),
-			weight: w.Of(sim.side.Other()),
-			stable: stable.Status().Capacity, canary: canary.Status().Capacity,
-			paused: s.Phase == strategy.PhasePaused || s.Paused,
-		})
+		sim.record(res, began, s)
 		if sim.cfg.Speed > 0 {
 			time.Sleep(time.Duration(float64(step) / sim.cfg.Speed))
 		}
 	}
+}
+
+// record samples the applied weight and both sides' capacities now.
+func (sim *simulation) record(res *result, began time.Time, s *strategy.State) {
+	stable, canary := sim.sides()
+	st, cs := stable.Status(), canary.Status()
+	res.samples = append(res.samples, sample{
+		at:          sim.clock.Now().Sub(began),
+		weight:      sim.router.Applied().Of(sim.side.Other()),
+		stable:      st.Capacity,
+		canary:      cs.Capacity,
+		readyStable: st.Ready,
+		readyCanary: cs.Ready,
+		paused:      s.Phase == strategy.PhasePaused || s.Paused,
+	})
 }
 
 // line prints one compact progress line.
@@ -275,7 +366,7 @@ func (sim *simulation) line(at time.Duration, s *strategy.State, what string) {
 	st, cs := stable.Status(), canary.Status()
 	w := sim.router.Applied().Of(sim.side.Other())
 	fmt.Fprintf(sim.out, "  %7s %-11s %-10d %3d/%-12d %3d/%-11d %s %s\n",
-		fmt.Sprintf("+%.1fs", at.Seconds()), s.Phase, w, st.Capacity, cs.Capacity, st.Ready, cs.Ready,
+		"+"+seconds(at), s.Phase, w, st.Capacity, cs.Capacity, st.Ready, cs.Ready,
 		bar(w), strings.TrimSpace(what))
 }
 
@@ -283,4 +374,105 @@ func (sim *simulation) line(at time.Duration, s *strategy.State, what string) {
 func bar(w int32) string {
 	n := int(w) / 5
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", 20-n) + "]"
+}
+
+// hopText describes a hop the Runner applied, with the side it went to when
+// withSide: "weight 30 (A=70 B=30)", "canary capacity 40 (side B)", "canary
+// side B back to its steady state (full capacity, nothing pinned)".
+func hopText(h rollout.Hop, withSide bool) string {
+	if h.Kind == rollout.HopWeight {
+		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
+	}
+	if h.Steady {
+		side := ""
+		if withSide {
+			side = " side " + string(h.Side)
+		}
+		return fmt.Sprintf("%s%s back to its steady state (full capacity, nothing pinned)", h.Role, side)
+	}
+	if withSide {
+		return fmt.Sprintf("%s capacity %d (side %s)", h.Role, h.Value, h.Side)
+	}
+	return fmt.Sprintf("%s capacity %d", h.Role, h.Value)
+}
+
+var (
+	weightHop   = regexp.MustCompile(`^weight (\d+) \(A=(\d+) B=(\d+)\)$`)
+	capacityHop = regexp.MustCompile(`^(stable|canary) capacity (steady|\d+) \(side ([AB])\)$`)
+)
+
+// parseHop reads back the hop an *rollout.AdapterError names (rendered by
+// rollout.Hop.String), so that it is described like the applied hops.
+func parseHop(s string) (rollout.Hop, bool) {
+	atoi := func(s string) int32 { n, _ := strconv.Atoi(s); return int32(n) }
+	if m := weightHop.FindStringSubmatch(s); m != nil {
+		return rollout.Hop{Kind: rollout.HopWeight, Role: "canary", Value: atoi(m[1]),
+			Weights: rollout.Weights{A: atoi(m[2]), B: atoi(m[3])}}, true
+	}
+	if m := capacityHop.FindStringSubmatch(s); m != nil {
+		h := rollout.Hop{Kind: rollout.HopCapacity, Role: m[1], Side: strategy.Side(m[3])}
+		if m[2] == "steady" {
+			h.Steady = true
+		} else {
+			h.Value = atoi(m[2])
+		}
+		return h, true
+	}
+	return rollout.Hop{}, false
+}
+
+// describeError renders an error of the Runner for a progress line, naming
+// the adapter and the hop (or the operation) once, then the cause: the
+// context each wrapper added, outermost first, and the root error
+// ("router: could not apply weight 30 (A=70 B=30): route update: conflict").
+func describeError(err error) string {
+	var ae *rollout.AdapterError
+	if !errors.As(err, &ae) {
+		return causeText(err)
+	}
+	who := ae.Adapter
+	side, onSide := strings.CutPrefix(ae.Adapter, "capacity ")
+	if onSide {
+		who = "side " + side
+	}
+	what := ae.Op // a verb: "read weights", "set capacity", "load"...
+	if ae.Hop != "" {
+		what = "apply " + ae.Hop
+		if h, ok := parseHop(ae.Hop); ok {
+			// The side is named already when the adapter is a side's.
+			what = "apply " + hopText(h, !onSide)
+		}
+	}
+	return who + ": could not " + what + ": " + causeText(ae.Err)
+}
+
+// causeText renders an error chain (errors.Unwrap) without repeating
+// itself: the context each wrapper adds before its cause ("route update"),
+// then the root error, then the details wrappers add after it. The root's
+// "rollout: " prefix (the package's sentinel errors) is dropped: the line
+// already says what failed. A wrapper that renders its cause its own way is
+// kept whole.
+func causeText(err error) string {
+	var head []string
+	tail := ""
+	for {
+		inner := errors.Unwrap(err)
+		if inner == nil {
+			break
+		}
+		// fmt.Errorf("context: %w: detail", inner), either part optional, or
+		// a marker that adds nothing.
+		msg := err.Error()
+		before, after, ok := strings.Cut(msg, inner.Error())
+		context, colon := strings.CutSuffix(before, ": ")
+		if !ok || before != "" && !colon {
+			return strings.Join(append(head, msg), ": ") + tail
+		}
+		if context != "" {
+			head = append(head, context)
+		}
+		tail = after + tail
+		err = inner
+	}
+	return strings.Join(append(head, strings.TrimPrefix(err.Error(), "rollout: ")), ": ") + tail
 }

@@ -3,18 +3,51 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"html"
 	"io"
 	"time"
 )
 
-// writeSVG plots a rollout's timeline: the canary weight and both
-// capacities over time, with pauses shaded. The SVG is self-contained (no
-// scripts, fonts or external references).
+// series is one line of the timeline plot.
+type series struct {
+	name  string
+	v     func(sample) int32
+	style string // SVG presentation attributes of the line
+}
+
+// timelineSeries lists the plotted series in drawing order: the capacities
+// each side is set to as wide translucent bands, the capacity each side has
+// ready as dashed lines of the same colours, and the canary weight last, a
+// thin dark line on top, so that it stays visible where it equals a
+// capacity (as it does whenever traffic uses all the canary's capacity).
+var timelineSeries = []series{
+	{"stable capacity", func(s sample) int32 { return s.stable },
+		`stroke="#1f77b4" stroke-width="6" stroke-opacity="0.45"`},
+	{"canary capacity", func(s sample) int32 { return s.canary },
+		`stroke="#2ca02c" stroke-width="6" stroke-opacity="0.45"`},
+	{"stable ready", func(s sample) int32 { return s.readyStable },
+		`stroke="#1f77b4" stroke-width="1.5" stroke-dasharray="6,4"`},
+	{"canary ready", func(s sample) int32 { return s.readyCanary },
+		`stroke="#2ca02c" stroke-width="1.5" stroke-dasharray="6,4"`},
+	{"canary weight", func(s sample) int32 { return s.weight },
+		`stroke="#b2182b" stroke-width="2"`},
+}
+
+const (
+	pauseFill   = "#f2e6c9"
+	abortStroke = `stroke="#000" stroke-width="1.5" stroke-dasharray="2,3"`
+)
+
+// writeSVG plots a rollout's timeline: the canary weight, the capacity each
+// side is set to and the capacity each side has ready, over time, with
+// pauses shaded and, when the rollout was aborted, a vertical line at the
+// abort. The legend lists only what the plot shows. The SVG is
+// self-contained (no scripts, fonts or external references).
 func writeSVG(w io.Writer, r *result) error {
 	const (
-		width, height = 900, 360
+		width, height = 900, 380
 		left, right   = 60, 20
-		top, bottom   = 40, 50
+		top, bottom   = 70, 50
 		plotW         = width - left - right
 		plotH         = height - top - bottom
 	)
@@ -29,25 +62,30 @@ func writeSVG(w io.Writer, r *result) error {
 	}
 	y := func(v int32) float64 { return top + float64(plotH)*(1-float64(v)/ymax) }
 
+	title := fmt.Sprintf("upshift %s rollout: %s in %s", r.name, r.phase, r.took.Round(time.Millisecond))
+	if r.aborted {
+		title = fmt.Sprintf("upshift %s rollout: %s at %s (%s), walked back in %s",
+			r.name, r.phase, seconds(r.abortAt), r.abortReason, (r.took - r.abortAt).Round(time.Millisecond))
+	}
 	b := bufio.NewWriter(w)
 	fmt.Fprintf(b, `<?xml version="1.0" encoding="UTF-8"?>
 <svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">
-<title>upshift %s rollout: %s in %s</title>
+<title>%s</title>
 <rect x="0" y="0" width="%d" height="%d" fill="white"/>
-`, width, height, width, height, r.name, r.phase, r.took.Round(time.Millisecond), width, height)
+`, width, height, width, height, html.EscapeString(title), width, height)
 
 	// Pauses, shaded.
 	var pauseFrom time.Duration
-	inPause := false
+	inPause, paused := false, false
 	for i, s := range r.samples {
 		last := i == len(r.samples)-1
 		if s.paused && !inPause {
 			pauseFrom, inPause = s.at, true
 		}
 		if inPause && (!s.paused || last) {
-			fmt.Fprintf(b, `<rect class="pause" x="%.1f" y="%d" width="%.1f" height="%d" fill="#f2e6c9"/>`+"\n",
-				x(pauseFrom), top, x(s.at)-x(pauseFrom), plotH)
-			inPause = false
+			fmt.Fprintf(b, `<rect class="pause" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n",
+				x(pauseFrom), top, x(s.at)-x(pauseFrom), plotH, pauseFill)
+			inPause, paused = false, true
 		}
 	}
 
@@ -62,17 +100,16 @@ func writeSVG(w io.Writer, r *result) error {
 	}
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>`+"\n", left, top, plotW, plotH)
 
-	// The three series as step lines.
-	series := []struct {
-		name, color string
-		v           func(sample) int32
-	}{
-		{"canary weight", "#d62728", func(s sample) int32 { return s.weight }},
-		{"stable capacity", "#1f77b4", func(s sample) int32 { return s.stable }},
-		{"canary capacity", "#2ca02c", func(s sample) int32 { return s.canary }},
+	// The abort, under the series so that they stay readable.
+	if r.aborted {
+		ax := x(r.abortAt)
+		fmt.Fprintf(b, `<line class="abort" x1="%.1f" y1="%d" x2="%.1f" y2="%d" %s/>`+"\n", ax, top, ax, top+plotH, abortStroke)
+		fmt.Fprintf(b, `<text class="abort" x="%.1f" y="%d">abort at %s</text>`+"\n", ax+4, top+14, seconds(r.abortAt))
 	}
-	for i, s := range series {
-		fmt.Fprintf(b, `<polyline class="series" data-name="%s" fill="none" stroke="%s" stroke-width="2" points="`, s.name, s.color)
+
+	// The series as step lines, in drawing order.
+	for _, s := range timelineSeries {
+		fmt.Fprintf(b, `<polyline class="series" data-name="%s" fill="none" stroke-linejoin="round" %s points="`, s.name, s.style)
 		for j, p := range r.samples {
 			if j > 0 {
 				fmt.Fprintf(b, "%.1f,%.1f ", x(p.at), y(s.v(r.samples[j-1])))
@@ -80,10 +117,32 @@ func writeSVG(w io.Writer, r *result) error {
 			fmt.Fprintf(b, "%.1f,%.1f ", x(p.at), y(s.v(p)))
 		}
 		fmt.Fprintf(b, "\"/>\n")
-		fmt.Fprintf(b, `<rect x="%d" y="12" width="14" height="4" fill="%s"/><text x="%d" y="18">%s</text>`+"\n",
-			left+i*170, s.color, left+i*170+18, s.name)
 	}
-	fmt.Fprintf(b, `<rect x="%d" y="10" width="14" height="8" fill="#f2e6c9"/><text x="%d" y="18">paused</text>`+"\n", left+510, left+528)
+
+	// The legend: the series, then the shading and the marker when shown.
+	const perRow, colW, rowH = 5, 160, 20
+	entry := 0
+	next := func() (float64, float64) {
+		ex, ey := float64(left+(entry%perRow)*colW), float64(16+(entry/perRow)*rowH)
+		entry++
+		return ex, ey
+	}
+	for _, i := range []int{4, 0, 2, 1, 3} { // the weight, then each side's set and ready capacity
+		s := timelineSeries[i]
+		ex, ey := next()
+		fmt.Fprintf(b, `<line class="legend" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/><text class="legend" x="%.1f" y="%.1f">%s</text>`+"\n",
+			ex, ey, ex+24, ey, s.style, ex+30, ey+4, s.name)
+	}
+	if paused {
+		ex, ey := next()
+		fmt.Fprintf(b, `<rect class="legend" x="%.1f" y="%.1f" width="24" height="10" fill="%s"/><text class="legend" x="%.1f" y="%.1f">paused</text>`+"\n",
+			ex, ey-5, pauseFill, ex+30, ey+4)
+	}
+	if r.aborted {
+		ex, ey := next()
+		fmt.Fprintf(b, `<line class="legend" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/><text class="legend" x="%.1f" y="%.1f">abort</text>`+"\n",
+			ex+12, ey-6, ex+12, ey+6, abortStroke, ex+30, ey+4)
+	}
 	fmt.Fprintf(b, "</svg>\n")
 	return b.Flush()
 }

@@ -1,6 +1,7 @@
 // Package auth is a local stand-in for github.com/abbot/go-http-auth (as forked by
 // containous), written for upshift's Traefik build: HTTP Basic and Digest (RFC 7616, MD5,
-// qop=auth) authentication with htpasswd/htdigest secrets.
+// qop=auth) authentication with htpasswd/htdigest secrets. It follows go-http-auth's API
+// (see NOTICE) and is tested with `go test ./...` in this directory, which ./test.sh runs.
 package auth
 
 import (
