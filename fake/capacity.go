@@ -95,8 +95,8 @@ func (c *Capacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) e
 		c.hist.add(c.clock, "SetCapacity", arg, c.err)
 		return c.err
 	}
-	if r.Percent < 0 || r.Percent > 100 || r.Steady && r.Percent != 100 {
-		err := rollout.Permanent(fmt.Errorf("fake capacity: percent %d out of range", r.Percent))
+	if err := r.Validate(); err != nil {
+		err = rollout.Permanent(fmt.Errorf("fake capacity: %w", err))
 		c.hist.add(c.clock, "SetCapacity", arg, err)
 		return err
 	}

@@ -1,23 +1,35 @@
 package fake
 
 import (
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/upshift-dev/upshift/clock"
 )
 
 // Clock is a manual clock for tests: time moves only when Advance or Set is
-// called. It implements rollout.Clock. The zero value starts at the zero
-// time; use NewClock. Safe for concurrent use.
+// called. It implements clock.Clock, so it drives a rollout.Runner, a
+// gateway.Router, a drain.Controller or a retry.Transport. The zero value
+// starts at the zero time; use NewClock. Safe for concurrent use.
+//
+// Timers (AfterFunc, After) fire inside Set and Advance, on the caller's
+// goroutine, once the clock reads the new time, in deadline order (ties in
+// the order they were set), with no lock held. A timer set for d <= 0 fires
+// at once, in its own goroutine, as time.AfterFunc does.
 type Clock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []waiter
+	mu     sync.Mutex
+	now    time.Time
+	timers []*timer // pending, in the order they were set
 }
 
-type waiter struct {
-	at time.Time
-	ch chan time.Time
+type timer struct {
+	at   time.Time
+	f    func()
+	done bool // fired or stopped
 }
+
+var _ clock.Clock = (*Clock)(nil)
 
 // NewClock returns a clock reading t.
 func NewClock(t time.Time) *Clock { return &Clock{now: t} }
@@ -29,62 +41,90 @@ func (c *Clock) Now() time.Time {
 	return c.now
 }
 
-// After returns a channel that receives the time once the clock has been
-// advanced by d or more. A non-positive d fires at once.
-func (c *Clock) After(d time.Duration) <-chan time.Time {
+// AfterFunc calls f once the clock has been advanced by d or more (at
+// once, in its own goroutine, for d <= 0). stop cancels the call and
+// reports whether it did.
+func (c *Clock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
+	t := &timer{f: f}
+	if d <= 0 {
+		go func() {
+			if c.take(t) {
+				f()
+			}
+		}()
+		return func() bool { return c.take(t) }
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, waiter{at: c.now.Add(d), ch: ch})
-	return ch
+	t.at = c.now.Add(d)
+	c.timers = append(c.timers, t)
+	return func() bool { return c.take(t) }
 }
+
+// take marks t done and drops it from the pending timers, and reports
+// whether it was pending: only the first of firing and stopping wins.
+func (c *Clock) take(t *timer) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.done {
+		return false
+	}
+	t.done = true
+	c.timers = slices.DeleteFunc(c.timers, func(w *timer) bool { return w == t })
+	return true
+}
+
+// After returns a channel that receives the clock's time once the clock
+// has been advanced by d or more. A non-positive d fires at once.
+func (c *Clock) After(d time.Duration) <-chan time.Time { return clock.After(c, d) }
 
 // Advance moves the clock forward by d (backward for a negative d, which
-// fires nothing) and fires the waiters whose time has come.
+// fires nothing) and fires the timers whose time has come.
 func (c *Clock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
-// Set moves the clock to t and fires the waiters whose time has come.
+// Set moves the clock to t and fires the timers whose time has come.
 func (c *Clock) Set(t time.Time) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.now = t
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if !w.at.After(t) {
-			w.ch <- t
-		} else {
-			kept = append(kept, w)
+	var due []*timer
+	c.timers = slices.DeleteFunc(c.timers, func(w *timer) bool {
+		if w.at.After(t) {
+			return false
 		}
+		w.done = true
+		due = append(due, w)
+		return true
+	})
+	c.mu.Unlock()
+	slices.SortStableFunc(due, func(a, b *timer) int { return a.at.Compare(b.at) })
+	for _, w := range due {
+		w.f()
 	}
-	c.waiters = kept
 }
 
-// Waiters returns the number of pending After calls; tests use it to know
-// that a goroutine is waiting before they advance the clock.
+// Waiters returns the number of pending timers (After and AfterFunc calls
+// that have not fired nor been stopped); tests use it to know that a
+// goroutine is waiting before they advance the clock.
 func (c *Clock) Waiters() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return len(c.waiters)
+	return len(c.timers)
 }
 
-// NextWake returns the earliest time a waiter is due, and false if none is.
+// NextWake returns the earliest time a timer is due, and false if none is.
 func (c *Clock) NextWake() (time.Time, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var t time.Time
-	for i, w := range c.waiters {
+	for i, w := range c.timers {
 		if i == 0 || w.at.Before(t) {
 			t = w.at
 		}
 	}
-	return t, len(c.waiters) > 0
+	return t, len(c.timers) > 0
 }
 
-// AdvanceUntil drives a goroutine that waits on the clock: whenever a waiter
+// AdvanceUntil drives a goroutine that waits on the clock: whenever a timer
 // is pending it jumps to the earliest one, until cond holds. It gives up
 // after wallTimeout of real time and reports whether cond held.
 func (c *Clock) AdvanceUntil(cond func() bool, wallTimeout time.Duration) bool {

@@ -15,7 +15,9 @@
 //     CrashLoop keeps every replica that is down, or new, from becoming
 //     ready. Crashes leave Health as SetHealth set it.
 //   - Store keeps a rollout's state as JSON; Analyzer answers gates.
-//   - Clock is a manual clock that also implements rollout.Clock.
+//   - Clock is a manual clock (a clock.Clock) whose timers fire as a test
+//     advances it; it drives a Runner, a gateway Router, a drain Controller
+//     or a retry Transport.
 //   - Traffic sends simulated requests split by the applied weights and
 //     counts what each side could serve: a rollout that ever sends traffic
 //     to capacity that is not ready shows up as Overloaded or Dropped.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -196,6 +197,57 @@ func TestClock(t *testing.T) {
 	}
 	if now := <-c.After(0); !now.Equal(t0.Add(30*time.Second - time.Hour)) {
 		t.Fatalf("After(0) delivered %v", now)
+	}
+}
+
+func TestClockAfterFunc(t *testing.T) {
+	c := fake.NewClock(t0)
+	var fired []string
+	at := func(name string) func() {
+		return func() { fired = append(fired, fmt.Sprintf("%s@%s", name, c.Now().Sub(t0))) }
+	}
+	c.AfterFunc(3*time.Second, at("c"))
+	c.AfterFunc(time.Second, at("a"))
+	stopB := c.AfterFunc(2*time.Second, at("b"))
+	c.AfterFunc(time.Second, at("a2"))
+	stopLate := c.AfterFunc(time.Hour, at("late"))
+	if c.Waiters() != 5 {
+		t.Fatalf("waiters %d, want 5", c.Waiters())
+	}
+	if !stopB() || stopB() {
+		t.Fatal("stop of a pending timer: want true once, then false")
+	}
+	if at, ok := c.NextWake(); !ok || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("next wake %v %v", at, ok)
+	}
+	c.Advance(500 * time.Millisecond)
+	if len(fired) != 0 {
+		t.Fatalf("fired early: %v", fired)
+	}
+	c.Advance(5 * time.Second)
+	if want := []string{"a@5.5s", "a2@5.5s", "c@5.5s"}; !slices.Equal(fired, want) {
+		t.Fatalf("fired %v, want %v (deadline order, ties in order set, at the new time)", fired, want)
+	}
+	if c.Waiters() != 1 || !stopLate() {
+		t.Fatalf("the late timer should still be pending (waiters %d)", c.Waiters())
+	}
+	c.Advance(2 * time.Hour)
+	if len(fired) != 3 || c.Waiters() != 0 {
+		t.Fatalf("a stopped timer fired: %v", fired)
+	}
+
+	now := make(chan struct{})
+	stop := c.AfterFunc(0, func() { close(now) })
+	select {
+	case <-now:
+	case <-time.After(10 * time.Second):
+		t.Fatal("AfterFunc(0) did not fire without an Advance")
+	}
+	if stop() {
+		t.Fatal("stop after AfterFunc(0) fired reported true")
+	}
+	if c.Waiters() != 0 {
+		t.Fatalf("waiters %d after AfterFunc(0)", c.Waiters())
 	}
 }
 

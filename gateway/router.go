@@ -8,11 +8,13 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
+	"github.com/upshift-dev/upshift/clock"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -28,10 +30,11 @@ type Config struct {
 	// status before traffic moves.
 	SettleDelay time.Duration
 	// MaxConflictRetries bounds the re-read and re-apply after a write
-	// loses an optimistic-concurrency race; 0 means 5.
+	// loses an optimistic-concurrency race; 0 means 5. Conflicts that
+	// outlast them return an error matching rollout.ErrConflict.
 	MaxConflictRetries int
-	// Now is the clock for SettleDelay; nil means time.Now.
-	Now func() time.Time
+	// Clock times SettleDelay; nil means clock.Real.
+	Clock clock.Clock
 }
 
 // Validate names every problem with the configuration.
@@ -81,7 +84,8 @@ func (c *Config) Validate() error {
 // Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
 // *BackendNotFoundError, *NoSharedRuleError and *ExtraBackendError (match
 // ErrInvalid and are rollout.Permanent), *NotAcceptedError in
-// RouteStatus.Rejected.
+// RouteStatus.Rejected, and an error matching rollout.ErrConflict when
+// conflicts outlast MaxConflictRetries.
 //
 // Safe for concurrent use. Build it with NewRouter or NewRouterForClientset.
 type Router struct {
@@ -123,12 +127,12 @@ func newRouter(api routes, cfg Config) (*Router, error) {
 		return nil, err
 	}
 	if cfg.MaxConflictRetries == 0 {
-		cfg.MaxConflictRetries = 5
+		cfg.MaxConflictRetries = defaultConflictRetries
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &Router{cfg: cfg, api: api, seen: map[RouteRef]acceptance{}}, nil
+	cfg.Clock = clock.OrReal(cfg.Clock)
+	r := &Router{cfg: cfg, seen: map[RouteRef]acceptance{}}
+	r.api = countedRoutes{api: api, r: r}
+	return r, nil
 }
 
 // Counts returns the API calls made so far.
@@ -138,10 +142,31 @@ func (r *Router) Counts() Counts {
 	return r.counts
 }
 
-func (r *Router) count(f func(c *Counts)) {
-	r.mu.Lock()
-	f(&r.counts)
-	r.mu.Unlock()
+// countedRoutes counts a Router's API calls in its Counts.
+type countedRoutes struct {
+	api routes
+	r   *Router
+}
+
+func (c countedRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
+	rt, err := c.api.get(ctx, ref)
+	c.r.mu.Lock()
+	c.r.counts.Reads++
+	c.r.mu.Unlock()
+	return rt, err
+}
+
+func (c countedRoutes) update(ctx context.Context, rt route) error {
+	err := c.api.update(ctx, rt)
+	c.r.mu.Lock()
+	switch {
+	case err == nil:
+		c.r.counts.Writes++
+	case apierrors.IsConflict(err):
+		c.r.counts.Conflicts++
+	}
+	c.r.mu.Unlock()
+	return err
 }
 
 // apiError turns an API error into the adapter's error vocabulary.
@@ -169,7 +194,6 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	if len(r.cfg.Routes) > 1 {
 		for _, ref := range r.cfg.Routes {
 			rt, err := r.api.get(ctx, ref)
-			r.count(func(c *Counts) { c.Reads++ })
 			if err != nil {
 				return apiError(err, ref)
 			}
@@ -187,35 +211,13 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 }
 
 func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) error {
-	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rt, err := r.api.get(ctx, ref)
-		r.count(func(c *Counts) { c.Reads++ })
-		if err != nil {
-			return apiError(err, ref)
-		}
+	return updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
 		changed, err := setWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
 		if err != nil {
-			return rollout.Permanent(withRoute(err, ref))
+			return false, rollout.Permanent(withRoute(err, ref))
 		}
-		if !changed {
-			return nil
-		}
-		err = r.api.update(ctx, rt)
-		if err == nil {
-			r.count(func(c *Counts) { c.Writes++ })
-			return nil
-		}
-		if !apierrors.IsConflict(err) {
-			return apiError(err, ref)
-		}
-		r.count(func(c *Counts) { c.Conflicts++ })
-		if attempt >= r.cfg.MaxConflictRetries {
-			return fmt.Errorf("gateway: %s: %d conflicts in a row: %w", ref, attempt+1, rollout.ErrConflict)
-		}
-	}
+		return changed, nil
+	})
 }
 
 // Weights reports the weights in the routes' spec and whether the data
@@ -236,7 +238,6 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 	st.Accepted = true
 	for i, ref := range r.cfg.Routes {
 		rt, err := r.api.get(ctx, ref)
-		r.count(func(c *Counts) { c.Reads++ })
 		if err != nil {
 			return rollout.RouteStatus{}, apiError(err, ref)
 		}
@@ -280,7 +281,7 @@ func (r *Router) accepted(ref RouteRef, rt route) (bool, string, error) {
 			}
 			found = true
 			for _, ct := range []gwv1.RouteConditionType{gwv1.RouteConditionAccepted, gwv1.RouteConditionResolvedRefs} {
-				c := findCondition(ps.Conditions, string(ct))
+				c := meta.FindStatusCondition(ps.Conditions, string(ct))
 				switch {
 				case c == nil || c.ObservedGeneration != gen:
 					return false, fmt.Sprintf("%s: parent %s has not reported generation %d yet", ref, p.Name, gen), nil
@@ -297,7 +298,7 @@ func (r *Router) accepted(ref RouteRef, rt route) (bool, string, error) {
 	if r.cfg.SettleDelay == 0 {
 		return true, "", nil
 	}
-	now := r.cfg.Now()
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	a, ok := r.seen[ref]
@@ -309,15 +310,6 @@ func (r *Router) accepted(ref RouteRef, rt route) (bool, string, error) {
 		return false, fmt.Sprintf("%s: accepted; settling for %s", ref, r.cfg.SettleDelay), nil
 	}
 	return true, "", nil
-}
-
-func findCondition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 // sameParent compares two parent references with Gateway API defaults

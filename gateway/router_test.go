@@ -657,7 +657,7 @@ func TestSettleDelay(t *testing.T) {
 	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
 	clock := fake.NewClock(t0)
 	router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary,
-		SettleDelay: 700 * time.Millisecond, Now: clock.Now})
+		SettleDelay: 700 * time.Millisecond, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
@@ -26,6 +25,8 @@ type AnnotationStore struct {
 	api   routes
 	route RouteRef
 	// MaxConflictRetries bounds re-reads after a conflict; 0 means 5.
+	// Conflicts that outlast them return an error matching
+	// rollout.ErrConflict.
 	MaxConflictRetries int
 }
 
@@ -69,27 +70,17 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	}
 	retries := s.MaxConflictRetries
 	if retries == 0 {
-		retries = 5
+		retries = defaultConflictRetries
 	}
-	for attempt := 0; ; attempt++ {
-		rt, err := s.api.get(ctx, s.route)
-		if err != nil {
-			return apiError(err, s.route)
-		}
+	return updateRoute(ctx, s.api, s.route, retries, func(rt route) (bool, error) {
 		m := rt.meta()
 		if m.Annotations[StateAnnotation] == string(b) {
-			return nil
+			return false, nil
 		}
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
 		m.Annotations[StateAnnotation] = string(b)
-		err = s.api.update(ctx, rt)
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt >= retries {
-			return apiError(err, s.route)
-		}
-	}
+		return true, nil
+	})
 }

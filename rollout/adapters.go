@@ -3,6 +3,7 @@ package rollout
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -60,6 +61,20 @@ type CapacityRequest struct {
 	Steady bool
 }
 
+// Validate reports a request that no CapacitySetter can carry out: a
+// Percent outside 0..100, or Steady with a Percent other than 100. The
+// error names the field and matches ErrInvalid; a CapacitySetter returns
+// it marked Permanent. The Runner only asks for valid requests.
+func (r CapacityRequest) Validate() error {
+	switch {
+	case r.Percent < 0 || r.Percent > 100:
+		return fmt.Errorf("%w capacity request: Percent %d: must be 0..100", ErrInvalid, r.Percent)
+	case r.Steady && r.Percent != 100:
+		return fmt.Errorf("%w capacity request: Percent %d: must be 100 when Steady", ErrInvalid, r.Percent)
+	}
+	return nil
+}
+
 // CapacityStatus is what a CapacitySetter reports for its side.
 type CapacityStatus struct {
 	// Capacity is the percent the side is set to (100 when steady).
@@ -112,6 +127,10 @@ type Store interface {
 
 // Sentinel errors. Adapters wrap them with %w.
 var (
+	// ErrInvalid: a Runner's configuration (see Runner.Validate) or a
+	// request to an adapter (see CapacityRequest.Validate) is invalid;
+	// retrying cannot fix it.
+	ErrInvalid = errors.New("rollout: invalid")
 	// ErrNotFound: the route, backend, workload or saved state is missing.
 	ErrNotFound = errors.New("rollout: not found")
 	// ErrConflict: a write lost an optimistic-concurrency race; retrying

@@ -9,21 +9,9 @@ import (
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/upshift-dev/upshift/clock"
 	"github.com/upshift-dev/upshift/strategy"
 )
-
-// Clock is the Runner's source of time. The zero Runner uses the wall clock;
-// tests use fake.Clock.
-type Clock interface {
-	Now() time.Time
-	// After delivers the time once d has passed.
-	After(d time.Duration) <-chan time.Time
-}
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time                         { return time.Now() }
-func (wallClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
 // Runner applies a Strategy's decisions through the adapters: one call to
 // Reconcile observes every adapter, steps the strategy once and applies the
@@ -55,63 +43,55 @@ type Runner struct {
 	Observer Observer
 	// Store keeps the state for Run.
 	Store Store
-	// Clock defaults to the wall clock.
-	Clock Clock
+	// Clock is the source of time of Reconcile and Run; nil means
+	// clock.Real. Tests use fake.Clock.
+	Clock clock.Clock
 	// RetryInterval is the requeue after a transient adapter error (and
 	// between retries of a failed Store.Save in Run); 0 means the strategy's
 	// poll interval. A set value must be at least strategy.MinPollInterval.
 	RetryInterval time.Duration
 }
 
-// ErrConfig is matched by every configuration error from Validate.
-var ErrConfig = errors.New("rollout: invalid runner")
-
 // Validate checks that the adapters set match the strategy's capacity mode,
-// and that the strategy's options are valid. It names every problem.
+// and that the strategy's options are valid. It names every problem; each
+// matches ErrInvalid, or strategy.ErrInvalid for the strategy's options.
 func (r *Runner) Validate() error {
 	var errs []error
 	if r.Strategy == nil {
-		return fmt.Errorf("%w: Strategy is required", ErrConfig)
+		return fmt.Errorf("%w runner: Strategy is required", ErrInvalid)
 	}
 	if err := r.Strategy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if r.RetryInterval < 0 || r.RetryInterval > 0 && r.RetryInterval < strategy.MinPollInterval {
-		errs = append(errs, fmt.Errorf("%w: RetryInterval %s: must be 0 (the poll interval) or at least %s",
-			ErrConfig, r.RetryInterval, strategy.MinPollInterval))
+		errs = append(errs, fmt.Errorf("%w runner: RetryInterval %s: must be 0 (the poll interval) or at least %s",
+			ErrInvalid, r.RetryInterval, strategy.MinPollInterval))
 	}
 	opts := r.Strategy.Shared()
 	switch opts.Capacity {
 	case strategy.CapacityManaged:
 		if r.Router == nil {
-			errs = append(errs, fmt.Errorf("%w: Router is required in the managed capacity mode", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: Router is required in the managed capacity mode", ErrInvalid))
 		}
 		if r.A == nil || r.B == nil {
-			errs = append(errs, fmt.Errorf("%w: A and B capacity setters are required in the managed capacity mode", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the managed capacity mode", ErrInvalid))
 		}
 	case strategy.CapacityFixed:
 		if r.Router == nil {
-			errs = append(errs, fmt.Errorf("%w: Router is required in the fixed capacity mode", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: Router is required in the fixed capacity mode", ErrInvalid))
 		}
 		if r.A != nil || r.B != nil {
-			errs = append(errs, fmt.Errorf("%w: capacity setters are not used in the fixed capacity mode; use the managed mode", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: capacity setters are not used in the fixed capacity mode; use the managed mode", ErrInvalid))
 		}
 	case strategy.CapacityReplicas:
 		if r.Router != nil {
-			errs = append(errs, fmt.Errorf("%w: the replicas capacity mode has no Router; traffic follows ready replicas", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: the replicas capacity mode has no Router; traffic follows ready replicas", ErrInvalid))
 		}
 		if r.A == nil || r.B == nil {
-			errs = append(errs, fmt.Errorf("%w: A and B capacity setters are required in the replicas capacity mode", ErrConfig))
+			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the replicas capacity mode", ErrInvalid))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (r *Runner) clock() Clock {
-	if r.Clock == nil {
-		return wallClock{}
-	}
-	return r.Clock
 }
 
 func (r *Runner) setter(side strategy.Side) CapacitySetter {
@@ -133,7 +113,7 @@ func (r *Runner) retryAfter() time.Duration {
 
 // Reconcile is ReconcileAt with the Runner's clock.
 func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.State, time.Duration, error) {
-	return r.ReconcileAt(ctx, s, r.clock().Now())
+	return r.ReconcileAt(ctx, s, clock.OrReal(r.Clock).Now())
 }
 
 // ReconcileAt observes, steps and applies once, at now. It returns the state
@@ -308,7 +288,7 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 		hop := Hop{Kind: HopCapacity, Role: h.role, Side: h.side, Value: h.t.Value, Steady: h.t.Steady}
 		if c == nil {
 			return &AdapterError{Adapter: "capacity " + string(h.side), Op: "set capacity", Hop: hop.String(),
-				Err: Permanent(fmt.Errorf("%w: no capacity setter for side %s", ErrConfig, h.side))}
+				Err: Permanent(fmt.Errorf("%w runner: no capacity setter for side %s", ErrInvalid, h.side))}
 		}
 		if err := c.SetCapacity(ctx, CapacityRequest{Percent: h.t.Value, Steady: h.t.Steady}); err != nil {
 			return &AdapterError{Adapter: "capacity " + string(h.side), Op: "set capacity", Hop: hop.String(), Err: err}
@@ -334,7 +314,7 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 		hop := Hop{Kind: HopWeight, Role: "canary", Side: stableSide.Other(), Value: d.Weight.Value, Weights: w}
 		if r.Router == nil {
 			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(),
-				Err: Permanent(fmt.Errorf("%w: no router", ErrConfig))}
+				Err: Permanent(fmt.Errorf("%w runner: no router", ErrInvalid))}
 		}
 		if err := r.Router.SetWeights(ctx, w); err != nil {
 			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
@@ -371,10 +351,10 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		return initial, err
 	}
 	if r.Store == nil {
-		return initial, fmt.Errorf("%w: Run needs a Store", ErrConfig)
+		return initial, fmt.Errorf("%w runner: Run needs a Store", ErrInvalid)
 	}
 	log := logr.FromContextOrDiscard(ctx)
-	clk := r.clock()
+	clk := clock.OrReal(r.Clock)
 	s, err := r.Store.Load(ctx)
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -409,7 +389,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		select {
 		case <-ctx.Done():
 			if dirty {
-				return s, fmt.Errorf("%w: %w", ErrUnsaved, ctx.Err())
+				return s, fmt.Errorf("%w runner: %w", ErrUnsaved, ctx.Err())
 			}
 			return s, ctx.Err()
 		case cmd, ok := <-commands:
@@ -418,7 +398,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 				continue
 			}
 			store(cmd(s, clk.Now()))
-		case <-clk.After(requeue):
+		case <-clock.After(clk, requeue):
 		}
 	}
 }

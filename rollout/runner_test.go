@@ -199,7 +199,7 @@ func TestRunnerValidate(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("Validate() = %v, want ok=%v", err, tc.ok)
 			}
-			if err != nil && !errors.Is(err, rollout.ErrConfig) && !errors.Is(err, strategy.ErrInvalid) {
+			if err != nil && !errors.Is(err, rollout.ErrInvalid) && !errors.Is(err, strategy.ErrInvalid) {
 				t.Fatalf("untyped error %v", err)
 			}
 		})

@@ -371,7 +371,7 @@ func TestRunKeepsACommandWhoseSaveFailed(t *testing.T) {
 func TestRunnerRejectsATinyRetryInterval(t *testing.T) {
 	g := newRig(pausedAt30, fake.Lag{})
 	g.runner.RetryInterval = time.Nanosecond
-	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrConfig) || !strings.Contains(err.Error(), "RetryInterval") {
+	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "RetryInterval") {
 		t.Fatalf("Validate() = %v", err)
 	}
 }
@@ -392,7 +392,7 @@ func TestRunnerTreatsAUserStrategyLikeItsOwn(t *testing.T) {
 	fixed := userStrategy{strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(50)},
 		Options: strategy.Options{Capacity: strategy.CapacityFixed}}}
 	g := newRig(fixed, fake.Lag{})
-	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrConfig) || !strings.Contains(err.Error(), "fixed capacity mode") {
+	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "fixed capacity mode") {
 		t.Fatalf("Validate() with capacity setters in the fixed mode = %v", err)
 	}
 	g.runner.A, g.runner.B = nil, nil

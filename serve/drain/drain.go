@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/upshift-dev/upshift/clock"
 )
 
 // State is a phase of the drain. States only move forward:
@@ -145,8 +147,11 @@ type Config struct {
 	// runs it.
 	OnTransition func(Transition)
 
-	// Clock is the time source. Nil means the wall clock.
-	Clock Clock
+	// Clock is the time source: the instant Begin is called and the
+	// timers that end each phase. Nil means clock.Real; tests pass a
+	// manual clock (fake.Clock, or their own), or run with the wall clock
+	// inside testing/synctest.
+	Clock clock.Clock
 }
 
 // Transition describes one state change, passed to Config.OnTransition.
@@ -159,7 +164,7 @@ type Transition struct {
 }
 
 // Validate reports every invalid field at once, as *ConfigError values
-// joined with errors.Join (each wraps ErrInvalidConfig). It returns nil
+// joined with errors.Join (each matches ErrInvalid). It returns nil
 // for a valid Config, including the zero Config.
 func (c Config) Validate() error {
 	var errs []error
@@ -200,9 +205,7 @@ func (c Config) withDefaults() Config {
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
 	}
-	if c.Clock == nil {
-		c.Clock = wallClock{}
-	}
+	c.Clock = clock.OrReal(c.Clock)
 	return c
 }
 

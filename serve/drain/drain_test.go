@@ -347,8 +347,8 @@ func TestValidate(t *testing.T) {
 			var fields []string
 			for _, e := range unjoin(err) {
 				var ce *drain.ConfigError
-				if !errors.As(e, &ce) || !errors.Is(e, drain.ErrInvalidConfig) {
-					t.Fatalf("error %v is not a *ConfigError wrapping ErrInvalidConfig", e)
+				if !errors.As(e, &ce) || !errors.Is(e, drain.ErrInvalid) {
+					t.Fatalf("error %v is not a *ConfigError matching ErrInvalid", e)
 				}
 				if !strings.Contains(e.Error(), ce.Field) || !strings.HasPrefix(e.Error(), "drain: ") {
 					t.Errorf("message %q must start with \"drain: \" and name field %s", e, ce.Field)

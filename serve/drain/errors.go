@@ -7,8 +7,8 @@ import (
 
 // Sentinel errors. Compare with errors.Is; the package wraps them with %w.
 var (
-	// ErrInvalidConfig is wrapped by every *ConfigError.
-	ErrInvalidConfig = errors.New("drain: invalid config")
+	// ErrInvalid is matched by every *ConfigError.
+	ErrInvalid = errors.New("drain: invalid config")
 
 	// ErrDraining is the cause (context.Cause) given to the context of a
 	// CancelOnDrain request when the controller enters Draining.
@@ -30,8 +30,8 @@ var (
 	errGraceExpired = errors.New("drain: grace period expired")
 )
 
-// ConfigError reports one invalid field of a [Config]. It wraps
-// [ErrInvalidConfig]. Config.Validate joins one ConfigError per problem
+// ConfigError reports one invalid field of a [Config]. It matches
+// [ErrInvalid] (errors.Is). Config.Validate joins one ConfigError per problem
 // with errors.Join, so every problem is reported at once. It is plain
 // data, safe to share once returned.
 type ConfigError struct {
@@ -41,7 +41,7 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string {
 	var b strings.Builder
-	b.WriteString(ErrInvalidConfig.Error())
+	b.WriteString(ErrInvalid.Error())
 	b.WriteString(": ")
 	b.WriteString(e.Field)
 	b.WriteString(": ")
@@ -49,5 +49,5 @@ func (e *ConfigError) Error() string {
 	return b.String()
 }
 
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }

@@ -25,7 +25,7 @@ var (
 
 func at(d time.Duration) time.Time { return t0.Add(d) }
 
-// fakeClock is a manual drain.Clock. Timers fire inside Advance, on the
+// fakeClock is a manual clock.Clock. Timers fire inside Advance, on the
 // caller's goroutine, in deadline order (ties in creation order).
 type fakeClock struct {
 	mu     sync.Mutex

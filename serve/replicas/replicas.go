@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -69,7 +70,9 @@ type Setter struct {
 	get  func(ctx context.Context) (*workload, error)
 	mu   sync.Mutex
 	full int32
-	// MaxConflictRetries bounds re-reads after a write conflict; 0 means 5.
+	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
+	// 5. Conflicts that outlast them return an error matching
+	// rollout.ErrConflict.
 	MaxConflictRetries int
 }
 
@@ -236,16 +239,27 @@ func (s *Setter) fullCount(w *workload) (int32, error) {
 const fullAnnotation = "upshift.dev/full-replicas"
 
 // SetCapacity sets the replicas for r and records r in the annotation. It
-// writes nothing when both are already in place.
+// writes nothing when both are already in place. A request that fails
+// rollout.CapacityRequest.Validate is a Permanent error matching both
+// ErrInvalid and rollout.ErrInvalid.
 func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
-	if r.Percent < 0 || r.Percent > 100 || r.Steady && r.Percent != 100 {
-		return rollout.Permanent(fmt.Errorf("%w: capacity %d out of range", ErrInvalid, r.Percent))
+	if err := r.Validate(); err != nil {
+		return rollout.Permanent(fmt.Errorf("%w: %s: %w", ErrInvalid, s.ref, err))
 	}
 	retries := s.MaxConflictRetries
 	if retries == 0 {
 		retries = 5
 	}
-	for attempt := 0; ; attempt++ {
+	// Conflicts are retried from a fresh read with client-go's short, flat
+	// DefaultRetry backoff, as gateway does: the workload's controller
+	// writes its status once and moves on, and a Runner retries the whole
+	// hop after its RetryInterval anyway.
+	backoff := retry.DefaultRetry
+	backoff.Steps = retries + 1
+	err := retry.RetryOnConflict(backoff, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		w, err := s.get(ctx)
 		if err != nil {
 			return s.wrap(err)
@@ -269,14 +283,15 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 		w.meta.Annotations[CapacityAnnotation] = mark
 		w.meta.Annotations[fullAnnotation] = fullMark
 		w.setReplica(want)
-		err = w.update(ctx)
-		if err == nil {
-			return nil
-		}
-		if !apierrors.IsConflict(err) || attempt >= retries {
-			return s.wrap(err)
-		}
+		return s.wrap(w.update(ctx)) // a wrapped conflict is still one
+	})
+	switch {
+	case !apierrors.IsConflict(err):
+		return err
+	case ctx.Err() != nil: // RetryOnConflict answers an error of ctx with the last conflict
+		return ctx.Err()
 	}
+	return fmt.Errorf("%w (%d in a row): %w", rollout.ErrConflict, backoff.Steps, err) // every attempt lost a race
 }
 
 // Capacity reports the capacity asked for (from the annotation, or the

@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -9,10 +10,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/internal/kubetest"
@@ -222,5 +227,51 @@ func TestStalledCanaryEndsDegraded(t *testing.T) {
 	}
 	if !degraded {
 		t.Fatalf("not Degraded: %+v", end.Conditions)
+	}
+}
+
+// TestConflicts: a write that keeps losing races to another writer is
+// retried from a fresh read MaxConflictRetries times, then reported as
+// rollout.ErrConflict (not permanent: the Runner tries the hop again); a
+// ctx that ends stops the retries.
+func TestConflicts(t *testing.T) {
+	newSetter := func(conflicts int, onUpdate func()) (*replicas.Setter, *int) {
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+		d.Spec.Replicas = new(int32(4))
+		cs := k8sfake.NewClientset(d)
+		updates := 0
+		cs.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+			updates++
+			if onUpdate != nil {
+				onUpdate()
+			}
+			if conflicts != 0 {
+				conflicts--
+				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
+			}
+			return false, nil, nil
+		})
+		s := replicas.ForDeployment(cs, "shop", "web", 4)
+		s.MaxConflictRetries = 3
+		return s, &updates
+	}
+	ctx := context.Background()
+	s, updates := newSetter(2, nil)
+	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil || *updates != 3 {
+		t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, *updates)
+	}
+	s, updates = newSetter(-1, nil)
+	err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50})
+	if !errors.Is(err, rollout.ErrConflict) || !apierrors.IsConflict(err) || rollout.IsPermanent(err) || *updates != 4 {
+		t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, *updates)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	s, updates = newSetter(-1, cancel)
+	if err := s.SetCapacity(cctx, rollout.CapacityRequest{Percent: 50}); !errors.Is(err, context.Canceled) || *updates != 1 {
+		t.Fatalf("ctx cancelled at the first write: err %v after %d writes; want context.Canceled after 1", err, *updates)
+	}
+	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 101}); !errors.Is(err, replicas.ErrInvalid) ||
+		!errors.Is(err, rollout.ErrInvalid) || !rollout.IsPermanent(err) {
+		t.Fatalf("Percent 101: %v; want a permanent error matching replicas.ErrInvalid and rollout.ErrInvalid", err)
 	}
 }

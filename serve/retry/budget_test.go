@@ -23,8 +23,8 @@ func TestBudgetZeroValueDefaults(t *testing.T) {
 
 func TestBudgetValidate(t *testing.T) {
 	for _, b := range []*retry.Budget{{MaxTokens: -1}, {TokenRatio: -0.1}, {TokenRatio: 1.5}} {
-		if err := b.Validate(); !errors.Is(err, retry.ErrInvalidConfig) {
-			t.Errorf("%+v: Validate() = %v, want ErrInvalidConfig", b, err)
+		if err := b.Validate(); !errors.Is(err, retry.ErrInvalid) {
+			t.Errorf("%+v: Validate() = %v, want ErrInvalid", b, err)
 		}
 	}
 }

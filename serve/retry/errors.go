@@ -11,8 +11,8 @@ import (
 // wraps exactly one of them (or the context's error) plus the last
 // attempt's own error, if any.
 var (
-	// ErrInvalidConfig is wrapped by every *ConfigError.
-	ErrInvalidConfig = errors.New("retry: invalid config")
+	// ErrInvalid is matched by every *ConfigError.
+	ErrInvalid = errors.New("retry: invalid config")
 
 	// ErrNotReplayable: a retry was needed but the request body was
 	// already consumed and the request has no GetBody to rewind it.
@@ -102,15 +102,15 @@ func (e *Error) Unwrap() []error {
 }
 
 // ConfigError reports one invalid field of a Transport or Budget. It
-// wraps ErrInvalidConfig. It is plain data, safe to share once returned.
+// matches ErrInvalid (errors.Is). It is plain data, safe to share once returned.
 type ConfigError struct {
 	Field   string // e.g. "MaxDelay" or "Budget.TokenRatio"
 	Problem string
 }
 
 func (e *ConfigError) Error() string {
-	return ErrInvalidConfig.Error() + ": " + e.Field + ": " + e.Problem
+	return ErrInvalid.Error() + ": " + e.Field + ": " + e.Problem
 }
 
-// Unwrap returns ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Is makes errors.Is(err, ErrInvalid) hold.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }

@@ -25,8 +25,10 @@ type tb interface {
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a retry.Clock whose Sleep advances time instantly and
-// records the wait.
+// fakeClock is a clock.Clock whose timers fire at once: AfterFunc
+// records the wait, advances time by it and calls f. The Transport's
+// waits (clock.Sleep) therefore take no real time; a wait of 0 or less
+// never reaches AfterFunc and is not recorded.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -41,17 +43,13 @@ func (c *fakeClock) Now() time.Time {
 	return c.now
 }
 
-func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
 	c.sleeps = append(c.sleeps, d)
-	if d > 0 {
-		c.now = c.now.Add(d)
-	}
+	c.now = c.now.Add(max(d, 0))
 	c.mu.Unlock()
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	return nil
+	f()
+	return func() bool { return false } // already fired
 }
 
 func (c *fakeClock) advance(d time.Duration) {
@@ -103,6 +101,7 @@ func (b *trackedBody) isClosed() bool {
 type attemptRecord struct {
 	start      time.Time
 	answeredAt time.Time // when the response (if any) arrived
+	returnedAt time.Time // when RoundTrip returned, with or without one
 	outcome    outcome
 	body       []byte // request body bytes read
 	bodyErr    error
@@ -136,6 +135,7 @@ func (f *fakeBase) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	f.attempts = append(f.attempts, rec)
 	f.mu.Unlock()
+	defer func() { rec.returnedAt = f.clk.Now() }()
 	if f.onAttempt != nil {
 		f.onAttempt(req)
 	}

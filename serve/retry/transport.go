@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/upshift-dev/upshift/clock"
 )
 
 // The marker header a draining upshift server (serve/drain) puts on the
@@ -103,8 +105,9 @@ type Transport struct {
 	// Nil means math/rand/v2.Float64.
 	Jitter func() float64
 
-	// Clock is the time source. Nil means the wall clock.
-	Clock Clock
+	// Clock is the time source: when a call started, and how it waits
+	// between attempts. Nil means clock.Real.
+	Clock clock.Clock
 }
 
 // settings is a Transport with the defaults filled in.
@@ -116,7 +119,7 @@ type settings struct {
 	budget                             *Budget
 	plain503                           bool
 	jitter                             func() float64
-	clock                              Clock
+	clock                              clock.Clock
 }
 
 func (t *Transport) settings() settings {
@@ -150,9 +153,7 @@ func (t *Transport) settings() settings {
 	if s.jitter == nil {
 		s.jitter = rand.Float64
 	}
-	if s.clock == nil {
-		s.clock = wallClock{}
-	}
+	s.clock = clock.OrReal(s.clock)
 	return s
 }
 
@@ -333,7 +334,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if reason != nil {
 			return fail(attempt, status, reason, cause)
 		}
-		if err := s.clock.Sleep(ctx, wait); err != nil {
+		if err := clock.Sleep(ctx, s.clock, wait); err != nil {
 			return fail(attempt, status, ctx.Err(), err)
 		}
 	}

@@ -256,8 +256,8 @@ func TestBadInputs(t *testing.T) {
 	req := newRequest(t, "POST", nil, false, false)
 	req.Body = body
 	_, err := (&retry.Transport{MaxAttempts: -1}).RoundTrip(req)
-	if !errors.Is(err, retry.ErrInvalidConfig) || !body.isClosed() {
-		t.Errorf("invalid config: %v, body closed %v; want ErrInvalidConfig and the body closed", err, body.isClosed())
+	if !errors.Is(err, retry.ErrInvalid) || !body.isClosed() {
+		t.Errorf("invalid config: %v, body closed %v; want ErrInvalid and the body closed", err, body.isClosed())
 	}
 }
 
@@ -278,7 +278,7 @@ func TestValidate(t *testing.T) {
 			var got []string
 			for _, e := range flatten(tt.rt.Validate()) {
 				var ce *retry.ConfigError
-				if !errors.As(e, &ce) || !errors.Is(e, retry.ErrInvalidConfig) || !strings.Contains(e.Error(), ce.Field) {
+				if !errors.As(e, &ce) || !errors.Is(e, retry.ErrInvalid) || !strings.Contains(e.Error(), ce.Field) {
 					t.Fatalf("%v is not a *ConfigError naming its field", e)
 				}
 				got = append(got, ce.Field)
