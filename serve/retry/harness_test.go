@@ -26,9 +26,9 @@ type tb interface {
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeClock is a clock.Clock whose timers fire at once: AfterFunc
-// records the wait, advances time by it and calls f. The Transport's
-// waits (clock.Sleep) therefore take no real time; a wait of 0 or less
-// never reaches AfterFunc and is not recorded.
+// records the wait, advances time by it and calls f in its own goroutine.
+// The Transport's waits (clock.Sleep) therefore take no real time; a wait
+// of 0 or less never reaches AfterFunc and is not recorded.
 type fakeClock struct {
 	mu     sync.Mutex
 	now    time.Time
@@ -48,8 +48,8 @@ func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.sleeps = append(c.sleeps, d)
 	c.now = c.now.Add(max(d, 0))
 	c.mu.Unlock()
-	f()
-	return func() bool { return false } // already fired
+	go f()
+	return func() bool { return false } // too late: its time has passed
 }
 
 func (c *fakeClock) advance(d time.Duration) {
