@@ -18,9 +18,10 @@
 //
 // Dependencies run one way, and TestLayering holds every package to them:
 // strategy imports only the standard library and apimachinery types;
-// rollout imports strategy (and logr); adapters import rollout and strategy,
-// never one another nor fake; the serving helpers import nothing of
-// Kubernetes; only examples import examples. A program that imports only
+// clock only the standard library; rollout imports strategy and clock (and
+// logr); adapters import rollout, strategy and clock, never one another nor
+// fake; the serving helpers import clock and nothing of Kubernetes; only
+// examples import examples. A program that imports only
 // strategy, rollout or fake never links client-go, the Gateway API client or
 // controller-runtime.
 //

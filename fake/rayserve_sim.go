@@ -3,8 +3,9 @@ package fake
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -188,7 +189,7 @@ func (s *RayServe) statuses() {
 		var problems []string
 		failedStatus := ""
 		updating := app.build > 0
-		for _, dn := range sortedNames(app.deps) {
+		for _, dn := range slices.Sorted(maps.Keys(app.deps)) {
 			d := app.deps[dn]
 			if _, ok := s.specIndex(app, dn); !ok && len(d.replicas) == 0 {
 				delete(app.deps, dn)
@@ -288,13 +289,4 @@ func sameJSON(a, b json.RawMessage) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
-}
-
-func sortedNames[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -75,11 +75,14 @@ type AdapterError struct {
 	Err error
 }
 
+// Error names the adapter and what it was doing once: "router: apply weight
+// 30 (A=70 B=30): ...", "capacity B: read capacity: ...".
 func (e *AdapterError) Error() string {
+	what := e.Op
 	if e.Hop != "" {
-		return fmt.Sprintf("rollout: %s: %s %s: %v", e.Adapter, e.Op, e.Hop, e.Err)
+		what = "apply " + e.Hop // the hop names the operation
 	}
-	return fmt.Sprintf("rollout: %s: %s: %v", e.Adapter, e.Op, e.Err)
+	return fmt.Sprintf("%s: %s: %v", e.Adapter, what, e.Err)
 }
 
 func (e *AdapterError) Unwrap() error { return e.Err }

@@ -346,7 +346,7 @@ func TestRunnerLogsThroughTheContext(t *testing.T) {
 		t.Fatal("want an error")
 	}
 	joined := strings.Join(lines, "\n")
-	for _, want := range []string{`"msg"="hop"`, `"hop"="canary capacity 100 (side B)"`, `"error"="rollout: capacity B: read capacity: boom"`} {
+	for _, want := range []string{`"msg"="hop"`, `"hop"="canary capacity 100 (side B)"`, `"error"="capacity B: read capacity: boom"`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("log lacks %s:\n%s", want, joined)
 		}

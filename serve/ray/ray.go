@@ -387,8 +387,8 @@ func (r *Ray) String() string { return r.putURL }
 // capacity and the managed applications as configured. A request out of
 // range, and a 400 from Ray, are permanent errors; see HTTPError.
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
-	if req.Percent < 0 || req.Percent > 100 || req.Steady && req.Percent != 100 {
-		return rollout.Permanent(fmt.Errorf("ray: capacity request %+v: Percent must be 0..100, and 100 when Steady", req))
+	if err := req.Validate(); err != nil {
+		return rollout.Permanent(fmt.Errorf("ray: %w", err))
 	}
 	d, err := r.get(ctx)
 	if err != nil {

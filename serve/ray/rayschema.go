@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 // Application statuses Ray Serve reports for an application.
@@ -159,9 +160,9 @@ func (d *instanceDetails) validate() error {
 	if tc := d.TargetCapacity; tc != nil && (math.IsNaN(*tc) || *tc < 0 || *tc > 100) {
 		return &DecodeError{Field: "target_capacity", Err: fmt.Errorf("%v is outside 0..100", *tc)}
 	}
-	for _, an := range sortedKeys(d.Applications) {
+	for _, an := range slices.Sorted(maps.Keys(d.Applications)) {
 		app := d.Applications[an]
-		for _, dn := range sortedKeys(app.Deployments) {
+		for _, dn := range slices.Sorted(maps.Keys(app.Deployments)) {
 			dep := app.Deployments[dn]
 			path := fmt.Sprintf("applications[%q].deployments[%q]", an, dn)
 			if err := countOK(path+".target_num_replicas", dep.TargetNumReplicas); err != nil {
@@ -227,13 +228,4 @@ func (c *deploymentConfig) full(path string) (int64, bool, error) {
 		return 0, false, &DecodeError{Field: path + ".num_replicas", Err: fmt.Errorf("%v is outside 0..%d", n, maxReplicas)}
 	}
 	return int64(n), false, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

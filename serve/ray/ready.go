@@ -2,8 +2,10 @@ package ray
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
+	"slices"
 	"strings"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -148,7 +150,7 @@ func evaluate(d *instanceDetails, apps []string) Observation {
 		if app.Status == AppDeleting || len(app.Deployments) == 0 {
 			a.Ready = 0
 		}
-		for _, dn := range sortedKeys(app.Deployments) {
+		for _, dn := range slices.Sorted(maps.Keys(app.Deployments)) {
 			dep := app.Deployments[dn]
 			do := observeDeployment(dn, &dep, d.TargetCapacity)
 			if dep.Status == DeploymentDeployFailed || dep.Status == DeploymentUnhealthy {
