@@ -6,62 +6,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types set on State.Conditions.
-const (
-	ConditionProgressing = "Progressing"
-	ConditionPaused      = "Paused"
-	ConditionDegraded    = "Degraded"
-	ConditionAvailable   = "Available"
-)
-
-// Reasons used in conditions, PauseReason and AbortStatus.Reason.
-const (
-	ReasonProgressing            = "Progressing"
-	ReasonCompleting             = "Completing"
-	ReasonSucceeded              = "Succeeded"
-	ReasonAborting               = "Aborting"
-	ReasonAborted                = "Aborted"
-	ReasonRolledBack             = "RolledBack"
-	ReasonPauseStep              = "PauseStep"
-	ReasonManualPause            = "ManualPause"
-	ReasonGateInconclusive       = "GateInconclusive"
-	ReasonGateFailed             = "GateFailed"
-	ReasonUnhealthy              = "Unhealthy"
-	ReasonProgressDeadline       = "ProgressDeadlineExceeded"
-	ReasonInvalidOptions         = "InvalidOptions"
-	ReasonRetarget               = "Retarget"
-	ReasonAsExpected             = "AsExpected"
-	ReasonTrafficExceedsCapacity = "TrafficExceedsReadyCapacity"
-	ReasonWaitingForObservation  = "WaitingForObservation"
-	ReasonIdle                   = "Idle"
-	ReasonInvalidState           = "InvalidState"
-	ReasonObservationFailed      = "ObservationFailed"
-	ReasonCanaryReadinessLost    = "CanaryReadinessLost"
-	ReasonStableReadinessLost    = "StableReadinessLost"
-	msgIdle                      = "idle: no rollout started"
-	reasonHealthy                = "Healthy"
-	msgWaitingHop                = "waiting for the last hop to be observed applied"
-	msgWaitingInterval           = "waiting for the step interval"
-	msgWaitingCapacity           = "waiting for ready capacity"
-	msgWaitingGate               = "waiting for a gate verdict"
-	msgPausedStep                = "paused by a step"
-	msgPausedManual              = "paused by command"
-	msgPausedGate                = "paused: gate inconclusive"
-	msgPausedUnhealthy           = "paused: canary unhealthy"
-	msgUnhealthy                 = "canary unhealthy: holding"
-	msgDeadline                  = "the rollout did not progress within the progress deadline"
-	msgScaleDownDelay            = "waiting for the scale-down delay"
-	msgDone                      = "done"
-	msgAborting                  = "walking traffic back to the stable side"
-	msgAvailable                 = "ready capacity covers the traffic on both sides"
-	msgUnavailable               = "traffic exceeds ready capacity on a side"
-	msgDegradedClear             = "no problem"
-)
-
 // engine is the machinery shared by every strategy: commands in the state,
-// health, deadlines, steps, the capacity-safe mover and completion.
+// health, deadlines, steps, the capacity-safe mover and completion. What
+// depends on the capacity mode is asked of mode, never tested here.
 type engine struct {
 	opts     Options
+	mode     mover // the capacity mode's behaviour, picked once (moverFor)
 	surge    int32
 	stepPct  int32         // Incremental: largest weight hop; 0 = unlimited
 	interval time.Duration // Incremental: least time between weight hops
@@ -100,11 +50,6 @@ func micro(t time.Time) metav1.MicroTime {
 // storing the state changes no decision.
 func Micro(t time.Time) metav1.MicroTime { return micro(t) }
 
-// seconds is the recorded form of a condition's transition time.
-func seconds(t time.Time) metav1.Time {
-	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
-}
-
 func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d) }
 
 // clock returns now, or the latest instant recorded in s if now is earlier:
@@ -138,9 +83,9 @@ func (e *engine) step(s State, now time.Time) Decision {
 		d.State.Message = msgIdle
 		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonIdle, msgIdle)
 		return d
-	case !s.check(e.opts.Capacity, nil):
+	case !s.valid(e.mode, nil):
 		// A corrupt state is never applied, not even repaired.
-		err := s.Validate(e.opts.Capacity)
+		err := s.validate(e.mode)
 		d.State.Message = err.Error()
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidState, err.Error())
 		return d
@@ -241,15 +186,14 @@ func (r *run) failing() {
 // settled (pods crashed, restarting or failing their readiness checks). A
 // side that has settled a little below its traffic (a backend rounding to
 // whole replicas) has lost nothing; the walk relieves it. A walk back is
-// exempt (it is already moving traffic to where it fits), and so is the
-// Replicas mode, where traffic follows ready replicas.
+// exempt (it is already moving traffic to where it fits), and so is a route
+// whose weights are not a valid split; the mover decides the rest (the
+// Replicas mode has no such signal: traffic follows ready replicas).
 func (r *run) readiness() {
-	o := &r.st.Observed
-	if r.e.opts.Capacity == CapacityReplicas || o.WeightInvalid || r.st.Phase == PhaseAborting {
+	if r.st.Observed.WeightInvalid || r.st.Phase == PhaseAborting {
 		return
 	}
-	r.canaryShort = o.Weight > o.Canary.Ready && !o.Canary.Settled
-	r.stableShort = 100-o.Weight > o.Stable.Ready && !o.Stable.Settled
+	r.stableShort, r.canaryShort = r.e.mode.readinessLost(r.facts())
 }
 
 // takeRouteWeight lets a walk back take a route that already sends less to
@@ -258,54 +202,42 @@ func (r *run) readiness() {
 // stable side is ready for the traffic the route already sends it. It asks
 // for that weight rather than only recording it: the write is a no-op when
 // the route holds it, and it overrides an older write still on its way.
+// The mover decides (there is no route to take without a router).
 func (r *run) takeRouteWeight() bool {
-	st, o := r.st, &r.st.Observed
-	if r.e.opts.Capacity == CapacityReplicas || !o.WeightApplied || o.WeightInvalid || o.Weight >= st.Desired.Weight {
+	if !r.e.mode.takesRoute(r.facts()) {
 		return false
 	}
-	need := 100 - o.Weight
-	if need > o.Stable.Ready || r.e.opts.Capacity == CapacityManaged && need > st.Desired.StableCapacity {
-		return false
-	}
-	r.hopWeight(o.Weight)
-	st.Message = msgAborting
+	r.hopWeight(r.st.Observed.Weight)
+	r.st.Message = msgAborting
 	return true
+}
+
+// facts are what the mover decides from, read from the state now.
+func (r *run) facts() facts {
+	st := r.st
+	return facts{
+		want:           st.Desired,
+		weight:         st.Observed.Weight,
+		weightApplied:  st.Observed.WeightApplied,
+		weightInvalid:  st.Observed.WeightInvalid,
+		stable:         st.Observed.Stable,
+		canary:         st.Observed.Canary,
+		surge:          r.e.surge,
+		maxUnavailable: r.e.opts.MaxUnavailablePercent,
+	}
 }
 
 // applied reports whether the last hop is observed applied: the route
 // programmed with the desired weight, each side settled at its capacity.
-func (r *run) applied() bool {
-	o, d := &r.st.Observed, &r.st.Desired
-	if !r.weightApplied() {
-		return false
-	}
-	if r.e.opts.Capacity != CapacityFixed {
-		if !o.Stable.Settled || o.Stable.Capacity != d.StableCapacity ||
-			!o.Canary.Settled || o.Canary.Capacity != d.CanaryCapacity {
-			return false
-		}
-	}
-	return true
-}
-
-// weightApplied reports whether the data plane has accepted the desired
-// weight as a valid split (always, without a router).
-func (r *run) weightApplied() bool {
-	o, d := &r.st.Observed, &r.st.Desired
-	return r.e.opts.Capacity == CapacityReplicas || o.WeightApplied && !o.WeightInvalid && o.Weight == d.Weight
-}
+func (r *run) applied() bool { return r.e.mode.applied(r.facts()) }
 
 // inPlace reports, for a walk back, whether every adapter holds what was
 // asked, settled or not, and whether or not the data plane has accepted the
 // route yet: a walk back only ever moves traffic toward a stable side that
 // is ready for it, so a parent that rejects the route (or never writes its
 // status) must not freeze it. Scaling the canary down below traffic it may
-// still receive does wait for the route to be accepted (see move).
-func (r *run) inPlace() bool {
-	o, d := &r.st.Observed, &r.st.Desired
-	return (r.e.opts.Capacity == CapacityReplicas || o.Weight == d.Weight) && (r.e.opts.Capacity == CapacityFixed ||
-		o.Stable.Capacity == d.StableCapacity && o.Canary.Capacity == d.CanaryCapacity)
-}
+// still receive does wait for the route to be accepted (awaitRoute).
+func (r *run) inPlace() bool { return r.e.mode.inPlace(r.facts()) }
 
 func (r *run) waitApplied() {
 	r.st.Message = msgWaitingHop
@@ -368,47 +300,26 @@ func (r *run) deadline(applied bool) {
 // what was asked; none while the route's weights are invalid, as the real
 // split is unknown); a side is scaled up only within the surge budget,
 // counting the other side at the larger of its desired and observed
-// capacity.
+// capacity. In the Replicas mode a side is scaled down only while the other
+// side's ready capacity keeps the total within MaxUnavailablePercent. The
+// mover decides what its mode repairs (no route without a router, no side
+// without capacity setters).
 func (r *run) repair() {
-	st, o := r.st, r.e.opts
-	if !st.HopAt.IsZero() && r.now.Before(after(st.HopAt, o.pollInterval())) {
+	st := r.st
+	if !st.HopAt.IsZero() && r.now.Before(after(st.HopAt, r.e.opts.pollInterval())) {
 		return
 	}
-	obs, want := &st.Observed, &st.Desired
-	if o.Capacity != CapacityReplicas && (obs.Weight != want.Weight || obs.WeightInvalid) && r.fits(want.Weight) {
+	want := &st.Desired
+	weight, stable, canary := r.e.mode.repair(r.facts(), r.fits(want.Weight))
+	if weight {
 		r.d.Weight = Target{Set: true, Value: want.Weight}
 	}
-	if o.Capacity == CapacityFixed {
-		return
-	}
-	canaryTraffic, stableTraffic := max(want.Weight, obs.Weight), 100-min(want.Weight, obs.Weight)
-	if obs.WeightInvalid {
-		canaryTraffic, stableTraffic = 101, 101 // unknown: nothing may shrink
-	}
-	if r.safeCapacity(want.StableCapacity, &obs.Stable, max(want.CanaryCapacity, obs.Canary.Capacity), &obs.Canary, stableTraffic) {
+	if stable {
 		r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
 	}
-	if c := want.CanaryCapacity; r.safeCapacity(c, &obs.Canary, max(want.StableCapacity, obs.Stable.Capacity), &obs.Stable, canaryTraffic) {
+	if canary {
+		c := want.CanaryCapacity
 		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
-	}
-}
-
-// safeCapacity reports whether a repair may ask a side (observed as side)
-// for capacity c: up only within the surge budget, the other side counted at
-// other; down (managed) only to at least the traffic the side may carry, or
-// (replicas) only while the other side's ready capacity keeps the total
-// within MaxUnavailablePercent.
-func (r *run) safeCapacity(c int32, side *SideObservation, other int32, otherSide *SideObservation, traffic int32) bool {
-	o := r.e.opts
-	switch {
-	case c == side.Capacity:
-		return false // nothing to repair
-	case c > side.Capacity:
-		return c+other <= 100+r.e.surge
-	case o.Capacity == CapacityManaged:
-		return c >= traffic
-	default:
-		return c+min(otherSide.Ready, otherSide.Capacity) >= 100-o.MaxUnavailablePercent
 	}
 }
 
@@ -469,22 +380,20 @@ func (r *run) markEmergency() {
 }
 
 // emergency sends all traffic to the stable side at once, and scales the
-// stable side up within the surge budget, without waiting for the last hop.
-// It reports whether it asked for anything.
+// stable side up within the surge budget (as far as the mover has a router
+// and capacity setters), without waiting for the last hop. It reports
+// whether it asked for anything.
 func (r *run) emergency() bool {
 	st := r.st
-	if r.e.opts.Capacity == CapacityReplicas || st.Desired.Weight == 0 {
+	if st.Desired.Weight == 0 {
+		return false
+	}
+	ok, stable := r.e.mode.emergency(r.facts())
+	if !ok {
 		return false
 	}
 	r.hopWeight(0)
-	if r.e.opts.Capacity == CapacityManaged {
-		// Budget against the larger of what was asked and what the side
-		// reports: a hop may have landed without being recorded.
-		s := min(100, 100+r.e.surge-max(st.Desired.CanaryCapacity, st.Observed.Canary.Capacity))
-		if s > st.Desired.StableCapacity && s > st.Observed.Stable.Capacity { // never a scale-down
-			r.hopStable(s)
-		}
-	}
+	r.take(stable, 0)
 	st.Message = msgAborting
 	return true
 }
@@ -670,17 +579,16 @@ func (r *run) complete() {
 		st.Message = msgPausedManual
 		return
 	}
-	if o.Capacity == CapacityManaged {
-		if st.Desired.StableCapacity > 0 {
-			if end := after(st.ReachedAt, o.ScaleDownDelay); r.now.Before(end) {
-				st.Message = msgScaleDownDelay
-				r.d.RequeueAfter = end.Sub(r.now)
-				return
-			}
-			r.hopStable(0)
+	drain, release := r.e.mode.completion()
+	if drain && st.Desired.StableCapacity > 0 {
+		if end := after(st.ReachedAt, o.ScaleDownDelay); r.now.Before(end) {
+			st.Message = msgScaleDownDelay
+			r.d.RequeueAfter = end.Sub(r.now)
+			return
 		}
+		r.hopStable(0)
 	}
-	if o.Capacity != CapacityFixed && !st.Released {
+	if release && !st.Released {
 		st.Released = true
 		r.d.CanaryCapacity = Target{Set: true, Value: 100, Steady: true}
 		st.Desired.CanaryCapacity = 100
@@ -738,19 +646,9 @@ func (r *run) walkBack() {
 			break
 		}
 	}
-	if e.opts.Capacity == CapacityManaged {
-		if st.Desired.CanaryCapacity > 0 {
-			if !r.weightApplied() {
-				r.waitApplied() // the canary may still receive traffic
-				return
-			}
-			r.hopCanary(0)
-			return
-		}
-		if st.Desired.StableCapacity < 100 {
-			r.hopStable(100)
-			return
-		}
+	if h := e.mode.restore(r.facts()); h.kind != arrived {
+		r.take(h, 0)
+		return
 	}
 	if !r.applied() {
 		r.waitApplied() // the last hops of the walk back, observed before the end
@@ -782,140 +680,33 @@ func (r *run) walkBack() {
 
 // move walks toward canary weight t, one hop at a time, and reports whether
 // t is reached with nothing left to do. limit bounds one weight hop (0: no
-// bound); interval is the least time between two weight hops.
+// bound); interval is the least time between two weight hops. The mover
+// decides each hop; move makes it.
 func (r *run) move(t, limit int32, interval time.Duration) bool {
-	if r.e.opts.Capacity == CapacityReplicas {
-		return r.moveReplicas(t, limit, interval)
+	h := r.e.mode.next(r.facts(), t, limit)
+	if h.kind == arrived {
+		return true
 	}
-	st, e := r.st, r.e
-	a, o := &st.Desired, &st.Observed
-	w, s, c := a.Weight, a.StableCapacity, a.CanaryCapacity
-	fixed := e.opts.Capacity == CapacityFixed
-	rs, rc := o.Stable.Ready, o.Canary.Ready
-	if !fixed {
-		rs, rc = min(rs, s), min(rc, c)
-	}
-	switch {
-	case w < t:
-		next := min(t, rc)
-		if limit > 0 {
-			next = min(next, w+limit)
-		}
-		if next > w {
-			r.weightHop(next, interval)
-			return false
-		}
-		if !fixed {
-			want := t
-			if c >= t && o.Canary.Ready < t { // settled below what was asked: ask for more
-				want = c + t - o.Canary.Ready
-			}
-			if n := min(100, want, 100+e.surge-s); n > c {
-				r.hopCanary(n)
-				return false
-			}
-			if n := 100 - w; n < s {
-				r.hopStable(n)
-				return false
-			}
-		}
-		r.waitCapacity()
-		return false
-	case w > t:
-		next := max(t, 100-rs)
-		if limit > 0 {
-			next = max(next, w-limit)
-		}
-		if next < w {
-			r.weightHop(next, interval)
-			return false
-		}
-		if !fixed {
-			want := 100 - t
-			if s >= want && o.Stable.Ready < want {
-				want = s + want - o.Stable.Ready
-			}
-			if n := min(100, want, 100+e.surge-c); n > s {
-				r.hopStable(n)
-				return false
-			}
-			if w < c {
-				if !r.weightApplied() {
-					// The canary may still receive its old share until the
-					// route is accepted.
-					r.waitApplied()
-					return false
-				}
-				r.hopCanary(w)
-				return false
-			}
-		}
-		r.waitCapacity()
-		return false
-	}
-	return true
+	r.take(h, interval)
+	return false
 }
 
-// moveReplicas is the walk without a traffic router: traffic follows ready
-// replicas, so only capacities move, like a rolling update bounded by
-// MaxSurgePercent and MaxUnavailablePercent. Desired.Weight mirrors the
-// canary capacity.
-func (r *run) moveReplicas(t, limit int32, interval time.Duration) bool {
-	st, e := r.st, r.e
-	a, o := &st.Desired, &st.Observed
-	s, c := a.StableCapacity, a.CanaryCapacity
-	rs, rc := min(o.Stable.Ready, s), min(o.Canary.Ready, c)
-	mu := e.opts.MaxUnavailablePercent
-	switch {
-	case c < t || s > 100-t:
-		if c < t {
-			n := min(t, 100+e.surge-s)
-			if limit > 0 {
-				n = min(n, c+limit)
-			}
-			if n > c {
-				if r.intervalWait(interval) {
-					return false
-				}
-				r.hopCanary(n)
-				st.WeightChangedAt = micro(r.now)
-				st.PromoteRequested = false
-				return false
-			}
-		}
-		if s > 100-t {
-			if n := max(100-t, 100-mu-rc, 0); n < s {
-				r.hopStable(n)
-				return false
-			}
-		}
+// take makes a hop a mover decided. A weight hop waits for interval first.
+func (r *run) take(h hop, interval time.Duration) {
+	switch h.kind {
+	case shiftWeight:
+		r.weightHop(h.to, interval)
+	case shiftReplicas:
+		r.replicaHop(h.to, interval)
+	case scaleStable:
+		r.hopStable(h.to)
+	case scaleCanary:
+		r.hopCanary(h.to)
+	case awaitRoute:
+		r.waitApplied()
+	case awaitReady:
 		r.waitCapacity()
-		return false
-	case c > t || s < 100-t:
-		if s < 100-t {
-			if n := min(100-t, 100+e.surge-c); n > s {
-				r.hopStable(n)
-				return false
-			}
-		}
-		if c > t {
-			n := max(t, 100-mu-rs, 0)
-			if limit > 0 {
-				n = max(n, c-limit)
-			}
-			if n < c {
-				if r.intervalWait(interval) {
-					return false
-				}
-				r.hopCanary(n)
-				st.WeightChangedAt = micro(r.now)
-				return false
-			}
-		}
-		r.waitCapacity()
-		return false
 	}
-	return true
 }
 
 // intervalWait reports whether a weight hop must wait for the interval, and
@@ -970,102 +761,5 @@ func (r *run) hopStable(c int32) {
 func (r *run) hopCanary(c int32) {
 	r.d.CanaryCapacity = Target{Set: true, Value: c}
 	r.st.Desired.CanaryCapacity = c
-	if r.e.opts.Capacity == CapacityReplicas {
-		r.st.Desired.Weight = c
-	}
 	r.hopped()
-}
-
-// conditions brings the four conditions in line with the state.
-func (r *run) conditions() {
-	st := r.st
-	switch st.Phase {
-	case PhaseSucceeded:
-		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonSucceeded, msgDone)
-	case PhaseAborted:
-		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonAborted, msgDone)
-	case PhaseRolledBack:
-		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonRolledBack, msgDone)
-	case PhaseAborting:
-		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAborting, msgAborting)
-	case PhaseCompleting:
-		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonCompleting, ReasonCompleting)
-	default:
-		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonProgressing, ReasonProgressing)
-	}
-	if st.Paused || st.Phase == PhasePaused {
-		reason := st.PauseReason
-		if reason == "" {
-			reason = ReasonPauseStep
-		}
-		r.setCond(ConditionPaused, metav1.ConditionTrue, reason, st.Message)
-	} else {
-		r.setCond(ConditionPaused, metav1.ConditionFalse, ReasonProgressing, ReasonProgressing)
-	}
-	switch {
-	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
-	case r.overdue && r.failed:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": "+st.Observed.Error)
-	case r.overdue:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
-	case r.failed:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
-	case r.stableShort:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableReadinessLost, "stable ready capacity is below its traffic")
-	case r.canaryShort:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonCanaryReadinessLost, "canary ready capacity is below its traffic")
-	default:
-		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
-	}
-	if r.failed {
-		return // the observation is stale: keep Available as it was
-	}
-	o := &st.Observed
-	ok := o.Weight <= o.Canary.Ready && 100-o.Weight <= o.Stable.Ready
-	if r.e.opts.Capacity == CapacityReplicas {
-		ok = o.Stable.Ready+o.Canary.Ready >= 100-r.e.opts.MaxUnavailablePercent
-	}
-	if ok {
-		r.setCond(ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected, msgAvailable)
-	} else {
-		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsCapacity, msgUnavailable)
-	}
-}
-
-// setCond sets a condition, copying the slice before the first change so the
-// caller's state is never modified. LastTransitionTime comes from now.
-func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg string) {
-	st := r.st
-	for i := range st.Conditions {
-		c := &st.Conditions[i]
-		if c.Type != typ {
-			continue
-		}
-		if c.Status == status && c.Reason == reason && c.Message == msg {
-			return
-		}
-		r.copyConds()
-		c = &st.Conditions[i]
-		if c.Status != status {
-			c.LastTransitionTime = seconds(r.now)
-		}
-		c.Status, c.Reason, c.Message = status, reason, msg
-		return
-	}
-	r.copyConds()
-	st.Conditions = append(st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg,
-		LastTransitionTime: seconds(r.now),
-	})
-}
-
-func (r *run) copyConds() {
-	if r.condCopied {
-		return
-	}
-	r.condCopied = true
-	c := make([]metav1.Condition, len(r.st.Conditions), max(len(r.st.Conditions), 4))
-	copy(c, r.st.Conditions)
-	r.st.Conditions = c
 }

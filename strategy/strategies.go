@@ -104,6 +104,7 @@ func optionsLookValid(o *Options, surge int32) bool {
 func (in Incremental) Step(s State, now time.Time) Decision {
 	e := engine{
 		opts:     in.Options,
+		mode:     moverFor(in.Capacity),
 		surge:    in.MaxSurgePercent,
 		stepPct:  in.StepPercent,
 		interval: in.Interval,
@@ -133,7 +134,7 @@ func (b *BlueGreen) validate() field.ErrorList {
 
 // Step decides the next hop. See Strategy.
 func (b BlueGreen) Step(s State, now time.Time) Decision {
-	e := engine{opts: b.Options, surge: 100, stepPct: 100}
+	e := engine{opts: b.Options, mode: moverFor(b.Capacity), surge: 100, stepPct: 100}
 	if errs := b.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}
@@ -255,7 +256,7 @@ func (c *Canary) validate() field.ErrorList {
 
 // Step decides the next hop. See Strategy.
 func (c Canary) Step(s State, now time.Time) Decision {
-	e := engine{opts: c.Options, surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
+	e := engine{opts: c.Options, mode: moverFor(c.Capacity), surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
 	if errs := c.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}

@@ -39,9 +39,13 @@ func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
 // An idle state (see Idle) is valid whatever its allocation: nothing is ever
 // applied from it. A state that fails validation stays as it is; replace it
 // (for example with the zero State and a Retarget) to recover.
-func (s State) Validate(mode CapacityMode) error {
+func (s State) Validate(mode CapacityMode) error { return s.validate(moverFor(mode)) }
+
+// validate is Validate for the mover of a capacity mode (nil for an unknown
+// mode).
+func (s *State) validate(m mover) error {
 	var errs field.ErrorList
-	s.check(mode, func(path string, value any, detail string) {
+	s.valid(m, func(path string, value any, detail string) {
 		errs = append(errs, field.Invalid(field.NewPath(path), value, detail))
 	})
 	if len(errs) == 0 {
@@ -50,9 +54,15 @@ func (s State) Validate(mode CapacityMode) error {
 	return &StateError{Errors: errs}
 }
 
-// check reports whether s is valid; with bad set it reports every problem
-// to it. With bad nil it allocates nothing.
+// check is valid for a capacity mode, mapped to its mover as Validate does.
 func (s *State) check(mode CapacityMode, bad func(path string, value any, detail string)) bool {
+	return s.valid(moverFor(mode), bad)
+}
+
+// valid reports whether s is valid for the mover of a capacity mode (the
+// rules every mode shares, and the mover's own; nil has none); with bad set
+// it reports every problem to it. With bad nil it allocates nothing.
+func (s *State) valid(m mover, bad func(path string, value any, detail string)) bool {
 	ok := true
 	fail := func() bool { ok = false; return bad != nil }
 	if !s.Phase.Known() && fail() {
@@ -94,18 +104,14 @@ func (s *State) check(mode CapacityMode, bad func(path string, value any, detail
 	if s.Phase == PhaseCompleting && a.Weight != 100 && fail() {
 		bad("desired.weight", a.Weight, "must be 100 in phase Completing")
 	}
-	switch mode {
-	case CapacityManaged:
-		if a.Weight > a.CanaryCapacity && fail() {
-			bad("desired.weight", a.Weight, "exceeds desired.canaryCapacity ("+itoa(a.CanaryCapacity)+")")
-		}
-		emergency := s.Phase == PhaseAborting && s.Aborted != nil && s.Aborted.Emergency
-		if 100-a.Weight > a.StableCapacity && !emergency && fail() {
-			bad("desired.stableCapacity", a.StableCapacity, "is below the stable side's traffic ("+itoa(100-a.Weight)+")")
-		}
-	case CapacityReplicas:
-		if a.Weight != a.CanaryCapacity && fail() {
-			bad("desired.weight", a.Weight, "must equal desired.canaryCapacity ("+itoa(a.CanaryCapacity)+") in the Replicas capacity mode")
+	if m == nil {
+		return ok
+	}
+	emergency := s.Phase == PhaseAborting && s.Aborted != nil && s.Aborted.Emergency
+	for rules, i := m.broken(*a, emergency), 0; rules != 0; rules, i = rules>>1, i+1 {
+		if rules&1 != 0 && fail() {
+			path, value, detail := m.breach(*a, i)
+			bad(path, value, detail)
 		}
 	}
 	return ok

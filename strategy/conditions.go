@@ -1,0 +1,153 @@
+package strategy
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types set on State.Conditions.
+const (
+	ConditionProgressing = "Progressing"
+	ConditionPaused      = "Paused"
+	ConditionDegraded    = "Degraded"
+	ConditionAvailable   = "Available"
+)
+
+// Reasons used in conditions, PauseReason and AbortStatus.Reason.
+const (
+	ReasonProgressing            = "Progressing"
+	ReasonCompleting             = "Completing"
+	ReasonSucceeded              = "Succeeded"
+	ReasonAborting               = "Aborting"
+	ReasonAborted                = "Aborted"
+	ReasonRolledBack             = "RolledBack"
+	ReasonPauseStep              = "PauseStep"
+	ReasonManualPause            = "ManualPause"
+	ReasonGateInconclusive       = "GateInconclusive"
+	ReasonGateFailed             = "GateFailed"
+	ReasonUnhealthy              = "Unhealthy"
+	ReasonProgressDeadline       = "ProgressDeadlineExceeded"
+	ReasonInvalidOptions         = "InvalidOptions"
+	ReasonRetarget               = "Retarget"
+	ReasonAsExpected             = "AsExpected"
+	ReasonTrafficExceedsCapacity = "TrafficExceedsReadyCapacity"
+	ReasonWaitingForObservation  = "WaitingForObservation"
+	ReasonIdle                   = "Idle"
+	ReasonInvalidState           = "InvalidState"
+	ReasonObservationFailed      = "ObservationFailed"
+	ReasonCanaryReadinessLost    = "CanaryReadinessLost"
+	ReasonStableReadinessLost    = "StableReadinessLost"
+	msgIdle                      = "idle: no rollout started"
+	reasonHealthy                = "Healthy"
+	msgWaitingHop                = "waiting for the last hop to be observed applied"
+	msgWaitingInterval           = "waiting for the step interval"
+	msgWaitingCapacity           = "waiting for ready capacity"
+	msgWaitingGate               = "waiting for a gate verdict"
+	msgPausedStep                = "paused by a step"
+	msgPausedManual              = "paused by command"
+	msgPausedGate                = "paused: gate inconclusive"
+	msgPausedUnhealthy           = "paused: canary unhealthy"
+	msgUnhealthy                 = "canary unhealthy: holding"
+	msgDeadline                  = "the rollout did not progress within the progress deadline"
+	msgScaleDownDelay            = "waiting for the scale-down delay"
+	msgDone                      = "done"
+	msgAborting                  = "walking traffic back to the stable side"
+	msgAvailable                 = "ready capacity covers the traffic on both sides"
+	msgUnavailable               = "traffic exceeds ready capacity on a side"
+	msgDegradedClear             = "no problem"
+)
+
+// seconds is the recorded form of a condition's transition time.
+func seconds(t time.Time) metav1.Time {
+	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
+}
+
+// conditions brings the four conditions in line with the state.
+func (r *run) conditions() {
+	st := r.st
+	switch st.Phase {
+	case PhaseSucceeded:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonSucceeded, msgDone)
+	case PhaseAborted:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonAborted, msgDone)
+	case PhaseRolledBack:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonRolledBack, msgDone)
+	case PhaseAborting:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAborting, msgAborting)
+	case PhaseCompleting:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonCompleting, ReasonCompleting)
+	default:
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonProgressing, ReasonProgressing)
+	}
+	if st.Paused || st.Phase == PhasePaused {
+		reason := st.PauseReason
+		if reason == "" {
+			reason = ReasonPauseStep
+		}
+		r.setCond(ConditionPaused, metav1.ConditionTrue, reason, st.Message)
+	} else {
+		r.setCond(ConditionPaused, metav1.ConditionFalse, ReasonProgressing, ReasonProgressing)
+	}
+	switch {
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
+	case r.overdue && r.failed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": "+st.Observed.Error)
+	case r.overdue:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
+	case r.failed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
+	case r.stableShort:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableReadinessLost, "stable ready capacity is below its traffic")
+	case r.canaryShort:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonCanaryReadinessLost, "canary ready capacity is below its traffic")
+	default:
+		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
+	}
+	if r.failed {
+		return // the observation is stale: keep Available as it was
+	}
+	if r.e.mode.available(r.facts()) {
+		r.setCond(ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected, msgAvailable)
+	} else {
+		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsCapacity, msgUnavailable)
+	}
+}
+
+// setCond sets a condition, copying the slice before the first change so the
+// caller's state is never modified. LastTransitionTime comes from now.
+func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg string) {
+	st := r.st
+	for i := range st.Conditions {
+		c := &st.Conditions[i]
+		if c.Type != typ {
+			continue
+		}
+		if c.Status == status && c.Reason == reason && c.Message == msg {
+			return
+		}
+		r.copyConds()
+		c = &st.Conditions[i]
+		if c.Status != status {
+			c.LastTransitionTime = seconds(r.now)
+		}
+		c.Status, c.Reason, c.Message = status, reason, msg
+		return
+	}
+	r.copyConds()
+	st.Conditions = append(st.Conditions, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		LastTransitionTime: seconds(r.now),
+	})
+}
+
+func (r *run) copyConds() {
+	if r.condCopied {
+		return
+	}
+	r.condCopied = true
+	c := make([]metav1.Condition, len(r.st.Conditions), max(len(r.st.Conditions), 4))
+	copy(c, r.st.Conditions)
+	r.st.Conditions = c
+}

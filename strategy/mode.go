@@ -1,0 +1,214 @@
+package strategy
+
+// mover is the behaviour of one capacity mode. Every decision of the engine
+// that depends on how capacity moves is asked of it: the engine picks it once
+// from Options.Capacity when it is built (moverFor) and never tests the mode
+// itself. Each mode's mover lives in its own file: managedMover,
+// fixedMover and replicasMover.
+//
+// A mover decides from facts, passed by value, and returns values; the
+// engine applies what it decides. It holds no pointer into the Step's state,
+// so a call through the interface lets nothing escape to the heap and Step
+// stays free of allocations.
+type mover interface {
+	// applied reports whether the last hop is observed applied: the route
+	// programmed with the desired weight, each side settled at its
+	// capacity, as far as the mode has a route and capacity setters.
+	applied(f facts) bool
+	// inPlace reports, for a walk back, whether every adapter holds what
+	// was asked, settled or not, accepted by the data plane or not.
+	inPlace(f facts) bool
+	// readinessLost reports which sides lost readiness under traffic:
+	// observed ready capacity below the traffic the route sends them
+	// while they are not settled.
+	readinessLost(f facts) (stable, canary bool)
+	// takesRoute reports whether a walk back may take a route that already
+	// sends less to the canary than asked as its next hop.
+	takesRoute(f facts) bool
+	// next is the next hop of a walk toward canary weight t, each weight
+	// hop bounded by limit (0: no bound); arrived when t is reached with
+	// nothing left to do.
+	next(f facts, t, limit int32) hop
+	// restore is what a walk back still asks of the sides once traffic is
+	// back on the stable side; arrived when nothing is left.
+	restore(f facts) hop
+	// emergency reports whether all traffic can be sent to the stable side
+	// at once (there is a router to do it) and the capacity hop that goes
+	// with it, if any.
+	emergency(f facts) (ok bool, stable hop)
+	// repair reports which adapters a repair asks again for what was
+	// desired: the route's weight (if fits, the caller's verdict that
+	// the sides' observed ready capacity covers it) and each side's
+	// capacity.
+	repair(f facts, fits bool) (weight, stable, canary bool)
+	// completion says what completing asks of the capacity setters: drain,
+	// to scale the stable side to 0 once Options.ScaleDownDelay has
+	// passed; release, to return the canary to its steady state.
+	completion() (drain, release bool)
+	// available reports whether the Available condition holds.
+	available(f facts) bool
+	// broken reports which of the mode's own rules a desired allocation a
+	// breaks, as a set of bits (1<<i for rule i, in field order);
+	// emergency says an emergency walk back is under way.
+	broken(a Allocation, emergency bool) uint8
+	// breach describes rule i, broken by a, for State.Validate: the field,
+	// its value and the problem.
+	breach(a Allocation, i int) (path string, value int32, detail string)
+}
+
+// moverFor returns the mover of a capacity mode: the one place where a mode
+// is mapped to its behaviour. It returns nil for a mode that Options.validate
+// rejects; State.Validate then checks only what every mode shares.
+func moverFor(mode CapacityMode) mover {
+	switch mode {
+	case CapacityManaged:
+		return managedMover{}
+	case CapacityFixed:
+		return fixedMover{}
+	case CapacityReplicas:
+		return replicasMover{}
+	}
+	return nil
+}
+
+var (
+	_ mover = managedMover{}
+	_ mover = fixedMover{}
+	_ mover = replicasMover{}
+)
+
+// facts are what a mover decides from: the allocation asked for, the route
+// and the sides as observed, and the budgets. They hold no pointer.
+type facts struct {
+	want                         Allocation // State.Desired
+	weight                       int32      // the route's observed weight
+	weightApplied, weightInvalid bool
+	stable, canary               SideObservation
+	surge                        int32 // MaxSurgePercent
+	maxUnavailable               int32 // Options.MaxUnavailablePercent
+}
+
+// hop is one move of a walk, as a mover decides it and the engine makes it.
+type hop struct {
+	kind hopKind
+	to   int32 // the weight or capacity a hop asks for
+}
+
+type hopKind uint8
+
+const (
+	// arrived: nothing left to do.
+	arrived hopKind = iota
+	// shiftWeight: set the route's weight, once the interval allows.
+	shiftWeight
+	// shiftReplicas: without a router, move traffic by setting the
+	// canary's capacity, once the interval allows (see replicaHop).
+	shiftReplicas
+	// scaleStable and scaleCanary: set a side's capacity.
+	scaleStable
+	scaleCanary
+	// awaitRoute: wait for the data plane to accept the route (the canary
+	// may still receive its old share).
+	awaitRoute
+	// awaitReady: wait for ready capacity.
+	awaitReady
+)
+
+// The rules below are shared by the modes that have a traffic router
+// (managed and fixed) or capacity setters (managed and replicas).
+
+// routeApplied reports whether the data plane has accepted the desired
+// weight as a valid split.
+func (f facts) routeApplied() bool {
+	return f.weightApplied && !f.weightInvalid && f.weight == f.want.Weight
+}
+
+// sidesSettled reports whether each side has settled at its desired
+// capacity.
+func (f facts) sidesSettled() bool {
+	return f.stable.Settled && f.stable.Capacity == f.want.StableCapacity &&
+		f.canary.Settled && f.canary.Capacity == f.want.CanaryCapacity
+}
+
+// sidesHeld reports whether each side holds its desired capacity, settled or
+// not.
+func (f facts) sidesHeld() bool {
+	return f.stable.Capacity == f.want.StableCapacity && f.canary.Capacity == f.want.CanaryCapacity
+}
+
+// shortOfTraffic reports which sides have observed ready capacity below the
+// traffic the route sends them while they are not settled.
+func (f facts) shortOfTraffic() (stable, canary bool) {
+	return 100-f.weight > f.stable.Ready && !f.stable.Settled, f.weight > f.canary.Ready && !f.canary.Settled
+}
+
+// routeTakeable reports whether the route, accepted as a valid split, sends
+// the canary less than asked, and the stable side's observed ready capacity
+// covers the traffic it already sends it.
+func (f facts) routeTakeable() bool {
+	return f.weightApplied && !f.weightInvalid && f.weight < f.want.Weight && 100-f.weight <= f.stable.Ready
+}
+
+// routeFits reports whether the traffic the route sends each side is within
+// its observed ready capacity.
+func (f facts) routeFits() bool {
+	return f.weight <= f.canary.Ready && 100-f.weight <= f.stable.Ready
+}
+
+// routeRepair reports whether a repair writes the desired weight back: the
+// route does not hold it as a valid split, and fits.
+func (f facts) routeRepair(fits bool) bool {
+	return (f.weight != f.want.Weight || f.weightInvalid) && fits
+}
+
+// weightHop is the next weight hop of a walk on a router toward canary
+// weight t: no further than the ready capacity each side may take (rs, rc),
+// nor than limit (0: no bound). ok is false when the weight cannot move.
+func (f facts) weightHop(t, limit, rs, rc int32) (h hop, ok bool) {
+	w := f.want.Weight
+	switch {
+	case w < t:
+		next := min(t, rc)
+		if limit > 0 {
+			next = min(next, w+limit)
+		}
+		return hop{shiftWeight, next}, next > w
+	case w > t:
+		next := max(t, 100-rs)
+		if limit > 0 {
+			next = max(next, w-limit)
+		}
+		return hop{shiftWeight, next}, next < w
+	}
+	return hop{}, false
+}
+
+// repairSides reports whether a repair asks each side again for its desired
+// capacity: not while the side holds it; up only within the surge budget,
+// counting the other side at the larger of its desired and observed
+// capacity; down only as the mode's rule down allows, given the traffic the
+// side may still carry (the larger of what the route holds and what was
+// asked; 101 while the route's weights are invalid, as the real split is
+// unknown) and the other side as observed.
+func (f facts) repairSides(down func(f facts, c, traffic int32, other SideObservation) bool) (stable, canary bool) {
+	canaryTraffic, stableTraffic := max(f.want.Weight, f.weight), 100-min(f.want.Weight, f.weight)
+	if f.weightInvalid {
+		canaryTraffic, stableTraffic = 101, 101 // unknown: nothing may shrink
+	}
+	stable = f.resize(f.want.StableCapacity, f.stable, max(f.want.CanaryCapacity, f.canary.Capacity), f.canary, stableTraffic, down)
+	canary = f.resize(f.want.CanaryCapacity, f.canary, max(f.want.StableCapacity, f.stable.Capacity), f.stable, canaryTraffic, down)
+	return stable, canary
+}
+
+// resize reports whether a repair may ask a side (observed as side) for
+// capacity c, the other side counted at other. See repairSides.
+func (f facts) resize(c int32, side SideObservation, other int32, otherSide SideObservation, traffic int32,
+	down func(f facts, c, traffic int32, other SideObservation) bool) bool {
+	switch {
+	case c == side.Capacity:
+		return false // nothing to repair
+	case c > side.Capacity:
+		return c+other <= 100+f.surge
+	}
+	return down(f, c, traffic, otherSide)
+}

@@ -1,0 +1,126 @@
+package strategy
+
+// managedMover is the mover of CapacityManaged: a traffic router and a
+// capacity setter per side; traffic and capacity move together within the
+// surge budget.
+type managedMover struct{}
+
+func (managedMover) applied(f facts) bool { return f.routeApplied() && f.sidesSettled() }
+
+func (managedMover) inPlace(f facts) bool { return f.weight == f.want.Weight && f.sidesHeld() }
+
+func (managedMover) readinessLost(f facts) (stable, canary bool) { return f.shortOfTraffic() }
+
+// takesRoute also asks that the stable side was asked for the capacity the
+// route's traffic needs.
+func (managedMover) takesRoute(f facts) bool {
+	return f.routeTakeable() && 100-f.weight <= f.want.StableCapacity
+}
+
+// next moves traffic only within ready capacity that was asked for, and
+// capacity only within the surge budget: toward the canary, the canary side
+// is scaled up before traffic follows and the stable side scaled down only to
+// the traffic it still receives; toward the stable side, the same with the
+// roles swapped.
+func (managedMover) next(f facts, t, limit int32) hop {
+	w, s, c := f.want.Weight, f.want.StableCapacity, f.want.CanaryCapacity
+	if h, ok := f.weightHop(t, limit, min(f.stable.Ready, s), min(f.canary.Ready, c)); ok {
+		return h
+	}
+	switch {
+	case w < t:
+		want := t
+		if c >= t && f.canary.Ready < t { // settled below what was asked: ask for more
+			want = c + t - f.canary.Ready
+		}
+		if n := min(100, want, 100+f.surge-s); n > c {
+			return hop{scaleCanary, n}
+		}
+		if n := 100 - w; n < s {
+			return hop{scaleStable, n}
+		}
+	case w > t:
+		want := 100 - t
+		if s >= want && f.stable.Ready < want {
+			want = s + want - f.stable.Ready
+		}
+		if n := min(100, want, 100+f.surge-c); n > s {
+			return hop{scaleStable, n}
+		}
+		if w < c {
+			if !f.routeApplied() {
+				// The canary may still receive its old share until the
+				// route is accepted.
+				return hop{kind: awaitRoute}
+			}
+			return hop{scaleCanary, w}
+		}
+	default:
+		return hop{kind: arrived}
+	}
+	return hop{kind: awaitReady}
+}
+
+// restore scales the canary to 0, once the route is accepted (the canary may
+// still receive traffic until then), and the stable side back to 100.
+func (managedMover) restore(f facts) hop {
+	switch {
+	case f.want.CanaryCapacity > 0:
+		if !f.routeApplied() {
+			return hop{kind: awaitRoute}
+		}
+		return hop{scaleCanary, 0}
+	case f.want.StableCapacity < 100:
+		return hop{scaleStable, 100}
+	}
+	return hop{kind: arrived}
+}
+
+// emergency scales the stable side up within the surge budget, never down.
+func (managedMover) emergency(f facts) (bool, hop) {
+	// Budget against the larger of what was asked and what the side
+	// reports: a hop may have landed without being recorded.
+	s := min(100, 100+f.surge-max(f.want.CanaryCapacity, f.canary.Capacity))
+	if s > f.want.StableCapacity && s > f.stable.Capacity {
+		return true, hop{scaleStable, s}
+	}
+	return true, hop{kind: arrived}
+}
+
+func (managedMover) repair(f facts, fits bool) (weight, stable, canary bool) {
+	stable, canary = f.repairSides(managedScaleDown)
+	return f.routeRepair(fits), stable, canary
+}
+
+// managedScaleDown lets a repair scale a side down only to at least the
+// traffic it may carry.
+func managedScaleDown(_ facts, c, traffic int32, _ SideObservation) bool { return c >= traffic }
+
+func (managedMover) completion() (drain, release bool) { return true, true }
+
+func (managedMover) available(f facts) bool { return f.routeFits() }
+
+// The rules of a desired allocation in the managed mode.
+const (
+	managedCanaryCovers = iota // the canary's capacity covers its weight
+	managedStableCovers        // the stable's covers the rest
+)
+
+// broken: an emergency walk back may leave the stable side short while it
+// scales up.
+func (managedMover) broken(a Allocation, emergency bool) (rules uint8) {
+	if a.Weight > a.CanaryCapacity {
+		rules |= 1 << managedCanaryCovers
+	}
+	if 100-a.Weight > a.StableCapacity && !emergency {
+		rules |= 1 << managedStableCovers
+	}
+	return rules
+}
+
+func (managedMover) breach(a Allocation, i int) (path string, value int32, detail string) {
+	if i == managedCanaryCovers {
+		return "desired.weight", a.Weight, "exceeds desired.canaryCapacity (" + itoa(a.CanaryCapacity) + ")"
+	}
+	return "desired.stableCapacity", a.StableCapacity, "is below the stable side's traffic (" + itoa(100-a.Weight) + ")"
+}

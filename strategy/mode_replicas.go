@@ -1,0 +1,118 @@
+package strategy
+
+import "time"
+
+// replicasMover is the mover of CapacityReplicas: there is no traffic
+// router; traffic follows ready replicas, so only capacities move, like a
+// rolling update bounded by MaxSurgePercent and MaxUnavailablePercent.
+// State.Desired.Weight mirrors the canary's capacity, and Decision.Weight is
+// never set.
+type replicasMover struct{}
+
+func (replicasMover) applied(f facts) bool { return f.sidesSettled() }
+
+func (replicasMover) inPlace(f facts) bool { return f.sidesHeld() }
+
+// readinessLost is no signal here: traffic follows ready replicas, and a
+// side that does not become ready is bounded by the progress deadline.
+func (replicasMover) readinessLost(facts) (stable, canary bool) { return false, false }
+
+func (replicasMover) takesRoute(facts) bool { return false }
+
+// next grows the canary within the surge budget and shrinks the stable side
+// only while total ready capacity stays within MaxUnavailablePercent (and
+// the reverse toward the stable side). A canary hop is the traffic hop: it
+// waits for the interval and is bounded by limit.
+func (replicasMover) next(f facts, t, limit int32) hop {
+	s, c := f.want.StableCapacity, f.want.CanaryCapacity
+	rs, rc := min(f.stable.Ready, s), min(f.canary.Ready, c)
+	mu := f.maxUnavailable
+	switch {
+	case c < t || s > 100-t:
+		if c < t {
+			n := min(t, 100+f.surge-s)
+			if limit > 0 {
+				n = min(n, c+limit)
+			}
+			if n > c {
+				return hop{shiftReplicas, n}
+			}
+		}
+		if s > 100-t {
+			if n := max(100-t, 100-mu-rc, 0); n < s {
+				return hop{scaleStable, n}
+			}
+		}
+		return hop{kind: awaitReady}
+	case c > t || s < 100-t:
+		if s < 100-t {
+			if n := min(100-t, 100+f.surge-c); n > s {
+				return hop{scaleStable, n}
+			}
+		}
+		if c > t {
+			n := max(t, 100-mu-rs, 0)
+			if limit > 0 {
+				n = max(n, c-limit)
+			}
+			if n < c {
+				return hop{shiftReplicas, n}
+			}
+		}
+		return hop{kind: awaitReady}
+	}
+	return hop{kind: arrived}
+}
+
+// replicaHop makes a shiftReplicas hop: the canary's capacity moves to c,
+// once the interval allows, and the desired weight mirrors it. A hop toward
+// the canary ends a promote request.
+func (r *run) replicaHop(c int32, interval time.Duration) {
+	if r.intervalWait(interval) {
+		return
+	}
+	forward := c > r.st.Desired.CanaryCapacity
+	r.hopCanary(c)
+	r.st.Desired.Weight = c
+	r.st.WeightChangedAt = micro(r.now)
+	if forward {
+		r.st.PromoteRequested = false
+	}
+}
+
+func (replicasMover) restore(facts) hop { return hop{kind: arrived} }
+
+// emergency is not possible without a router (Options.validate rejects
+// AbortEmergency in this mode).
+func (replicasMover) emergency(facts) (bool, hop) { return false, hop{kind: arrived} }
+
+func (replicasMover) repair(f facts, _ bool) (weight, stable, canary bool) {
+	stable, canary = f.repairSides(replicasScaleDown)
+	return false, stable, canary
+}
+
+// replicasScaleDown lets a repair scale a side down only while the other
+// side's ready capacity keeps the total within MaxUnavailablePercent.
+func replicasScaleDown(f facts, c, _ int32, other SideObservation) bool {
+	return c+min(other.Ready, other.Capacity) >= 100-f.maxUnavailable
+}
+
+// completion has no stable side to drain: the walk has already scaled it to
+// the canary's traffic, 0.
+func (replicasMover) completion() (drain, release bool) { return false, true }
+
+func (replicasMover) available(f facts) bool {
+	return f.stable.Ready+f.canary.Ready >= 100-f.maxUnavailable
+}
+
+// broken has one rule: the weight mirrors the canary's capacity.
+func (replicasMover) broken(a Allocation, _ bool) uint8 {
+	if a.Weight != a.CanaryCapacity {
+		return 1
+	}
+	return 0
+}
+
+func (replicasMover) breach(a Allocation, _ int) (path string, value int32, detail string) {
+	return "desired.weight", a.Weight, "must equal desired.canaryCapacity (" + itoa(a.CanaryCapacity) + ") in the Replicas capacity mode"
+}
