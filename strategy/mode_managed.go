@@ -80,8 +80,11 @@ func (managedMover) restore(f facts) hop {
 func (managedMover) emergency(f facts) (bool, hop) {
 	// Budget against the larger of what was asked and what the side
 	// reports: a hop may have landed without being recorded.
+	// A side that already holds more (a scale-up applied in a reconcile
+	// whose state was not stored) is asked for what it holds, so that the
+	// state records it and the walk back can finish: never a scale-down.
 	s := min(100, 100+f.surge-max(f.want.CanaryCapacity, f.canary.Capacity))
-	if s > f.want.StableCapacity && s > f.stable.Capacity {
+	if s = max(s, f.stable.Capacity); s > f.want.StableCapacity {
 		return true, hop{scaleStable, s}
 	}
 	return true, hop{kind: arrived}

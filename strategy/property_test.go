@@ -69,9 +69,15 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 			t.Fatalf("allocation out of range: %+v", a)
 		}
 	}
+	// Surge: what is asked stays within the budget, unless the sides already
+	// hold more than that (a hop recording what a side already has is not
+	// provisioning more).
+	grows := d.StableCapacity.Set && d.StableCapacity.Value > max(in.Desired.StableCapacity, in.Observed.Stable.Capacity) ||
+		d.CanaryCapacity.Set && d.CanaryCapacity.Value > max(in.Desired.CanaryCapacity, in.Observed.Canary.Capacity)
+	recorded := d.StableCapacity.Set && d.StableCapacity.Value > in.Desired.StableCapacity && !grows ||
+		d.CanaryCapacity.Set && d.CanaryCapacity.Value > in.Desired.CanaryCapacity && !grows
 	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge &&
-		(in.Desired.StableCapacity+in.Desired.CanaryCapacity <= 100+surge || d.StableCapacity.Set && d.StableCapacity.Value > in.Desired.StableCapacity ||
-			d.CanaryCapacity.Set && d.CanaryCapacity.Value > in.Desired.CanaryCapacity) {
+		(in.Desired.StableCapacity+in.Desired.CanaryCapacity <= 100+surge && !recorded || grows) {
 		t.Fatalf("surge %d exceeds MaxSurge %d: %+v", a.Surge(), surge, a)
 	}
 	if d.RequeueAfter < 0 {

@@ -1264,3 +1264,42 @@ func TestIdleStatesPlanNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestEmergencyAbortFinishesWhenTheStableSideIsAlreadyUp: a Runner that
+// applied an emergency's stable scale-up but failed the weight write in the
+// same reconcile stores the state from before both hops, so the stable side
+// is observed above the capacity the state recorded. The walk back records
+// what the side holds and finishes; it used to wait for that side to come
+// back down, for ever.
+func TestEmergencyAbortFinishesWhenTheStableSideIsAlreadyUp(t *testing.T) {
+	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20,
+		Options: strategy.Options{AbortRamp: strategy.AbortEmergency}}
+	s := strategy.NewState("v1", "v2")
+	s.Phase = strategy.PhaseAborting
+	s.StartedAt = mt(t0)
+	s.Aborted = &strategy.AbortStatus{Reason: "test", At: mt(t0), Emergency: true}
+	s.Desired = strategy.Allocation{Weight: 30, StableCapacity: 80, CanaryCapacity: 30}
+	obs := strategy.Observation{Weight: 30, WeightApplied: true,
+		Stable: strategy.SideObservation{Capacity: 100, Ready: 100, Settled: true},
+		Canary: strategy.SideObservation{Capacity: 30, Ready: 30, Settled: true}}
+	now := t1
+	for i := 0; i < 10 && s.Phase != strategy.PhaseAborted; i++ {
+		obs.At = mt(now)
+		s.Observed = obs
+		d := stepChecked(t, strat, s, now)
+		s = d.State
+		if d.Weight.Set { // an instant world
+			obs.Weight = d.Weight.Value
+		}
+		if d.StableCapacity.Set {
+			obs.Stable = strategy.SideObservation{Capacity: d.StableCapacity.Value, Ready: d.StableCapacity.Value, Settled: true}
+		}
+		if d.CanaryCapacity.Set {
+			obs.Canary = strategy.SideObservation{Capacity: d.CanaryCapacity.Value, Ready: d.CanaryCapacity.Value, Settled: true}
+		}
+		now = now.Add(tick)
+	}
+	if s.Phase != strategy.PhaseAborted {
+		t.Fatalf("still %s after 10 steps: %s (desired %+v)", s.Phase, s.Message, s.Desired)
+	}
+}
