@@ -57,16 +57,17 @@ func TestLayering(t *testing.T) {
 	// What each package may import from the module; absent means anything
 	// but examples.
 	within := map[string][]string{
-		"strategy":       {},
-		"clock":          {},
-		"rollout":        {"strategy", "clock"},
-		"serve":          {},
-		"serve/drain":    {"clock"},
-		"serve/retry":    {"clock"},
-		"fake":           {"rollout", "strategy", "clock"},
-		"gateway":        {"rollout", "strategy", "clock"},
-		"serve/ray":      {"rollout", "strategy", "clock"},
-		"serve/replicas": {"rollout", "strategy", "clock"},
+		"strategy":          {},
+		"clock":             {},
+		"rollout":           {"strategy", "clock"},
+		"serve":             {},
+		"serve/drain":       {"clock"},
+		"serve/retry":       {"clock"},
+		"fake":              {"rollout", "strategy", "clock"},
+		"gateway":           {"rollout", "strategy", "clock", "internal/conflict"},
+		"serve/ray":         {"rollout", "strategy", "clock"},
+		"serve/replicas":    {"rollout", "strategy", "clock", "internal/conflict"},
+		"internal/conflict": {"rollout"},
 	}
 	// What each package may import from outside the standard library and
 	// the module, by prefix; absent means anything.

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
-	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/internal/conflict"
 )
 
 // Kinds of routes the Router manages.
@@ -144,21 +142,11 @@ const defaultConflictRetries = 5
 // updateRoute is a read-modify-write of one route: it reads ref, lets
 // change modify it, and writes it back when change reports a change. A
 // write that loses an optimistic-concurrency race is retried from a fresh
-// read, up to retries times, with client-go's RetryOnConflict and the
-// short, flat DefaultRetry backoff: the conflicting writers (the gateway
-// controller's status, a GitOps tool) write once and move on, and a
-// Runner retries the whole hop after its RetryInterval anyway, so a
-// reconcile never stalls on a longer backoff here. ctx is checked before
-// every read. Conflicts that outlast the retries return an error that
-// matches rollout.ErrConflict (and apierrors.IsConflict); other errors go
-// through apiError.
+// read, up to retries times (see conflict.Retry). Conflicts that outlast
+// the retries return an error that matches rollout.ErrConflict (and
+// apierrors.IsConflict); other errors go through apiError.
 func updateRoute(ctx context.Context, api routes, ref RouteRef, retries int, change func(route) (bool, error)) error {
-	backoff := retry.DefaultRetry
-	backoff.Steps = retries + 1
-	err := retry.RetryOnConflict(backoff, func() error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	return conflict.Retry(ctx, retries, func() error {
 		rt, err := api.get(ctx, ref)
 		if err != nil {
 			return apiError(err, ref)
@@ -169,11 +157,4 @@ func updateRoute(ctx context.Context, api routes, ref RouteRef, retries int, cha
 		}
 		return apiError(api.update(ctx, rt), ref) // a wrapped conflict is still one
 	})
-	switch {
-	case !apierrors.IsConflict(err):
-		return err
-	case ctx.Err() != nil: // RetryOnConflict answers an error of ctx with the last conflict
-		return ctx.Err()
-	}
-	return fmt.Errorf("%w (%d in a row): %w", rollout.ErrConflict, backoff.Steps, err) // every attempt lost a race
 }

@@ -32,8 +32,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/util/retry"
 
+	"github.com/upshift-dev/upshift/internal/conflict"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -250,16 +250,8 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 	if retries == 0 {
 		retries = 5
 	}
-	// Conflicts are retried from a fresh read with client-go's short, flat
-	// DefaultRetry backoff, as gateway does: the workload's controller
-	// writes its status once and moves on, and a Runner retries the whole
-	// hop after its RetryInterval anyway.
-	backoff := retry.DefaultRetry
-	backoff.Steps = retries + 1
-	err := retry.RetryOnConflict(backoff, func() error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	// Conflicts are retried from a fresh read (see conflict.Retry).
+	return conflict.Retry(ctx, retries, func() error {
 		w, err := s.get(ctx)
 		if err != nil {
 			return s.wrap(err)
@@ -285,13 +277,6 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 		w.setReplica(want)
 		return s.wrap(w.update(ctx)) // a wrapped conflict is still one
 	})
-	switch {
-	case !apierrors.IsConflict(err):
-		return err
-	case ctx.Err() != nil: // RetryOnConflict answers an error of ctx with the last conflict
-		return ctx.Err()
-	}
-	return fmt.Errorf("%w (%d in a row): %w", rollout.ErrConflict, backoff.Steps, err) // every attempt lost a race
 }
 
 // Capacity reports the capacity asked for (from the annotation, or the
