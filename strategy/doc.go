@@ -52,7 +52,9 @@
 // CapacityFixed (both sides stay provisioned; only weights move; report each
 // side as Capacity 100, Ready 100, Settled) and CapacityReplicas (no traffic
 // router: traffic follows ready replicas, bounded by MaxSurgePercent and
-// MaxUnavailablePercent like a rolling update).
+// MaxUnavailablePercent like a rolling update; a side counts with its ready
+// capacity only once it has settled at what was asked, so a side still
+// moving never lets the other shrink beyond MaxUnavailablePercent).
 //
 // # The zero State, new objects and stored states
 //
@@ -82,7 +84,9 @@
 // if both sides' observed ready capacity covers it, and a side is scaled
 // down only to at least the traffic the route may still send it. A route
 // whose weights are not a split of 100 (Observation.WeightInvalid) is
-// repaired the same way; until then no side is scaled down at all.
+// repaired the same way; until then, and while the data plane has not
+// accepted the route's weights (it may still route by older ones), no
+// repair scales a side down at all.
 //
 // # Deadlines, failures and lost readiness
 //

@@ -192,8 +192,11 @@ func (f facts) weightHop(t, limit, rs, rc int32) (h hop, ok bool) {
 // unknown) and the other side as observed.
 func (f facts) repairSides(down func(f facts, c, traffic int32, other SideObservation) bool) (stable, canary bool) {
 	canaryTraffic, stableTraffic := max(f.want.Weight, f.weight), 100-min(f.want.Weight, f.weight)
-	if f.weightInvalid {
-		canaryTraffic, stableTraffic = 101, 101 // unknown: nothing may shrink
+	if f.weightInvalid || !f.weightApplied {
+		// The real split is unknown: an invalid one, or weights the data
+		// plane has not accepted yet (it may still route by older ones).
+		// Nothing may shrink below traffic it might carry.
+		canaryTraffic, stableTraffic = 101, 101
 	}
 	stable = f.resize(f.want.StableCapacity, f.stable, max(f.want.CanaryCapacity, f.canary.Capacity), f.canary, stableTraffic, down)
 	canary = f.resize(f.want.CanaryCapacity, f.canary, max(f.want.StableCapacity, f.stable.Capacity), f.stable, canaryTraffic, down)

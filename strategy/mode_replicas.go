@@ -25,7 +25,18 @@ func (replicasMover) takesRoute(facts) bool { return false }
 // waits for the interval and is bounded by limit.
 func (replicasMover) next(f facts, t, limit int32) hop {
 	s, c := f.want.StableCapacity, f.want.CanaryCapacity
-	rs, rc := min(f.stable.Ready, s), min(f.canary.Ready, c)
+	// A side counts with its ready capacity only once it has settled at
+	// what was asked: one still moving (a walk back does not wait for
+	// sides to settle, and a write whose state was lost may be shrinking
+	// it) may lose what it shows, so the other side shrinks only as far as
+	// MaxUnavailablePercent allows on its own.
+	rs, rc := int32(0), int32(0)
+	if f.stable.Settled && f.stable.Capacity == s {
+		rs = min(f.stable.Ready, s)
+	}
+	if f.canary.Settled && f.canary.Capacity == c {
+		rc = min(f.canary.Ready, c)
+	}
 	mu := f.maxUnavailable
 	switch {
 	case c < t || s > 100-t:

@@ -157,7 +157,7 @@ func (w *world) settle() {
 func (w *world) observe(now time.Time) Observation {
 	o := Observation{
 		At:            micro(now),
-		Weight:        w.weight,
+		Weight:        w.askedWeight, // the route's spec, as a router reads it; w.weight is what the data plane does
 		WeightApplied: w.accepted && w.weightLag == 0 && !w.invalid,
 		WeightInvalid: w.invalid,
 		Stable:        SideObservation{Capacity: w.stable.current, Ready: w.stable.ready, Settled: w.stable.settled()},
