@@ -120,8 +120,8 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 // to store and when to reconcile again (0: only on a command or an event).
 //
 // The returned state is always the one to store, also with an error:
-//   - an idle state (strategy.State.Idle) is returned as it is, without
-//     reading any adapter: nothing is rolled out;
+//   - an idle state (strategy.State.Idle) reads no adapter and asks for
+//     nothing; it comes back with only its Progressing condition (Idle) set;
 //   - a state that fails strategy.State.Validate is never applied: the
 //     error is a *strategy.StateError and the state reports Degraded with
 //     reason InvalidState;

@@ -32,28 +32,7 @@ type generation struct {
 	served chan error
 }
 
-// executions counts, across every generation, how many times each POST
-// (by request ID) reached its handler.
-type executions struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (e *executions) add(id string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.n[id]++
-}
-
-func (e *executions) get(id string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.n[id]
-}
-
-// startGeneration serves ln through ctrl.Listener with a 200ms accept
-// grace, the configuration of the field reports.
-func startGeneration(t *testing.T, ln net.Listener, exec *executions) *generation {
+func startGeneration(t *testing.T, ln net.Listener, exec *ledger) *generation {
 	t.Helper()
 	ctrl := mustNew(t, drain.Config{
 		GracePeriod: 20 * time.Second,
@@ -79,7 +58,7 @@ func startGeneration(t *testing.T, ln net.Listener, exec *executions) *generatio
 			http.Error(w, "bad order", http.StatusBadRequest)
 			return
 		}
-		exec.add(id)
+		exec.record(id)
 		time.Sleep(3 * time.Millisecond)
 		w.WriteHeader(http.StatusCreated)
 	})
@@ -150,7 +129,7 @@ func TestRepeatedDrainsLoseNothing(t *testing.T) {
 		clients = 16
 		drains  = 4
 	)
-	exec := &executions{n: map[string]int{}}
+	exec := &ledger{executions: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -269,7 +248,7 @@ func TestRepeatedDrainsLoseNothing(t *testing.T) {
 	}
 	dup := 0
 	for _, id := range executed {
-		if n := exec.get(id); n != 1 {
+		if n := exec.count(id); n != 1 {
 			dup++
 			if dup <= 3 {
 				t.Errorf("POST %s succeeded but ran %d times", id, n)

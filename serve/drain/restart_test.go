@@ -40,6 +40,12 @@ func (l *ledger) record(key string) {
 	l.executions[key]++
 }
 
+func (l *ledger) count(key string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.executions[key]
+}
+
 func startBackend(t *testing.T, name string, ln net.Listener, led *ledger) *restartBackend {
 	t.Helper()
 	b := &restartBackend{name: name, done: make(chan error, 1)}
