@@ -98,6 +98,56 @@ type CapacitySetter interface {
 	Capacity(ctx context.Context) (CapacityStatus, error)
 }
 
+// RevisionStatus is what a side reports about the revision it runs.
+type RevisionStatus struct {
+	// Revision is the revision the side runs, as the adapter recognises it:
+	// the one it last deployed (an annotation on the workload, the Serve
+	// config that Ray reports as deployed, compared exactly). Empty when the
+	// side runs nothing the adapter recognises.
+	Revision string
+	// Updated reports that Revision is fully rolled out on the side: the
+	// workload's controller has observed the change and no instance of
+	// another revision is left.
+	Updated bool
+}
+
+// RevisionReader reports the revision one side runs. expect is the revision
+// the side's role should run now (State.StableRevision on the stable side,
+// State.CanaryRevision on the canary side): an adapter that recognises a
+// revision by its content (Ray Serve's deployed config) compares against
+// it; one that records the revision it deployed may ignore it.
+//
+// A caller who deploys revisions by itself implements only this, and
+// reports the revision each side runs: the Runner then asks for no deploy,
+// and the rollout waits (bounded by the progress deadline) until the canary
+// side reports the revision it should run. RevisionFunc adapts a function.
+// Implementations are safe for concurrent use.
+type RevisionReader interface {
+	Revision(ctx context.Context, expect string) (RevisionStatus, error)
+}
+
+// Deployer puts a revision on one side: for Ray Serve, a PUT of that
+// revision's Serve config at target_capacity 0; for a Deployment, its pod
+// template at 0 replicas. The Runner asks a side to deploy only while it
+// carries no traffic and, with capacity setters, while it is at capacity 0;
+// it then waits until Revision reports the revision fully rolled out before
+// it sends capacity or traffic to the side. Deploy is idempotent (deploying
+// the revision the side runs writes nothing), returns a Permanent error for
+// a revision it cannot map to a workload change, and ErrNotFound when the
+// workload is missing.
+type Deployer interface {
+	RevisionReader
+	Deploy(ctx context.Context, revision string) error
+}
+
+// RevisionFunc adapts a function to RevisionReader.
+type RevisionFunc func(ctx context.Context, expect string) (RevisionStatus, error)
+
+// Revision calls f.
+func (f RevisionFunc) Revision(ctx context.Context, expect string) (RevisionStatus, error) {
+	return f(ctx, expect)
+}
+
 // Analyzer returns a verdict for a named gate (a metric query, a smoke
 // test...). VerdictPending means "ask again later". Optional.
 type Analyzer interface {

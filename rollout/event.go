@@ -15,6 +15,8 @@ type HopKind string
 const (
 	HopWeight   HopKind = "weight"
 	HopCapacity HopKind = "capacity"
+	// HopDeploy: a side was asked to run a revision.
+	HopDeploy HopKind = "deploy"
 )
 
 // Hop is one change the Runner applied through an adapter.
@@ -28,9 +30,16 @@ type Hop struct {
 	Steady bool
 	// Weights are the weights written (HopWeight).
 	Weights Weights
+	// Revision is the revision deployed (HopDeploy).
+	Revision string
 }
 
+// String renders a hop: "weight 30 (A=70 B=30)", "canary capacity 40 (side
+// B)", "deploy v3 on side B".
 func (h Hop) String() string {
+	if h.Kind == HopDeploy {
+		return fmt.Sprintf("deploy %s on side %s", h.Revision, h.Side)
+	}
 	if h.Kind == HopWeight {
 		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
 	}

@@ -34,6 +34,17 @@ type Runner struct {
 	Strategy strategy.Strategy
 	Router   TrafficRouter
 	A, B     CapacitySetter
+	// DeployA and DeployB report the revision each side runs and, when
+	// they also implement Deployer, put a revision on it. Nil means the
+	// side's CapacitySetter, if it implements RevisionReader (serve/ray and
+	// serve/replicas do). Set both (or neither): with a reader on both
+	// sides the observation reports revisions (strategy.Observation
+	// Revisions) and the strategy keeps each side on its role's revision,
+	// deploying the canary revision at weight 0 and capacity 0; with none,
+	// the caller puts each revision on its side and nothing is checked.
+	// In the fixed capacity mode (no CapacitySetter) these are the only way
+	// to plug a deployer in.
+	DeployA, DeployB RevisionReader
 	// Analyzer answers gate steps; without one, a gate waits for Promote.
 	Analyzer Analyzer
 	// Health reports the canary's health; without one, the canary side's
@@ -91,7 +102,31 @@ func (r *Runner) Validate() error {
 			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the replicas capacity mode", ErrInvalid))
 		}
 	}
+	if (r.revisions(strategy.SideA) == nil) != (r.revisions(strategy.SideB) == nil) {
+		errs = append(errs, fmt.Errorf("%w runner: only one side has a RevisionReader (DeployA, DeployB or a CapacitySetter that reads revisions); set both or neither", ErrInvalid))
+	}
 	return errors.Join(errs...)
+}
+
+// revisions returns the RevisionReader of a side: DeployA or DeployB, or
+// else its CapacitySetter if that reads revisions; nil if none.
+func (r *Runner) revisions(side strategy.Side) RevisionReader {
+	explicit, c := r.DeployA, r.A
+	if side == strategy.SideB {
+		explicit, c = r.DeployB, r.B
+	}
+	if explicit != nil {
+		return explicit
+	}
+	if rr, ok := c.(RevisionReader); ok {
+		return rr
+	}
+	return nil
+}
+
+// tracksRevisions reports whether both sides report their revisions.
+func (r *Runner) tracksRevisions() bool {
+	return r.revisions(strategy.SideA) != nil && r.revisions(strategy.SideB) != nil
 }
 
 func (r *Runner) setter(side strategy.Side) CapacitySetter {
@@ -246,6 +281,20 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 			obs.Canary = so
 		}
 	}
+	if r.tracksRevisions() {
+		obs.Revisions = true
+		for _, side := range [2]strategy.Side{stableSide, canarySide} {
+			so, expect := &obs.Stable, s.StableRevision
+			if side == canarySide {
+				so, expect = &obs.Canary, s.CanaryRevision
+			}
+			rs, err := r.revisions(side).Revision(ctx, expect)
+			if err != nil {
+				return obs, &AdapterError{Adapter: "revision " + string(side), Op: "read revision", Err: err}
+			}
+			so.Revision, so.Updated = rs.Revision, rs.Updated
+		}
+	}
 	if r.Health != nil {
 		h, msg, err := r.Health.Health(ctx)
 		if err != nil {
@@ -329,6 +378,28 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 				return applied, err
 			}
 		}
+	}
+	// 4. a revision, on the canary side (asked alone, at weight 0)
+	if d.Deploy.Set {
+		side := stableSide.Other()
+		hop := Hop{Kind: HopDeploy, Role: "canary", Side: side, Revision: d.Deploy.Revision}
+		rr := r.revisions(side)
+		if rr == nil {
+			return applied, &AdapterError{Adapter: "revision " + string(side), Op: "deploy", Hop: hop.String(),
+				Err: Permanent(fmt.Errorf("%w runner: no RevisionReader for side %s", ErrInvalid, side))}
+		}
+		dep, ok := rr.(Deployer)
+		if !ok {
+			// The caller deploys: the strategy waits until the side
+			// reports the revision.
+			log.V(1).Info("waiting for the caller to deploy", "revision", d.Deploy.Revision, "side", side)
+			return applied, nil
+		}
+		if err := dep.Deploy(ctx, d.Deploy.Revision); err != nil {
+			return applied, &AdapterError{Adapter: "revision " + string(side), Op: "deploy", Hop: hop.String(), Err: err}
+		}
+		log.V(1).Info("hop", "hop", hop.String())
+		applied = append(applied, hop)
 	}
 	return applied, nil
 }

@@ -101,6 +101,11 @@ type Allocation struct {
 	Weight         int32 `json:"weight"`
 	StableCapacity int32 `json:"stableCapacity"`
 	CanaryCapacity int32 `json:"canaryCapacity"`
+	// CanaryRevision is the revision the canary side was last asked to run
+	// (a deploy hop), or was observed running when nothing had to be
+	// deployed; empty until then. Revisions are only tracked while the
+	// observation reports them (Observation.Revisions).
+	CanaryRevision string `json:"canaryRevision,omitempty"`
 }
 
 // Surge is the capacity provisioned above 100 percent.
@@ -118,6 +123,22 @@ type SideObservation struct {
 	// is starting or stopping. Ready may still be below Capacity when the
 	// backend rounds (3 replicas at 40 percent can settle at 33).
 	Settled bool `json:"settled"`
+	// Revision is the revision the side is observed running: the one its
+	// workload was last deployed with, as the adapter recognises it; empty
+	// when it runs none it recognises. Only read while
+	// Observation.Revisions is set.
+	Revision string `json:"revision,omitempty"`
+	// Updated reports that Revision is fully rolled out on the side: the
+	// workload's controller has seen the change and no instance of another
+	// revision is left (for a Deployment: observedGeneration caught up and
+	// every replica updated; for Ray Serve: the config is the one deployed).
+	Updated bool `json:"updated,omitempty"`
+}
+
+// RunsRevision reports whether the side is observed running revision, fully
+// rolled out.
+func (o SideObservation) RunsRevision(revision string) bool {
+	return o.Updated && o.Revision == revision
 }
 
 // GateResult is a verdict reported for a named gate.
@@ -152,6 +173,16 @@ type Observation struct {
 	// provisioned: Capacity and Ready 100, Settled true.
 	Stable SideObservation `json:"stable"`
 	Canary SideObservation `json:"canary"`
+	// Revisions reports that the sides report the revisions they run
+	// (Stable.Revision, Canary.Revision). While it is set the strategy keeps
+	// every side on its role's revision: it deploys the canary revision on
+	// the canary side only while that side carries weight 0 (and, with
+	// capacity setters, capacity 0), and moves no traffic or capacity onto
+	// it before it is observed running that revision. Without it revisions
+	// are not checked and nothing is deployed: the caller puts each
+	// revision on its side. The Runner sets it when both sides have a
+	// rollout.RevisionReader.
+	Revisions bool `json:"revisions,omitempty"`
 	// Health is the canary's health; HealthMessage says why.
 	Health        Health `json:"health,omitempty"`
 	HealthMessage string `json:"healthMessage,omitempty"`
@@ -330,6 +361,13 @@ type Target struct {
 	Steady bool `json:"steady,omitempty"`
 }
 
+// DeployTarget asks the canary side to run a revision. Set reports whether
+// there is anything to deploy.
+type DeployTarget struct {
+	Set      bool   `json:"set"`
+	Revision string `json:"revision,omitempty"`
+}
+
 // Decision is the result of one Step.
 type Decision struct {
 	// State is the next state; the caller stores it.
@@ -340,6 +378,10 @@ type Decision struct {
 	Weight         Target
 	StableCapacity Target
 	CanaryCapacity Target
+	// Deploy asks the canary side to run a revision. It is only ever set
+	// while that side carries weight 0 (and, with capacity setters, is at
+	// capacity 0), and never together with another hop.
+	Deploy DeployTarget
 	// RequeueAfter is when to call Step again: the exact time until the next
 	// time-gated event, or the poll interval while waiting for an
 	// observation. Zero means nothing will happen without a new observation
@@ -349,5 +391,5 @@ type Decision struct {
 
 // HasHops reports whether the decision asks any adapter for anything.
 func (d *Decision) HasHops() bool {
-	return d.Weight.Set || d.StableCapacity.Set || d.CanaryCapacity.Set
+	return d.Weight.Set || d.StableCapacity.Set || d.CanaryCapacity.Set || d.Deploy.Set
 }
