@@ -117,6 +117,7 @@ type RevisionStatus struct {
 // revision by its content (Ray Serve's deployed config) compares against
 // it; one that records the revision it deployed may ignore it.
 //
+// The Runner reads a side's revision through Runner.DeployA or DeployB.
 // A caller who deploys revisions by itself implements only this, and
 // reports the revision each side runs: the Runner then asks for no deploy,
 // and the rollout waits (bounded by the progress deadline) until the canary

@@ -35,15 +35,16 @@ type Runner struct {
 	Router   TrafficRouter
 	A, B     CapacitySetter
 	// DeployA and DeployB report the revision each side runs and, when
-	// they also implement Deployer, put a revision on it. Nil means the
-	// side's CapacitySetter, if it implements RevisionReader (serve/ray and
-	// serve/replicas do). Set both (or neither): with a reader on both
-	// sides the observation reports revisions (strategy.Observation
-	// Revisions) and the strategy keeps each side on its role's revision,
-	// deploying the canary revision at weight 0 and capacity 0; with none,
-	// the caller puts each revision on its side and nothing is checked.
-	// In the fixed capacity mode (no CapacitySetter) these are the only way
-	// to plug a deployer in.
+	// they also implement Deployer, put a revision on it (serve/ray,
+	// serve/replicas and fake each offer one per side). Set both or
+	// neither. With both, the observation reports revisions
+	// (strategy.Observation.Revisions) and the strategy keeps each side on
+	// its role's revision: it deploys the canary revision on the canary
+	// side at weight 0 and capacity 0, and routes nothing to a side before
+	// it is observed running its role's revision. With neither, the caller
+	// puts each revision on its side and nothing is checked. This works the
+	// same in every capacity mode; in the fixed mode (no CapacitySetter)
+	// the Deployer redeploys a side while it carries weight 0.
 	DeployA, DeployB RevisionReader
 	// Analyzer answers gate steps; without one, a gate waits for Promote.
 	Analyzer Analyzer
@@ -103,25 +104,17 @@ func (r *Runner) Validate() error {
 		}
 	}
 	if (r.revisions(strategy.SideA) == nil) != (r.revisions(strategy.SideB) == nil) {
-		errs = append(errs, fmt.Errorf("%w runner: only one side has a RevisionReader (DeployA, DeployB or a CapacitySetter that reads revisions); set both or neither", ErrInvalid))
+		errs = append(errs, fmt.Errorf("%w runner: only one of DeployA and DeployB is set; set both or neither", ErrInvalid))
 	}
 	return errors.Join(errs...)
 }
 
-// revisions returns the RevisionReader of a side: DeployA or DeployB, or
-// else its CapacitySetter if that reads revisions; nil if none.
+// revisions returns the RevisionReader of a side, nil if none.
 func (r *Runner) revisions(side strategy.Side) RevisionReader {
-	explicit, c := r.DeployA, r.A
 	if side == strategy.SideB {
-		explicit, c = r.DeployB, r.B
+		return r.DeployB
 	}
-	if explicit != nil {
-		return explicit
-	}
-	if rr, ok := c.(RevisionReader); ok {
-		return rr
-	}
-	return nil
+	return r.DeployA
 }
 
 // tracksRevisions reports whether both sides report their revisions.

@@ -76,9 +76,11 @@ func TestRunnerIncrementalCounts(t *testing.T) {
 	if end.Phase != strategy.PhaseSucceeded || end.StableRevision != "v2" || end.StableSide != strategy.SideB {
 		t.Fatalf("ended %s stable %s side %s", end.Phase, end.StableRevision, end.StableSide)
 	}
+	// The plan deploys the canary revision first; this rig's sides do not
+	// report revisions, so the Runner asks for every hop but that one.
 	writes := g.router.Writes() + g.a.Writes() + g.b.Writes()
-	if writes != plan.Hops {
-		t.Errorf("writes %d, want one per planned hop: %d", writes, plan.Hops)
+	if writes != plan.Hops-1 {
+		t.Errorf("writes %d, want one per planned hop but the deploy: %d", writes, plan.Hops-1)
 	}
 	st := g.traffic.Stats()
 	if st.Dropped != 0 || st.Overloaded != 0 {

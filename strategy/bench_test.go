@@ -81,7 +81,7 @@ func TestStepAllocs(t *testing.T) {
 	}
 }
 
-// planBench is an Incremental plan of 101 hops.
+// planBench is an Incremental plan of 102 hops (a deploy, then 101 moves).
 var planBench = strategy.Incremental{StepPercent: 2, Interval: time.Second, MaxSurgePercent: 4}
 
 func TestPlanBenchHops(t *testing.T) {
@@ -89,8 +89,8 @@ func TestPlanBenchHops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tl.Hops != 101 {
-		t.Errorf("%d hops, want 101", tl.Hops)
+	if tl.Hops != 102 {
+		t.Errorf("%d hops, want 102", tl.Hops)
 	}
 }
 

@@ -38,6 +38,15 @@ const (
 	ReasonObservationFailed      = "ObservationFailed"
 	ReasonCanaryReadinessLost    = "CanaryReadinessLost"
 	ReasonStableReadinessLost    = "StableReadinessLost"
+	// ReasonRevisionChanged: the canary side was observed running another
+	// revision than the canary one while it carried traffic or capacity.
+	ReasonRevisionChanged = "RevisionChanged"
+	// ReasonStableRevisionMismatch: the stable side is observed running
+	// another revision than the stable one; nothing moves forward.
+	ReasonStableRevisionMismatch = "StableRevisionMismatch"
+	msgDeploying                 = "deploying the canary revision on the canary side"
+	msgWaitingRevision           = "waiting for the canary revision to roll out on the canary side"
+	msgStableRevision            = "the stable side runs another revision than the stable one: holding"
 	msgIdle                      = "idle: no rollout started"
 	reasonHealthy                = "Healthy"
 	msgWaitingHop                = "waiting for the last hop to be observed applied"
@@ -98,6 +107,8 @@ func (r *run) conditions() {
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
 	case r.failed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
+	case r.stableRevision:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableRevisionMismatch, msgStableRevision)
 	case r.stableShort:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableReadinessLost, "stable ready capacity is below its traffic")
 	case r.canaryShort:

@@ -33,6 +33,9 @@ type run struct {
 	// back): the side's observed ready capacity is below the traffic the
 	// route sends it.
 	canaryShort, stableShort bool
+	// stableRevision: the stable side runs another revision than the
+	// stable one.
+	stableRevision bool
 }
 
 // micro is the recorded form of an instant: UTC, microseconds, exactly what a
@@ -317,7 +320,7 @@ func (r *run) repair() {
 	if stable {
 		r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
 	}
-	if canary {
+	if canary && (want.CanaryCapacity < st.Observed.Canary.Capacity || r.canaryRevisionOK()) {
 		c := want.CanaryCapacity
 		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
 	}
@@ -460,6 +463,9 @@ func (r *run) checkSteps() {
 
 func (r *run) progress() {
 	st, e := r.st, r.e
+	if r.revisionChanged() {
+		return
+	}
 	if st.Paused && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
 		st.Paused, st.PauseReason = false, ""
 	}
@@ -493,6 +499,9 @@ func (r *run) progress() {
 			st.Message = "canary ready capacity " + itoa(o.Canary.Ready) + " is below its traffic " + itoa(o.Weight) + ": holding"
 		}
 		r.d.RequeueAfter = e.opts.pollInterval()
+		return
+	}
+	if !r.onRevision() {
 		return
 	}
 	if st.PromoteFullRequested {
@@ -606,6 +615,7 @@ func (r *run) succeed() {
 	st := r.st
 	st.Phase = PhaseSucceeded
 	st.FinishedAt = micro(r.now)
+	oldStable := st.StableRevision
 	st.StableRevision = st.CanaryRevision
 	st.StableSide = st.StableSide.Other()
 	st.Desired = Allocation{
@@ -615,6 +625,7 @@ func (r *run) succeed() {
 	}
 	st.Observed.Weight = 100 - st.Observed.Weight
 	st.Observed.Stable, st.Observed.Canary = st.Observed.Canary, st.Observed.Stable
+	st.swapRevisions(oldStable)
 	st.Released = false
 	st.Message = msgDone
 }

@@ -37,6 +37,7 @@ func ExampleIncremental() {
 	}
 	fmt.Println(tl)
 	// Output:
+	// +0s deploy canary (100,0) w0
 	// +0s canary capacity 30 (100,30) w0
 	// +0s weight 10 (100,30) w10
 	// +1m0s weight 20 (100,30) w20
@@ -57,7 +58,7 @@ func ExampleIncremental() {
 	// +9m0s stable capacity 0 (0,100) w100
 	// +9m0s canary capacity steady (0,100) w100
 	// +9m0s Succeeded (0,100) w100
-	// total 9m0s, 19 hops, peak capacity 130
+	// total 9m0s, 20 hops, peak capacity 130
 }
 
 // ExampleCanary is the canary 20% / pause 60s / 80% / pause 120s. Each pause
@@ -80,6 +81,7 @@ func ExampleCanary() {
 	}
 	fmt.Println(tl)
 	// Output:
+	// +0s deploy canary (100,0) w0
 	// +0s canary capacity 20 (100,20) w0
 	// +0s weight 20 (100,20) w20
 	// +0s pause 1m0s (100,20) w20
@@ -91,7 +93,7 @@ func ExampleCanary() {
 	// +3m0s stable capacity 0 (0,100) w100
 	// +3m0s canary capacity steady (0,100) w100
 	// +3m0s Succeeded (0,100) w100
-	// total 3m0s, 8 hops, peak capacity 200
+	// total 3m0s, 9 hops, peak capacity 200
 }
 
 // ExampleBlueGreen provisions the whole canary, moves all traffic in one hop
@@ -104,12 +106,13 @@ func ExampleBlueGreen() {
 	}
 	fmt.Println(tl)
 	// Output:
+	// +0s deploy canary (100,0) w0
 	// +0s canary capacity 100 (100,100) w0
 	// +0s weight 100 (100,100) w100
 	// +0s stable capacity 0 (0,100) w100
 	// +0s canary capacity steady (0,100) w100
 	// +0s Succeeded (0,100) w100
-	// total 0s, 4 hops, peak capacity 200
+	// total 0s, 5 hops, peak capacity 200
 }
 
 // ExampleIncremental_Validate shows that every problem is reported at once,
@@ -352,6 +355,6 @@ func ExampleStrategy() {
 	}
 	fmt.Println()
 	// Output:
-	// 3m0s 4 hops
+	// 3m0s 5 hops
 	// weight 25; weight 50; weight 75; weight 100;
 }

@@ -45,6 +45,11 @@ type mover interface {
 	// to scale the stable side to 0 once Options.ScaleDownDelay has
 	// passed; release, to return the canary to its steady state.
 	completion() (drain, release bool)
+	// atZero reports whether the canary side carries nothing a deploy
+	// could disturb: weight 0 asked and observed on an accepted route (as
+	// far as the mode has a router) and capacity 0 asked and observed,
+	// settled, with nothing ready (as far as it has capacity setters).
+	atZero(f facts) bool
 	// available reports whether the Available condition holds.
 	available(f facts) bool
 	// broken reports which of the mode's own rules a desired allocation a
@@ -121,6 +126,16 @@ const (
 // weight as a valid split.
 func (f facts) routeApplied() bool {
 	return f.weightApplied && !f.weightInvalid && f.weight == f.want.Weight
+}
+
+// routeAtZero reports whether the data plane has accepted a route that
+// sends the canary nothing, as asked.
+func (f facts) routeAtZero() bool { return f.want.Weight == 0 && f.routeApplied() }
+
+// canaryAtZero reports whether the canary side was asked for capacity 0 and
+// is observed settled there with nothing ready.
+func (f facts) canaryAtZero() bool {
+	return f.want.CanaryCapacity == 0 && f.canary.Capacity == 0 && f.canary.Ready == 0 && f.canary.Settled
 }
 
 // sidesSettled reports whether each side has settled at its desired

@@ -44,3 +44,5 @@ func (fixedMover) broken(Allocation, bool) uint8 { return 0 }
 func (fixedMover) breach(Allocation, int) (path string, value int32, detail string) {
 	return "", 0, ""
 }
+
+func (fixedMover) atZero(f facts) bool { return f.routeAtZero() }

@@ -127,3 +127,5 @@ func (managedMover) breach(a Allocation, i int) (path string, value int32, detai
 	}
 	return "desired.stableCapacity", a.StableCapacity, "is below the stable side's traffic (" + itoa(100-a.Weight) + ")"
 }
+
+func (managedMover) atZero(f facts) bool { return f.routeAtZero() && f.canaryAtZero() }

@@ -127,3 +127,5 @@ func (replicasMover) broken(a Allocation, _ bool) uint8 {
 func (replicasMover) breach(a Allocation, _ int) (path string, value int32, detail string) {
 	return "desired.weight", a.Weight, "must equal desired.canaryCapacity (" + itoa(a.CanaryCapacity) + ") in the Replicas capacity mode"
 }
+
+func (replicasMover) atZero(f facts) bool { return f.canaryAtZero() }

@@ -91,7 +91,8 @@ func TestModelIncremental(t *testing.T) {
 		if err != nil {
 			t.Fatalf("plan: %v", err)
 		}
-		want := naiveIncremental(step, surge, interval)
+		// The canary revision is deployed at zero first.
+		want := append([]string{"+0s deploy canary"}, naiveIncremental(step, surge, interval)...)
 		if diff := cmp.Diff(want, planHops(tl)); diff != "" {
 			t.Fatalf("engine and model disagree (-model +engine):\n%s", diff)
 		}
@@ -114,6 +115,7 @@ func TestModelFixedCanary(t *testing.T) {
 			t.Fatalf("plan: %v", err)
 		}
 		want, total := naiveFixedCanary(steps)
+		want = append([]string{"+0s deploy canary"}, want...) // deployed at weight 0 first
 		if diff := cmp.Diff(want, planHops(tl)); diff != "" {
 			t.Fatalf("engine and model disagree (-model +engine):\n%s", diff)
 		}

@@ -29,8 +29,8 @@ type PlanOptions struct {
 type Event struct {
 	// Offset is the time since PlanOptions.Start.
 	Offset time.Duration
-	// What happened: "weight 20", "canary capacity 30", "stable capacity 0",
-	// "pause 1m0s", "resume", "Succeeded"...
+	// What happened: "deploy canary", "weight 20", "canary capacity 30",
+	// "stable capacity 0", "pause 1m0s", "resume", "Succeeded"...
 	What  string
 	Phase Phase
 	// Allocation is the allocation in force after the event, in the roles
@@ -70,9 +70,14 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	st := NewState("stable", "canary")
 	if o.State != nil {
 		st = *o.State.DeepCopy()
-	} else if s.Shared().Capacity == CapacityFixed {
-		// Fixed capacity: both sides are provisioned in full.
-		st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
+	} else {
+		// The sides report their revisions: the plan shows the deploy.
+		st.Observed.Revisions = true
+		st.Observed.Stable.Revision, st.Observed.Stable.Updated = st.StableRevision, true
+		if s.Shared().Capacity == CapacityFixed {
+			// Fixed capacity: both sides are provisioned in full.
+			st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
+		}
 	}
 	if st.Idle() {
 		// Nothing to roll out: an empty timeline.
@@ -117,6 +122,10 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			if d.StableCapacity.Set {
 				tl.Hops++
 				add(fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
+			}
+			if d.Deploy.Set {
+				tl.Hops++
+				add("deploy " + d.Deploy.Revision)
 			}
 			if d.CanaryCapacity.Set {
 				tl.Hops++
@@ -166,10 +175,17 @@ func applyInstantly(st *State, d *Decision) {
 		o.Weight, o.WeightApplied = d.Weight.Value, true
 	}
 	if d.StableCapacity.Set {
-		o.Stable = SideObservation{Capacity: d.StableCapacity.Value, Ready: d.StableCapacity.Value, Settled: true}
+		rev, updated := o.Stable.Revision, o.Stable.Updated
+		o.Stable = SideObservation{Capacity: d.StableCapacity.Value, Ready: d.StableCapacity.Value, Settled: true,
+			Revision: rev, Updated: updated}
 	}
 	if d.CanaryCapacity.Set {
-		o.Canary = SideObservation{Capacity: d.CanaryCapacity.Value, Ready: d.CanaryCapacity.Value, Settled: true}
+		rev, updated := o.Canary.Revision, o.Canary.Updated
+		o.Canary = SideObservation{Capacity: d.CanaryCapacity.Value, Ready: d.CanaryCapacity.Value, Settled: true,
+			Revision: rev, Updated: updated}
+	}
+	if d.Deploy.Set {
+		o.Canary.Revision, o.Canary.Updated = d.Deploy.Revision, true
 	}
 }
 
