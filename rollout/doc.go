@@ -21,6 +21,22 @@
 //		return ctrl.Result{RequeueAfter: requeue}, err
 //	}
 //
+// Revisions. Each side runs a revision. Set DeployA and DeployB to a
+// RevisionReader per side (a Deployer if the Runner should deploy: package
+// serve/ray deploys a revision's Serve config, package serve/replicas a
+// revision's pod template) and the Runner reads each side's revision on
+// every reconcile, passing the revision its role should run, and applies
+// the strategy's deploy hops after the others: a revision is only ever
+// deployed on the canary side while it carries weight 0 and, with capacity
+// setters, capacity 0, and no traffic or capacity reaches it before it is
+// reported running that revision (Updated). The first revision is the one
+// the workload of side A is created with; every later one is deployed by
+// the Runner. A caller who deploys by itself implements only
+// RevisionReader (RevisionFunc adapts a function): the rollout then waits,
+// bounded by the progress deadline, until the side reports what it should
+// run. Without DeployA and DeployB nothing is checked, and the caller puts
+// each revision on its side.
+//
 // Logging goes through the logr.Logger in the context (the controller-runtime
 // convention); each applied hop is logged at V(1). Events and metrics go
 // through the Observer, which sees every reconcile: the state before and
@@ -32,7 +48,7 @@
 // and the state reports Degraded with reason InvalidState.
 //
 // Errors. Adapter errors come back as *AdapterError naming the adapter
-// ("router", "capacity A", ...), the operation and the hop, wrapping the
+// ("router", "capacity A", "revision B", ...), the operation and the hop, wrapping the
 // adapter's error (ErrNotFound, ErrConflict, ...). After a transient error
 // the returned state is the one before the failed hop, so the next reconcile
 // asks for it again, with the error in Observed.Error: the rollout reports

@@ -88,6 +88,44 @@
 // accepted the route's weights (it may still route by older ones), no
 // repair scales a side down at all.
 //
+// # Revisions on sides
+//
+// Each physical side runs a revision: the stable side the stable revision,
+// the canary side the canary one. When the observation reports what each
+// side runs (Observation.Revisions, with SideObservation.Revision and
+// Updated; the Runner sets them from its DeployA and DeployB), Step puts
+// each revision on its side itself and keeps these true:
+//
+//  6. traffic only ever reaches a side observed running the revision its
+//     role should run (during the walk back after a Retarget the canary
+//     role still names the abandoned revision, which its side still runs);
+//  7. a side's revision changes only while it carries weight 0, observed on
+//     an accepted route, and, with capacity setters (the managed and
+//     replicas modes), while it is settled at capacity 0: the canary
+//     revision is deployed at zero (Decision.Deploy, recorded in
+//     Desired.CanaryRevision and asked again if it does not appear), which
+//     is what keeps an upgrade within the surge budget; in the fixed mode
+//     the side stays provisioned and is redeployed while it carries weight 0;
+//  8. no capacity is added to the canary side and no weight moves onto it
+//     until it is observed running the canary revision, fully rolled out
+//     (Updated).
+//
+// A Retarget to a third revision walks the abandoned one out (weight, then
+// capacity), deploys the new one at zero, observes it, and only then ramps.
+// A canary side observed running another revision while it carries traffic
+// or capacity (someone redeployed it) is walked back: the rollout aborts
+// with reason RevisionChanged, and Retry deploys the canary revision again.
+// A stable side observed running another revision than the stable one holds
+// all progress, with Degraded (StableRevisionMismatch). A deploy that never
+// rolls out is bounded by the progress deadline like any other hop. At
+// success the roles swap, so a chain v1 -> v2 -> v3 -> v2 alternates
+// between the same two sides with no bookkeeping by the caller.
+//
+// The first revision is the one the caller creates the workload with: on
+// the zero state, Retarget(first) records it as running on SideA. Without
+// revisions in the observation nothing is checked or deployed, and the
+// caller puts each revision on its side.
+//
 // # Deadlines, failures and lost readiness
 //
 // No default leaves a rollout waiting in silence. Options.ProgressDeadline
@@ -138,6 +176,12 @@
 //   - desired capacity stays within 100 + MaxSurgePercent;
 //   - a hop starts only after the previous one is observed applied (a walk
 //     back excepted, as above);
+//   - while the sides report revisions, traffic only reaches a side observed
+//     running its role's revision, a deploy is asked only of a side that
+//     carries weight 0 (and, with capacity setters, capacity 0), and
+//     capacity only grows on a side running its role's revision; a chain of
+//     Retargets, aborts, retries and promotes ends with all traffic on the
+//     last revision asked for;
 //   - an invalid state yields no hop, and neither Step nor a command turns a
 //     valid state into an invalid one;
 //   - weight only moves forward while healthy and not commanded back, and a
