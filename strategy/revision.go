@@ -1,0 +1,96 @@
+package strategy
+
+// Revisions on sides. While the observation reports the revisions the sides
+// run (Observation.Revisions), the engine keeps every side on its role's
+// revision:
+//
+//   - the canary revision is deployed on the canary side (Decision.Deploy)
+//     only while that side carries weight 0, as observed on an accepted
+//     route, and, where capacity setters exist, is settled at capacity 0:
+//     a side's revision never changes under traffic, and an upgrade costs
+//     no more than the surge budget;
+//   - no capacity and no weight move onto the canary side before it is
+//     observed running the canary revision, fully rolled out;
+//   - a canary side observed running another revision while it carries
+//     traffic or capacity (someone redeployed it) is walked back: the
+//     rollout aborts with reason RevisionChanged;
+//   - nothing moves forward while the stable side is observed running
+//     another revision than the stable one (Degraded, StableRevisionMismatch);
+//   - a deploy that never rolls out is bounded by the progress deadline.
+
+// revisionChanged reports, and aborts on, a canary side that carries
+// traffic or capacity while it is observed running another revision than
+// the canary one.
+func (r *run) revisionChanged() bool {
+	st := r.st
+	o := &st.Observed
+	if !o.Revisions || o.Canary.Revision == st.CanaryRevision || r.e.mode.atZero(r.facts()) {
+		return false
+	}
+	r.abort(ReasonRevisionChanged)
+	r.walkBack()
+	return true
+}
+
+// onRevision reports whether both sides run their roles' revisions, so that
+// the walk toward the canary may go on. Otherwise it deploys the canary
+// revision on the canary side (at zero), or waits for it to roll out.
+func (r *run) onRevision() bool {
+	st := r.st
+	o := &st.Observed
+	if !o.Revisions {
+		return true
+	}
+	if o.Stable.Revision != st.StableRevision {
+		r.stableRevision = true
+		st.Message = msgStableRevision
+		r.deadline(true)
+		return false
+	}
+	want := st.CanaryRevision
+	zero := r.e.mode.atZero(r.facts())
+	if o.Canary.Revision == want && (o.Canary.Updated || !zero) {
+		if st.Desired.CanaryRevision != want {
+			st.Desired.CanaryRevision = want // observed running it: nothing to deploy
+		}
+		return true
+	}
+	// At zero (revisionChanged walked anything else back): deploy, or wait
+	// for the deploy to roll out.
+	asked := st.Desired.CanaryRevision == want
+	if asked && (o.Canary.Revision == want ||
+		!st.HopAt.IsZero() && r.now.Before(after(st.HopAt, r.e.opts.pollInterval()))) {
+		st.Message = msgWaitingRevision
+		r.deadline(true)
+		return false
+	}
+	// Not asked yet, or asked and not observed after a poll interval (a
+	// lost write): ask again. Deploy is idempotent. A repeat does not
+	// restart the progress deadline.
+	r.d.Deploy = DeployTarget{Set: true, Revision: want}
+	if asked {
+		st.Message = msgWaitingRevision
+		r.deadline(true)
+		return false
+	}
+	st.Desired.CanaryRevision = want
+	r.hopped()
+	st.Message = msgDeploying
+	return false
+}
+
+// canaryRevisionOK reports whether the canary side may be given more
+// capacity: revisions are not tracked, or it is observed running the canary
+// revision.
+func (r *run) canaryRevisionOK() bool {
+	o := &r.st.Observed
+	return !o.Revisions || o.Canary.Revision == r.st.CanaryRevision
+}
+
+// swapRevisions records, at success, what the new canary side (the old
+// stable side) runs: the old stable revision.
+func (st *State) swapRevisions(oldStable string) {
+	if st.Observed.Revisions || st.Desired.CanaryRevision != "" {
+		st.Desired.CanaryRevision = oldStable
+	}
+}
