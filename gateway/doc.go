@@ -50,6 +50,23 @@
 // settle delay most requests right after "accepted" still reach the old
 // side.
 //
+// # Putting a revision on a side
+//
+// The Router moves traffic only. With a route and no capacity setters (the
+// fixed capacity mode) both backends stay provisioned, so a side gets its
+// new revision while it carries weight 0: set rollout.Runner's DeployA and
+// DeployB to a rollout.Deployer per backend, and the Runner asks the canary
+// side to deploy the canary revision only once every parent of the route
+// has accepted weight 0 for it, then waits until the side reports the
+// revision fully rolled out (rollout.RevisionStatus.Updated) before the
+// first weight moves onto it. Any Deployer fits: serve/replicas deploys a
+// revision's pod template on a Deployment or StatefulSet, and a function
+// of your own (a Helm upgrade, a call to your CI) works through a small
+// type with Deploy and Revision. A caller who redeploys by other means
+// implements only rollout.RevisionReader (rollout.RevisionFunc), and the
+// rollout waits until the side reports the revision. examples/gateway
+// deploys the canary image on the canary Deployment this way.
+//
 // # Permissions
 //
 // The Router and the AnnotationStore need only get and update on the
