@@ -32,8 +32,14 @@ import (
 // how many pods are ready, not that they crash). A test of an adapter that
 // does see crashes calls SetHealth too.
 //
+// Capacity is also a rollout.Deployer (see Deploy and Revision): the side
+// runs a revision, and a deploy replaces its replicas with ones of the new
+// revision, ready after the Lag.
+//
 // Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
-// CrashLoop, History. Safe for concurrent use.
+// CrashLoop, SetRevision, StallDeploys, ServingFunc, History; Violations
+// lists the deploys made while the side held capacity or served traffic.
+// Safe for concurrent use.
 type Capacity struct {
 	mu       sync.Mutex
 	clock    *Clock
@@ -51,9 +57,23 @@ type Capacity struct {
 	msg      string
 	err      error
 	hist     history
+
+	// Revisions (revision.go).
+	rev        string       // the revision deployed: the workload's template; "" for none
+	rolling    bool         // a deploy of rev not rolled out yet
+	deploy     *pending     // the deploy's lag: the controller observes it after
+	stall      bool         // deploys never roll out
+	serving    func() int32 // the side's share of traffic, for the deploy check
+	violations []string
+	// fixed: a Deployment's side, fully provisioned. Its capacity is not
+	// checked on a deploy, and Revision counts as an observation.
+	fixed bool
 }
 
-var _ rollout.CapacitySetter = (*Capacity)(nil)
+var (
+	_ rollout.CapacitySetter = (*Capacity)(nil)
+	_ rollout.Deployer       = (*Capacity)(nil)
+)
 
 // NewCapacity returns a side with the given full replica count (at least 1),
 // set to percent and fully ready at it. clock may be nil when no Lag uses a
@@ -126,13 +146,13 @@ func (c *Capacity) newPending() *pending {
 	return p
 }
 
-// settle moves ready replicas toward what is wanted once a lag has passed.
-// read says whether this is an observation (which advances partial
-// readiness by one replica).
+// settle moves ready replicas toward what is wanted once a lag has passed,
+// and ends a deploy whose every wanted replica is ready. read says whether
+// this is an observation (which advances partial readiness by one replica).
 func (c *Capacity) settle(read bool) {
 	now := c.now()
 	step := read // partial readiness: one replica per observation
-	if c.restart != nil && c.restart.ready(now) {
+	if c.restart != nil && !c.blocked() && c.restart.ready(now) {
 		switch {
 		case c.partial && step:
 			c.ready++
@@ -146,25 +166,41 @@ func (c *Capacity) settle(read bool) {
 			c.restart = nil
 		}
 	}
-	if c.change == nil || !c.change.ready(now) {
-		return
-	}
-	up := c.want() - c.crashed // what the scale change brings up
-	switch {
-	case c.ready > up:
-		c.ready = up
-	case c.ready < up && c.loop:
-		c.crashed += up - c.ready // the new replicas crash too
-	case c.ready < up && c.partial:
-		if step {
-			c.ready++
+	if c.change != nil && c.change.ready(now) {
+		up := c.want() - c.crashed // what the scale change brings up
+		switch {
+		case c.ready > up:
+			c.ready = up
+		case c.ready < up && c.blocked():
+			c.crashed += up - c.ready // the new replicas crash too
+		case c.ready < up && c.partial:
+			if step {
+				c.ready++
+			}
+		case c.ready < up:
+			c.ready = up
 		}
-	case c.ready < up:
-		c.ready = up
+		if c.ready+c.crashed >= c.want() {
+			c.change = nil
+		}
 	}
-	if c.ready+c.crashed >= c.want() {
-		c.change = nil
+	c.rollOut(now)
+}
+
+// blocked reports that no replica can become ready: the side crash-loops,
+// or a deploy is stalled (its replicas never start).
+func (c *Capacity) blocked() bool {
+	return c.loop || c.stall && c.rolling
+}
+
+// observe is one observation of the side: every lag counts a read.
+func (c *Capacity) observe() {
+	for _, p := range [...]*pending{c.change, c.restart, c.deploy} {
+		if p != nil {
+			p.reads--
+		}
 	}
+	c.settle(true)
 }
 
 // Capacity reports the side. Each call counts as one observation.
@@ -180,13 +216,7 @@ func (c *Capacity) Capacity(ctx context.Context) (rollout.CapacityStatus, error)
 		return rollout.CapacityStatus{}, c.err
 	}
 	c.hist.add(c.clock, "Capacity", "", nil)
-	if c.change != nil {
-		c.change.reads--
-	}
-	if c.restart != nil {
-		c.restart.reads--
-	}
-	c.settle(true)
+	c.observe()
 	return c.status(), nil
 }
 

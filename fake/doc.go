@@ -14,6 +14,19 @@
 //     them out at once and the workload replaces them after the Lag;
 //     CrashLoop keeps every replica that is down, or new, from becoming
 //     ready. Crashes leave Health as SetHealth set it.
+//   - Capacity is also a rollout.Deployer for Runner.DeployA/DeployB: the
+//     side runs a revision ("" until Deploy, or SetRevision for a side that
+//     runs one from the start). A deploy replaces its replicas with ones of
+//     the new revision, ready after the Lag, and Revision reports it
+//     Updated once every wanted replica runs it; StallDeploys makes deploys
+//     never roll out. A deploy of another revision while the side holds
+//     capacity, or serves traffic (ServingFunc, given Router.Serving), is a
+//     violation: Violations lists them.
+//   - Deployment is a side of the fixed capacity mode that runs a
+//     revision: fully provisioned, a deploy restarts its replicas (its
+//     ready share drops for the Lag), and a deploy while it serves traffic
+//     is a violation. NewDeploymentTraffic simulates requests on two of
+//     them.
 //   - Store keeps a rollout's state as JSON; Analyzer answers gates.
 //   - Clock is a manual clock (a clock.Clock) whose timers fire as a test
 //     advances it; it drives a Runner, a gateway Router, a drain Controller
@@ -33,9 +46,14 @@
 //     replaces them, reporting the deployment UNHEALTHY until they run),
 //     keep replacements failing (CrashLoop), answer 5xx, hang or answer
 //     garbage. Package serve/ray's adapter is tested against it.
+//     DeployedConfig returns an application's deployed config. With
+//     RayServeOptions.GuardRedeploys (off by default), a PUT that changes
+//     the config on a cluster not at target_capacity 0, or serving traffic
+//     (ServingFunc), is refused with 400 and listed by Violations.
 //
 // Every fake is safe for concurrent use, records a History of its calls
-// (KeepHistory(false) keeps only counts), and fails on demand with FailWith.
+// (KeepHistory(false) keeps only counts), and fails on demand with FailWith
+// (RayServe with FailRequests).
 // For anything else — a delay, a one-off error, a write that lands but
 // reports failure — wrap a fake (or any adapter) with InterceptRouter or
 // InterceptCapacity: each intercepting func receives the wrapped adapter and
@@ -48,6 +66,12 @@
 //	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
 //	b.SetLag(fake.Lag{Reads: 2})
 //	r := &rollout.Runner{Strategy: myStrategy, Router: router, A: a, B: b, Clock: clock}
+//	// To let the Runner deploy revisions, and check it never does so on
+//	// a side that serves or holds capacity:
+//	a.SetRevision("v1")
+//	a.ServingFunc(router.Serving(strategy.SideA))
+//	b.ServingFunc(router.Serving(strategy.SideB))
+//	r.DeployA, r.DeployB = a, b
 //	s := strategy.NewState("v1", "v2")
 //	for !s.Phase.Terminal() {
 //		next, requeue, err := r.Reconcile(ctx, s)
@@ -55,4 +79,5 @@
 //		s = next
 //		clock.Advance(requeue)
 //	}
+//	// then: a.Violations() and b.Violations() are empty
 package fake

@@ -50,6 +50,17 @@ type RayServeOptions struct {
 	// Clock stamps last_deployed_time_s, replica start times and the
 	// History; nil means the zero time.
 	Clock *Clock
+	// GuardRedeploys refuses a redeploy of a serving cluster: a PUT that
+	// changes the config in anything other than target_capacity (an
+	// application's config, the set of applications, a top-level field)
+	// is answered 400 and recorded as a violation (Violations) unless the
+	// cluster is at target_capacity 0 (null counts as 100), the PUT asks
+	// target_capacity 0 too, and the func given to ServingFunc reports no
+	// traffic. The first PUT after Serve starts (or after a DELETE) is
+	// accepted whatever the capacity and the traffic. Ray itself accepts such a PUT; the
+	// guard is for tests that upshift never redeploys a cluster that
+	// serves, and is off by default.
+	GuardRedeploys bool
 }
 
 // RayServe emulates the Serve REST API of one Ray cluster's dashboard, as an
@@ -116,10 +127,15 @@ type RayServeOptions struct {
 // keeps the replacements failing: none reaches RUNNING, and the deployment
 // stays UNHEALTHY.
 //
+// With RayServeOptions.GuardRedeploys, a PUT that changes an application's
+// config on a cluster that is not at target_capacity 0, or that serves
+// traffic (ServingFunc), is refused with 400 and recorded as a violation.
+//
 // Test-only controls: FailDeployment, HealDeployment, KillReplicas,
-// CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance;
-// inspection with TargetCapacity, TargetCapacityDirection, LastPut,
-// Deployment, AppStatus, Polls, Puts, History. Safe for concurrent use.
+// CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance,
+// ServingFunc; inspection with TargetCapacity, TargetCapacityDirection,
+// LastPut, DeployedConfig, Deployment, AppStatus, Polls, Puts, Violations,
+// History. Safe for concurrent use.
 type RayServe struct {
 	mu      sync.Mutex
 	opts    RayServeOptions
@@ -144,6 +160,8 @@ type RayServe struct {
 	tokenHeaders        []string
 	lastPut             []byte
 	hist                history
+	serving             func() int32 // the cluster's share of traffic, for GuardRedeploys
+	violations          []string
 }
 
 type rayFault struct{ status, message string }
@@ -441,8 +459,8 @@ func (s *RayServe) KeepHistory(on bool) {
 }
 
 // History returns every request so far: Op is the method ("GET", "PUT",
-// "DELETE"), Arg the api_type or the target capacity put, Err the failure
-// answered.
+// "DELETE"), Arg the api_type or the target capacity put ("redeploy" for
+// a PUT that GuardRedeploys refused), Err the failure answered.
 func (s *RayServe) History() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 )
 
@@ -34,6 +33,10 @@ func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		case <-release:
 		}
 	}
+	var share int32
+	if r.Method == http.MethodPut {
+		share = s.servingShare()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.token != "" {
@@ -57,7 +60,7 @@ func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case http.MethodGet:
 		s.get(w, r)
 	case http.MethodPut:
-		s.put(w, r)
+		s.put(w, r, share)
 	case http.MethodDelete:
 		s.shutdown()
 		s.hist.add(s.opts.Clock, "DELETE", "", nil)
@@ -122,7 +125,9 @@ func (s *RayServe) get(w http.ResponseWriter, r *http.Request) {
 	w.Write(b)
 }
 
-func (s *RayServe) put(w http.ResponseWriter, r *http.Request) {
+// put applies a config; share is the cluster's share of traffic, for
+// GuardRedeploys.
+func (s *RayServe) put(w http.ResponseWriter, r *http.Request, share int32) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, rayMaxBody+1))
 	if err != nil {
 		s.answer(w, http.MethodPut, "", http.StatusBadRequest, "reading the body: "+err.Error())
@@ -138,12 +143,14 @@ func (s *RayServe) put(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, http.MethodPut, "invalid", http.StatusBadRequest, text)
 		return
 	}
+	if v := s.redeployViolation(cfg, share); v != "" {
+		s.violations = append(s.violations, v)
+		s.answer(w, http.MethodPut, "redeploy", http.StatusBadRequest, "fake rayserve: refusing to redeploy a serving cluster: "+v)
+		return
+	}
 	s.lastPut = append([]byte(nil), body...)
 	s.apply(cfg)
-	arg := "target_capacity=null"
-	if cfg.tc != nil {
-		arg = "target_capacity=" + strconv.FormatFloat(*cfg.tc, 'f', -1, 64)
-	}
+	arg := "target_capacity=" + formatTC(cfg.tc)
 	s.hist.add(s.opts.Clock, "PUT", arg, nil)
 	w.WriteHeader(http.StatusOK)
 }

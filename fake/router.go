@@ -20,7 +20,7 @@ type Lag struct {
 // Call is one call recorded in an adapter's history.
 type Call struct {
 	At  time.Time
-	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Load", "Save", "Analyze"
+	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Deploy", "Revision", "Load", "Save", "Analyze"
 	Arg string // the argument, formatted
 	Err error
 }

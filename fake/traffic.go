@@ -1,6 +1,10 @@
 package fake
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/upshift-dev/upshift/rollout"
+)
 
 // Traffic simulates load on the two sides. Each Tick sends PerTick requests,
 // split by the weights the Router's data plane has applied (or, with no
@@ -15,7 +19,7 @@ import "sync"
 type Traffic struct {
 	mu      sync.Mutex
 	router  *Router
-	a, b    *Capacity
+	a, b    func() rollout.CapacityStatus // nil: fixed capacity, always ready
 	perTick int64
 
 	ticks        int64
@@ -35,14 +39,36 @@ type TrafficStats struct {
 // router, traffic follows ready capacity) and the two sides (nil: fixed
 // capacity, always 100 percent ready).
 func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
-	return &Traffic{router: router, a: a, b: b, perTick: perTick}
+	t := &Traffic{router: router, perTick: perTick}
+	if a != nil {
+		t.a = a.Status
+	}
+	if b != nil {
+		t.b = b.Status
+	}
+	return t
 }
 
-func sideState(c *Capacity) (capacity, ready int64) {
-	if c == nil {
+// NewDeploymentTraffic simulates perTick requests per tick against router
+// and two sides of the fixed capacity mode that run revisions (nil: always
+// 100 percent ready): a side serves at most its ready share, which a
+// deploy lowers while its replicas restart.
+func NewDeploymentTraffic(router *Router, a, b *Deployment, perTick int64) *Traffic {
+	t := &Traffic{router: router, perTick: perTick}
+	if a != nil {
+		t.a = a.Status
+	}
+	if b != nil {
+		t.b = b.Status
+	}
+	return t
+}
+
+func sideState(status func() rollout.CapacityStatus) (capacity, ready int64) {
+	if status == nil {
 		return 100, 100
 	}
-	s := c.Status()
+	s := status()
 	return int64(s.Capacity), int64(s.Ready)
 }
 

@@ -1,0 +1,230 @@
+package fake
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// Revisions on sides. A Capacity runs a revision ("" until one is deployed
+// or set with SetRevision), and is a rollout.Deployer for its side:
+//
+//   - Deploy(ctx, rev) changes the workload's template to rev. The replicas
+//     of the revision the side ran stop at once and are replaced by
+//     replicas of rev, which are ready after the side's Lag (all together,
+//     or one more per observation with SetPartial), counted from the
+//     deploy: while they start, Ready is the share that is ready, so a
+//     deploy under traffic loses readiness, as a redeploy does.
+//   - Revision reports rev from the deploy on, and Updated once the deploy
+//     has rolled out: its Lag has passed (the workload's controller has
+//     observed it) and every wanted replica runs rev and is ready. A deploy
+//     at capacity 0 rolls out as soon as the Lag has passed. Updated stays
+//     set afterwards: later scaling and crashes do not change the revision.
+//   - Deploying the revision the side already runs, or is rolling out,
+//     writes nothing.
+//
+// A deploy of another revision while the side wants replicas (capacity
+// above 0) or serves traffic (as the func given to ServingFunc reports) is
+// carried out, and recorded as a violation (Violations): upshift deploys a
+// side only at weight 0 and capacity 0.
+//
+// Revision does not count as an observation: a Runner reads Capacity and
+// Revision each reconcile, and lags count the Capacity reads (and time).
+
+// Deploy puts revision on the side (see above). It fails with the error set
+// by FailWith, with ctx's error, and with a Permanent error matching
+// rollout.ErrInvalid for an empty revision.
+func (c *Capacity) Deploy(ctx context.Context, revision string) error {
+	share := c.servingShare()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.deployErr(ctx, revision); err != nil {
+		return err
+	}
+	c.settle(false)
+	if revision == c.rev {
+		return nil
+	}
+	switch want := c.want(); {
+	case c.fixed && share > 0:
+		c.violations = append(c.violations, fmt.Sprintf("deploy %q over %q while serving %d%% of traffic",
+			revision, c.rev, share))
+	case !c.fixed && (want > 0 || share > 0):
+		c.violations = append(c.violations, fmt.Sprintf("deploy %q over %q at capacity %d (%d of %d replicas wanted) while serving %d%% of traffic",
+			revision, c.rev, c.percent, want, c.replicas, share))
+	}
+	c.rev, c.rolling = revision, true
+	c.deploy = c.newPending()
+	// The replicas of the old revision stop; every wanted replica is
+	// replaced by one of the new revision, which starts with the lag.
+	c.ready, c.crashed, c.change, c.restart = 0, c.want(), nil, nil
+	if c.crashed > 0 && !c.blocked() {
+		c.restart = c.newPending()
+	}
+	return nil
+}
+
+// deployErr checks a deploy and records it in the history.
+func (c *Capacity) deployErr(ctx context.Context, revision string) error {
+	err := ctx.Err()
+	if err == nil {
+		err = c.err
+	}
+	if err == nil && revision == "" {
+		err = rollout.Permanent(fmt.Errorf("fake capacity: %w deploy: the revision is empty", rollout.ErrInvalid))
+	}
+	c.hist.add(c.clock, "Deploy", revision, err)
+	return err
+}
+
+// servingShare calls the serving func, without holding the lock: the func
+// may read this side.
+func (c *Capacity) servingShare() int32 {
+	c.mu.Lock()
+	f := c.serving
+	c.mu.Unlock()
+	if f == nil {
+		return 0
+	}
+	return f()
+}
+
+// Revision reports the revision the side runs (see above). expect is
+// ignored: the side records the revision it was deployed with. It fails
+// with the error set by FailWith and with ctx's error.
+func (c *Capacity) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	err := ctx.Err()
+	if err == nil {
+		err = c.err
+	}
+	c.hist.add(c.clock, "Revision", expect, err)
+	if err != nil {
+		return rollout.RevisionStatus{}, err
+	}
+	if c.fixed {
+		c.observe()
+	} else {
+		c.settle(false)
+	}
+	return c.revisionStatus(), nil
+}
+
+func (c *Capacity) revisionStatus() rollout.RevisionStatus {
+	return rollout.RevisionStatus{Revision: c.rev, Updated: c.rev != "" && !c.rolling}
+}
+
+// RevisionStatus returns what Revision would report, without counting a
+// read or recording a call.
+func (c *Capacity) RevisionStatus() rollout.RevisionStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	return c.revisionStatus()
+}
+
+// rollOut ends a deploy once its lag has passed and every wanted replica
+// is ready.
+func (c *Capacity) rollOut(now time.Time) {
+	if !c.rolling || c.stall || c.deploy != nil && !c.deploy.ready(now) {
+		return
+	}
+	if c.ready == c.want() && c.crashed == 0 {
+		c.rolling, c.deploy = false, nil
+	}
+}
+
+// SetRevision makes the side run revision at once, fully rolled out, as a
+// side that was deployed before the test began: no lag, no violation, no
+// history. A deploy in progress ends; replicas keep their readiness (those
+// a deploy left starting become ready after the side's Lag, counted from
+// now, unless the side crash-loops).
+func (c *Capacity) SetRevision(revision string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	c.rev, c.rolling, c.deploy = revision, false, nil
+	if c.crashed > 0 && c.restart == nil && !c.loop {
+		c.restart = c.newPending()
+	}
+}
+
+// StallDeploys(true) makes deploys never roll out, as a revision whose image
+// never pulls: from now on a deploy in progress, or a later one, starts no
+// replica and never reports Updated. StallDeploys(false) lets them go on:
+// a deploy in progress rolls out after the side's Lag, counted from then.
+// A side not being deployed is not affected.
+func (c *Capacity) StallDeploys(on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	if on == c.stall {
+		return
+	}
+	c.stall = on
+	if !c.rolling {
+		return
+	}
+	c.restart = nil
+	if !on {
+		c.deploy = c.newPending()
+		if c.crashed > 0 && !c.loop {
+			c.restart = c.newPending()
+		}
+	}
+}
+
+// ServingFunc sets the func that reports the share of traffic (0..100)
+// the side serves, read at every Deploy to check that the side serves none:
+// Router.Serving(side) for a side behind a Router. nil (the default) counts
+// as serving nothing.
+func (c *Capacity) ServingFunc(f func() int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.serving = f
+}
+
+// Violations returns the deploys of another revision made while the side
+// held capacity or served traffic, one line each; nil when there were none.
+func (c *Capacity) Violations() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.violations...)
+}
+
+// Deploys counts successful Deploy calls, those that changed nothing
+// included.
+func (c *Capacity) Deploys() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hist.count("Deploy")
+}
+
+// Serving returns a func reporting the share of requests (0..100) side
+// receives: the larger of its weight in the data plane and in the route's
+// spec (a weight written and not yet applied is traffic about to arrive).
+// A side of a deleted route receives nothing. Give it to
+// Capacity.ServingFunc, Deployment.ServingFunc or RayServe.ServingFunc.
+func (r *Router) Serving(side strategy.Side) func() int32 {
+	return func() int32 {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.settle()
+		return max(shareOf(r.spec, side), shareOf(r.applied, side))
+	}
+}
+
+// shareOf is side's share of the requests routed by w, in percent: the
+// weights' proportions, as the data plane shares requests; at least 1 for a
+// positive weight.
+func shareOf(w rollout.Weights, side strategy.Side) int32 {
+	mine, all := int64(w.Of(side)), int64(w.A)+int64(w.B)
+	if mine <= 0 || all <= 0 {
+		return 0
+	}
+	return int32(min(100, max(1, mine*100/all)))
+}
