@@ -1,8 +1,10 @@
 // Package ray provisions one side of an upgrade on a Ray cluster: Ray is a
 // rollout.CapacitySetter that moves the cluster's Serve target_capacity
 // through the Ray dashboard's Serve REST API, and reports how much of the
-// applications' full capacity is ready, from replica counts. It is part of
-// the serving side of upshift (package serve).
+// applications' full capacity is ready, from replica counts; its Deployer
+// (a rollout.Deployer) puts a revision's Serve config on the cluster at
+// target_capacity 0 and reports the revision the cluster runs. It is part
+// of the serving side of upshift (package serve).
 //
 // Two Ray clusters, one per side, with a traffic router in front (a Gateway
 // API route, see package gateway) make the managed capacity mode: the
@@ -18,6 +20,60 @@
 // The Serve config is the user's own (Ray's ServeDeploySchema as JSON); the
 // adapter sends it as it is and decodes only the parts of Ray's answers it
 // needs, so the wire schema is not part of this package's API.
+//
+// # Revisions
+//
+// With one Config.ServeConfig, something else changes what the clusters
+// run. To let the Runner put each revision on its cluster, give each
+// adapter the same Config.Revisions, a map from a revision to its Serve
+// config (RevisionMap makes one from a Go map), and set the Runner's
+// DeployA and DeployB to the adapters' Deployers:
+//
+//	revs := ray.RevisionMap(map[string]json.RawMessage{"v1": cfgV1, "v2": cfgV2})
+//	a, err := ray.New(ray.Config{Dashboard: "http://blue-head-svc:8265", Revisions: revs})
+//	b, err := ray.New(ray.Config{Dashboard: "http://green-head-svc:8265", Revisions: revs})
+//	da, err := a.Deployer()
+//	db, err := b.Deployer()
+//	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b, DeployA: da, DeployB: db}
+//
+// The Deployer is a separate value on purpose: an adapter built with a
+// ServeConfig has none (Deployer returns an error), so a Runner never
+// tracks revisions on a cluster whose adapter cannot deploy or recognise
+// them. The contract:
+//
+//   - Deploy is KubeRay's pending-cluster pattern: one PUT of the
+//     revision's config with target_capacity 0, so the new config lands on
+//     a cluster that serves nothing. The Runner asks for it only while the
+//     side carries weight 0 and is at capacity 0. Deploy refuses, with a
+//     permanent *ServingError (ErrServing), to change the config of a
+//     cluster at any other target capacity that runs applications: a
+//     serving cluster is never redeployed. Deploying the revision the
+//     cluster already runs writes nothing.
+//   - The revision a cluster runs is observed, not remembered: Revision
+//     reads the cluster and reports the revision whose config Ray reports
+//     as deployed (the deployed_app_config of every application, and no
+//     other application live), compared exactly, as the same JSON value,
+//     with the config of the revision the side's role should run and of
+//     the one this adapter last deployed or recognised. A config that
+//     differs in one field is not the revision; a cluster running none of
+//     them reports "". Updated: Ray has finished deploying it (every
+//     application RUNNING, no deployment UPDATING or failed, nothing being
+//     deleted); at target_capacity 0 there are no replicas to wait for.
+//   - SetCapacity writes the config of the revision the cluster runs,
+//     never another's. That revision lives in memory, set by Deploy and by
+//     Revision; after a restart the Runner's next Revision, which it always
+//     calls before applying anything, recognises it again. While it is
+//     unknown SetCapacity writes nothing and returns ErrUnknownRevision.
+//     Until then Capacity observes every application the cluster runs.
+//
+// Ray reports each application's config as submitted, but not the
+// cluster-wide fields (proxy_location, http_options, grpc_options,
+// logging_config) as submitted, so revisions are told apart by their
+// applications: two revisions that differ only in cluster-wide fields
+// read as the same. A revision's config must not change once deployed.
+// A revision may name other applications than the previous one: the PUT
+// replaces the cluster's whole declarative set, and the applications of
+// the previous revision are deleted.
 //
 // # What goes over the wire
 //
@@ -35,6 +91,11 @@
 // and message, and for each of its deployments the status, message,
 // num_replicas or autoscaling_config, target_num_replicas and the state of
 // every replica.
+//
+// With revisions, Deploy sends that GET and, unless the cluster runs the
+// revision already, the PUT with the revision's config and
+// "target_capacity": 0; Revision sends the GET only, and reads each
+// application's deployed_app_config besides.
 //
 // # Authentication and redirects
 //
@@ -97,7 +158,9 @@
 // connection errors are returned as they are: the Runner retries them. An
 // answer that is not the documented JSON is a *DecodeError; answers are
 // read up to Config.MaxResponseBytes. An invalid Config is reported by New
-// as *ConfigError values (one per field), each matching ErrInvalid.
+// as *ConfigError values (one per field), each matching ErrInvalid; a
+// revision's invalid config, by Deploy and Revision, as the same errors
+// naming the revision, marked rollout.Permanent.
 //
 // Package fake has a Ray Serve emulator (fake.RayServe) that speaks the
 // same API and computes replica targets as Ray's controller does, written

@@ -3,6 +3,7 @@ package ray
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -17,12 +18,26 @@ var (
 	ErrRejected = errors.New("ray: Ray rejected the request")
 	// ErrResponseTooLarge: an answer exceeded Config.MaxResponseBytes.
 	ErrResponseTooLarge = errors.New("ray: response too large")
+	// ErrServing is matched by a *ServingError: Deploy refused to change
+	// the config of a cluster that may serve traffic.
+	ErrServing = errors.New("ray: the cluster serves another config")
+	// ErrUnknownRevision: with Config.Revisions set, SetCapacity does not
+	// know which revision's config the cluster runs (none was deployed or
+	// recognised by this adapter, or the cluster now runs another config),
+	// so it writes nothing rather than guess. Not marked permanent: the
+	// next Deployer.Revision may recognise the cluster's config.
+	ErrUnknownRevision = errors.New("ray: unknown revision")
 )
 
 // ConfigError names one invalid field of Config. New joins one per problem.
+// For a revision's config (Config.Revisions), Field names the revision:
+// Revisions["v2"].applications[0].name; Deploy and Revision return such
+// errors joined and marked rollout.Permanent.
 type ConfigError struct {
 	Field   string
 	Problem string
+	// Err is the error Config.Revisions returned, if that was the problem.
+	Err error
 }
 
 func (e *ConfigError) Error() string {
@@ -31,6 +46,41 @@ func (e *ConfigError) Error() string {
 
 // Is makes errors.Is(err, ErrInvalid) hold.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns Err.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// ServingError is a Deploy refused because the cluster may serve traffic:
+// its target_capacity is not 0 (null counts as 100) and it runs
+// applications whose config is not the revision's. Deploy never changes
+// the config of such a cluster; the rollout brings a side to
+// target_capacity 0 before it deploys. It matches ErrServing and comes
+// wrapped in rollout.Permanent.
+type ServingError struct {
+	// URL is the Serve endpoint.
+	URL string
+	// Revision is the revision asked; Running the revision the cluster runs
+	// as far as the adapter knows ("" when unknown).
+	Revision, Running string
+	// TargetCapacity is the cluster's (nil for null).
+	TargetCapacity *float64
+}
+
+func (e *ServingError) Error() string {
+	tc := "null"
+	if e.TargetCapacity != nil {
+		tc = strconv.FormatFloat(*e.TargetCapacity, 'f', -1, 64)
+	}
+	running := "a config of no known revision"
+	if e.Running != "" {
+		running = fmt.Sprintf("revision %q", e.Running)
+	}
+	return fmt.Sprintf("ray: %s: refusing to deploy revision %q: the cluster runs %s at target_capacity %s, not 0",
+		e.URL, e.Revision, running, tc)
+}
+
+// Is makes errors.Is(err, ErrServing) hold.
+func (e *ServingError) Is(target error) bool { return target == ErrServing }
 
 // HTTPError is an answer from the dashboard with a status other than 200.
 // Body is the start of what Ray said (its validation text for a 400).

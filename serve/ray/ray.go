@@ -46,9 +46,10 @@ const defaultAppName = "default"
 // maxErrorBody bounds how much of a failed answer an *HTTPError keeps.
 const maxErrorBody = 4 << 10
 
-// Config describes one Ray cluster's Serve applications. Dashboard and
-// ServeConfig are required; the zero value of every other field is a
-// sensible default.
+// Config describes one Ray cluster's Serve applications. Dashboard is
+// required, and exactly one of ServeConfig (one config, deployed by someone
+// else) and Revisions (a config per revision, deployed by the adapter's
+// Deployer); the zero value of every other field is a sensible default.
 type Config struct {
 	// Dashboard is the Ray dashboard's base URL, http or https, such as
 	// "http://raycluster-head-svc:8265". A path is kept as a prefix (a
@@ -63,7 +64,23 @@ type Config struct {
 	// the adapter observes exactly those applications. The config is the
 	// cluster's whole declarative set: a PUT replaces what Ray runs.
 	// (A YAML serveConfigV2 converts with sigs.k8s.io/yaml.YAMLToJSON.)
+	// It must be empty when Revisions is set.
 	ServeConfig json.RawMessage
+	// Revisions, when set, returns the Serve config of a revision (JSON,
+	// as ServeConfig) and makes the cluster's config follow revisions:
+	// (*Ray).Deployer returns the rollout.Deployer that deploys a
+	// revision's config at target_capacity 0 and recognises the revision
+	// the cluster runs from the config Ray reports as deployed, and
+	// SetCapacity writes the config of the revision the cluster runs. A
+	// revision's config is validated as ServeConfig is, when it is first
+	// needed, with the same *ConfigError values whose Field names the
+	// revision (Revisions["v2"].applications[0].name). An error from
+	// Revisions (a revision it does not know) is reported as a *ConfigError
+	// for Revisions["<revision>"] that wraps it. It is called on every
+	// Deploy and Revision, so it should be a cheap lookup (RevisionMap
+	// makes one from a map); a revision's config must not change once
+	// deployed. It must be safe for concurrent use.
+	Revisions func(revision string) (json.RawMessage, error)
 	// Token, when set, is sent on every request as "Bearer <Token>" in the
 	// header TokenHeader names, for dashboards with token authentication.
 	Token string
@@ -98,15 +115,16 @@ type Config struct {
 }
 
 // Validate reports every problem with c at once (a *ConfigError per field,
-// joined), or nil.
+// joined), or nil. The configs Revisions returns are validated when they
+// are first needed, not here.
 func (c *Config) Validate() error {
-	_, _, _, err := c.parse()
+	_, _, err := c.parse()
 	return err
 }
 
-// parse validates c and returns the dashboard URL, the PUT body up to the
-// target capacity, and the applications.
-func (c *Config) parse() (*url.URL, []byte, []appConfig, error) {
+// parse validates c and returns the dashboard URL and the parsed
+// ServeConfig (nil when Revisions is set).
+func (c *Config) parse() (*url.URL, *serveConfig, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
@@ -130,12 +148,20 @@ func (c *Config) parse() (*url.URL, []byte, []appConfig, error) {
 	if _, ok := tokenHeader(c.TokenHeader); !ok {
 		bad("TokenHeader", "%q: want %s or %s", c.TokenHeader, HeaderAuthorization, HeaderRayAuthorization)
 	}
-	prefix, apps, perr := parseServeConfig(c.ServeConfig)
-	errs = append(errs, perr...)
-	if len(errs) > 0 {
-		return nil, nil, nil, errors.Join(errs...)
+	var sc *serveConfig
+	if c.Revisions != nil {
+		if len(bytes.TrimSpace(c.ServeConfig)) != 0 {
+			bad("ServeConfig", "must be empty when Revisions is set: the config is the revision's")
+		}
+	} else {
+		var perr []error
+		sc, perr = parseServeConfig("", "ServeConfig", c.ServeConfig)
+		errs = append(errs, perr...)
 	}
-	return u, prefix, apps, nil
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return u, sc, nil
 }
 
 type appConfig struct {
@@ -143,73 +169,108 @@ type appConfig struct {
 	// config is the application's config decoded generically, to compare
 	// with what Ray reports as deployed.
 	config any
+	// deployments names the deployments the config lists.
+	deployments []string
 }
 
-func parseServeConfig(raw json.RawMessage) ([]byte, []appConfig, []error) {
+// serveConfig is a validated Serve config: the one of Config.ServeConfig,
+// or a revision's. It is never modified once built.
+type serveConfig struct {
+	// revision is the revision it is the config of; "" for ServeConfig.
+	revision string
+	// raw is the config as given.
+	raw json.RawMessage
+	// prefix is the PUT body up to the target capacity's value.
+	prefix []byte
+	apps   []appConfig
+	names  []string
+	// fulls are the full replica counts of the configured deployments.
+	fulls []int64
+}
+
+// parseServeConfig validates raw as the Serve config of revision, naming
+// field in its errors ("ServeConfig", or Revisions["v2"]).
+func parseServeConfig(revision, field string, raw json.RawMessage) (*serveConfig, []error) {
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, &ConfigError{Field: field, Problem: fmt.Sprintf(format, args...)})
+	bad := func(f, format string, args ...any) {
+		errs = append(errs, &ConfigError{Field: f, Problem: fmt.Sprintf(format, args...)})
 	}
 	if len(bytes.TrimSpace(raw)) == 0 {
-		bad("ServeConfig", "is required")
-		return nil, nil, errs
+		bad(field, "is required")
+		return nil, errs
 	}
 	var top map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &top); err != nil || top == nil {
-		bad("ServeConfig", "want a JSON object: %v", errOrNull(err))
-		return nil, nil, errs
+		bad(field, "want a JSON object: %v", errOrNull(err))
+		return nil, errs
 	}
 	delete(top, "target_capacity")
 	var list []json.RawMessage
 	rawApps, ok := top["applications"]
 	if !ok {
-		bad("ServeConfig.applications", "is required")
+		bad(field+".applications", "is required")
 	} else if err := json.Unmarshal(rawApps, &list); err != nil || list == nil {
-		bad("ServeConfig.applications", "want an array: %v", errOrNull(err))
+		bad(field+".applications", "want an array: %v", errOrNull(err))
 	}
-	var apps []appConfig
+	sc := &serveConfig{revision: revision, raw: append(json.RawMessage(nil), raw...)}
 	seen := map[string]int{}
 	for i, a := range list {
-		field := fmt.Sprintf("ServeConfig.applications[%d]", i)
+		f := fmt.Sprintf("%s.applications[%d]", field, i)
 		var generic any
 		if err := json.Unmarshal(a, &generic); err != nil {
-			bad(field, "%v", err)
+			bad(f, "%v", err)
 			continue
 		}
 		m, ok := generic.(map[string]any)
 		if !ok {
-			bad(field, "want an object")
+			bad(f, "want an object")
 			continue
 		}
 		name := defaultAppName
 		if v, ok := m["name"]; ok {
 			s, ok := v.(string)
 			if !ok || s == "" {
-				bad(field+".name", "want a non-empty string")
+				bad(f+".name", "want a non-empty string")
 				continue
 			}
 			name = s
 		}
 		if j, dup := seen[name]; dup {
-			bad(field+".name", "%q is also the name of applications[%d]", name, j)
+			bad(f+".name", "%q is also the name of applications[%d]", name, j)
 			continue
 		}
 		seen[name] = i
-		apps = append(apps, appConfig{name: name, config: generic})
+		sc.apps = append(sc.apps, appConfig{name: name, config: generic, deployments: configuredDeployments(generic)})
+		sc.names = append(sc.names, name)
+		sc.fulls = append(sc.fulls, configuredFulls(generic)...)
 	}
 	if len(errs) > 0 {
-		return nil, nil, errs
+		return nil, errs
 	}
 	body, err := json.Marshal(top)
 	if err != nil {
-		bad("ServeConfig", "%v", err)
-		return nil, nil, errs
+		bad(field, "%v", err)
+		return nil, errs
 	}
 	prefix := body[:len(body)-1] // drop the closing brace
 	if len(top) > 0 {
 		prefix = append(prefix, ',')
 	}
-	return append(prefix, `"target_capacity":`...), apps, nil
+	sc.prefix = append(prefix, `"target_capacity":`...)
+	return sc, nil
+}
+
+// body returns the PUT body of c at a target capacity: tc percent, or null
+// for steady.
+func (c *serveConfig) body(steady bool, tc int32) []byte {
+	b := make([]byte, 0, len(c.prefix)+5)
+	b = append(b, c.prefix...)
+	if steady {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, int64(tc), 10)
+	}
+	return append(b, '}')
 }
 
 // tokenHeader returns the canonical name of the header that carries the
@@ -241,6 +302,10 @@ func errOrNull(err error) error {
 //   - Capacity GETs the declarative applications and reports how ready
 //     they are, as the package documentation (Ready capacity) describes.
 //
+// With Config.Revisions set, the config is the one of the revision the
+// cluster runs, and Deployer returns the rollout.Deployer that changes it;
+// see the package documentation (Revisions).
+//
 // Rounding. Ray rounds a deployment's capacity-adjusted replica count half
 // up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
 // ready) and would carry more traffic than it can serve. The adapter
@@ -257,13 +322,16 @@ type Ray struct {
 	mu sync.Mutex
 	// asked pairs the percent last asked with the target_capacity written.
 	asked *askedCapacity
-	// fulls are the full replica counts the user's config gives.
-	fulls []int64
+	// cur is the config SetCapacity writes: Config.ServeConfig, or with
+	// revisions the config of the revision the cluster runs, as last
+	// deployed or recognised (nil while unknown).
+	cur *serveConfig
+	// revisions is Config.Revisions; parsed the revision config last
+	// parsed, kept to parse each revision once.
+	revisions func(string) (json.RawMessage, error)
+	parsed    *serveConfig
 
 	putURL, getURL string
-	prefix         []byte // PUT body up to the target capacity's value
-	apps           []appConfig
-	names          []string
 	token          string
 	tokenHeader    string
 	timeout        time.Duration
@@ -279,10 +347,10 @@ type askedCapacity struct {
 }
 
 // roundUp returns the target capacity to write for percent asked: the
-// smallest value >= percent at which every deployment of the managed
-// applications (as configured, and as running in d) gets at least
-// ceil(n * percent / 100) replicas.
-func (r *Ray) roundUp(d *instanceDetails, percent int32) int32 {
+// smallest value >= percent at which every deployment of c's applications
+// (as configured, and as running in d) gets at least ceil(n * percent /
+// 100) replicas.
+func roundUp(d *instanceDetails, c *serveConfig, percent int32) int32 {
 	if percent <= 0 || percent >= 100 {
 		return percent
 	}
@@ -297,10 +365,10 @@ func (r *Ray) roundUp(d *instanceDetails, percent int32) int32 {
 			out++
 		}
 	}
-	for _, n := range r.fulls {
+	for _, n := range c.fulls {
 		fit(n)
 	}
-	for _, name := range r.names {
+	for _, name := range c.names {
 		for _, dep := range d.Applications[name].Deployments {
 			if n, _, err := dep.DeploymentConfig.full(""); err == nil && n > 0 {
 				fit(n)
@@ -312,19 +380,19 @@ func (r *Ray) roundUp(d *instanceDetails, percent int32) int32 {
 
 // New validates c and returns the adapter.
 func New(c Config) (*Ray, error) {
-	u, prefix, apps, err := c.parse()
+	u, sc, err := c.parse()
 	if err != nil {
 		return nil, err
 	}
 	base := strings.TrimSuffix(u.String(), "/")
 	r := &Ray{
-		putURL:   base + ApplicationsPath,
-		getURL:   base + ApplicationsPath + "?api_type=declarative",
-		prefix:   prefix,
-		apps:     apps,
-		token:    c.Token,
-		timeout:  c.Timeout,
-		maxBytes: c.MaxResponseBytes,
+		putURL:    base + ApplicationsPath,
+		getURL:    base + ApplicationsPath + "?api_type=declarative",
+		cur:       sc,
+		revisions: c.Revisions,
+		token:     c.Token,
+		timeout:   c.Timeout,
+		maxBytes:  c.MaxResponseBytes,
 	}
 	r.tokenHeader, _ = tokenHeader(c.TokenHeader)
 	if r.timeout == 0 {
@@ -344,10 +412,6 @@ func New(c Config) (*Ray, error) {
 		r.client = &http.Client{Transport: t}
 	}
 	r.client.CheckRedirect = sameOriginRedirects(u, r.client.CheckRedirect)
-	for _, a := range apps {
-		r.names = append(r.names, a.name)
-		r.fulls = append(r.fulls, configuredFulls(a.config)...)
-	}
 	return r, nil
 }
 
@@ -375,17 +439,53 @@ func configuredFulls(app any) []int64 {
 	return out
 }
 
-// Applications returns the names of the managed applications.
-func (r *Ray) Applications() []string { return append([]string(nil), r.names...) }
+// configuredDeployments returns the names of the deployments an
+// application's config lists.
+func configuredDeployments(app any) []string {
+	m, _ := app.(map[string]any)
+	list, _ := m["deployments"].([]any)
+	var out []string
+	for _, d := range list {
+		dm, _ := d.(map[string]any)
+		if name, ok := dm["name"].(string); ok && name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// Applications returns the names of the managed applications: those of
+// Config.ServeConfig, or with revisions those of the revision the cluster
+// runs as far as the adapter knows (none while it is unknown).
+func (r *Ray) Applications() []string {
+	if c := r.current(); c != nil {
+		return append([]string(nil), c.names...)
+	}
+	return nil
+}
 
 // String returns the Serve endpoint the adapter talks to.
 func (r *Ray) String() string { return r.putURL }
+
+// current returns the config SetCapacity writes, nil if unknown.
+func (r *Ray) current() *serveConfig {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur
+}
 
 // SetCapacity sets the cluster's target_capacity to r.Percent, or to null
 // for a Steady request (Percent must then be 100). It reads the cluster
 // first and writes nothing when the applied config already has that target
 // capacity and the managed applications as configured. A request out of
 // range, and a 400 from Ray, are permanent errors; see HTTPError.
+//
+// With Config.Revisions set it writes the config of the revision the
+// cluster runs, never another: the one this adapter last deployed or
+// recognised (Deployer.Revision), which the cluster must still run (or, a
+// cluster that lost its config, run nothing). Otherwise it writes nothing
+// and returns an error matching ErrUnknownRevision, not marked permanent:
+// the next Revision may recognise the cluster's config.
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
 	if err := req.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("ray: %w", err))
@@ -394,48 +494,63 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 	if err != nil {
 		return err
 	}
+	c := r.current()
+	if r.revisions != nil {
+		if c == nil {
+			return fmt.Errorf("%w: %s: no revision deployed or recognised by this adapter; capacity is set only for a known revision",
+				ErrUnknownRevision, r.putURL)
+		}
+		if len(liveApps(d)) > 0 && !runs(d, c) {
+			return fmt.Errorf("%w: %s: the cluster no longer runs the config of revision %q", ErrUnknownRevision, r.putURL, c.revision)
+		}
+	}
 	write := req
 	if !req.Steady {
-		write.Percent = r.roundUp(d, req.Percent)
+		write.Percent = roundUp(d, c, req.Percent)
 	}
 	r.mu.Lock()
+	if r.cur != c { // a Deploy or Revision changed it meanwhile
+		r.mu.Unlock()
+		return fmt.Errorf("%w: %s: the revision changed while setting capacity", ErrUnknownRevision, r.putURL)
+	}
 	r.asked = nil
 	if !req.Steady {
 		r.asked = &askedCapacity{percent: req.Percent, written: float64(write.Percent)}
 	}
 	r.mu.Unlock()
-	if r.applied(d, write) {
+	if applied(d, c, write) {
 		return nil
 	}
-	body := make([]byte, 0, len(r.prefix)+5)
-	body = append(body, r.prefix...)
-	if req.Steady {
-		body = append(body, "null"...)
-	} else {
-		body = strconv.AppendInt(body, int64(write.Percent), 10)
-	}
-	body = append(body, '}')
-	_, err = r.do(ctx, http.MethodPut, r.putURL, body)
+	_, err = r.do(ctx, http.MethodPut, r.putURL, c.body(req.Steady, write.Percent))
 	return err
 }
 
-// applied reports whether the cluster already runs the config at req.
-func (r *Ray) applied(d *instanceDetails, req rollout.CapacityRequest) bool {
+// applied reports whether the cluster already runs c at req.
+func applied(d *instanceDetails, c *serveConfig, req rollout.CapacityRequest) bool {
 	tc := d.TargetCapacity
 	if req.Steady != (tc == nil) || tc != nil && *tc != float64(req.Percent) {
 		return false
 	}
-	for _, a := range r.apps {
-		app, ok := d.Applications[a.name]
-		if !ok || len(app.DeployedAppConfig) == 0 {
-			return false
-		}
-		var deployed any
-		if err := json.Unmarshal(app.DeployedAppConfig, &deployed); err != nil || !reflect.DeepEqual(deployed, a.config) {
+	for _, a := range c.apps {
+		if !deployedAs(d, a) {
 			return false
 		}
 	}
 	return true
+}
+
+// deployedAs reports whether the cluster reports a as the deployed config
+// of its application: the same JSON value.
+func deployedAs(d *instanceDetails, a appConfig) bool {
+	app, ok := d.Applications[a.name]
+	if !ok || len(app.DeployedAppConfig) == 0 {
+		return false
+	}
+	var deployed any
+	if err := json.Unmarshal(app.DeployedAppConfig, &deployed); err != nil {
+		return false
+	}
+	return reflect.DeepEqual(deployed, a.config)
 }
 
 // Capacity reports the managed applications' capacity, ready capacity,
@@ -447,18 +562,28 @@ func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 }
 
 // Observe is Capacity with the details: every managed application and
-// deployment, with its replica counts and targets.
+// deployment, with its replica counts and targets. With Config.Revisions
+// set, the managed applications are those of the revision the cluster
+// runs, or while the adapter does not know it (after a restart, before
+// Deployer.Revision recognised it) every application the cluster runs.
 func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	d, err := r.get(ctx)
 	if err != nil {
 		return Observation{}, err
 	}
-	o := evaluate(d, r.names)
 	r.mu.Lock()
-	if a := r.asked; a != nil && o.TargetCapacity != nil && *o.TargetCapacity == a.written && o.Capacity > 0 {
+	c, a := r.cur, r.asked
+	r.mu.Unlock()
+	var names []string
+	if c != nil {
+		names = c.names
+	} else {
+		names = liveApps(d)
+	}
+	o := evaluate(d, names)
+	if a != nil && o.TargetCapacity != nil && *o.TargetCapacity == a.written && o.Capacity > 0 {
 		o.Capacity = a.percent // the cluster holds the rounding-up of what was asked
 	}
-	r.mu.Unlock()
 	return o, nil
 }
 
