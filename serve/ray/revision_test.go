@@ -105,7 +105,7 @@ func TestDeployAtZero(t *testing.T) {
 	}
 	cfg, tc := putBody(t, rs)
 	if tc == nil || *tc != 0 {
-		t.Fatalf("deployed at target_capacity %v, want 0", tc)
+		t.Fatalf("deployed at target_capacity %v, want 0", fmtTC(tc))
 	}
 	if diff := cmp.Diff(decoded(t, revV1), cfg); diff != "" {
 		t.Errorf("deployed config (-want +got):\n%s", diff)
@@ -498,5 +498,23 @@ func TestDeployRenamesApplications(t *testing.T) {
 	}
 	if _, _, ok := rs.AppStatus("old"); ok {
 		t.Error("the old application is still there")
+	}
+}
+
+// BenchmarkRevision is one Revision (a GET, and the comparison of the
+// deployed configs) against the emulator on loopback, the expected
+// revision running.
+func BenchmarkRevision(b *testing.B) {
+	ctx := context.Background()
+	_, srv := cluster(b, fake.RayServeOptions{})
+	_, d := revAdapter(b, srv.URL)
+	if err := d.Deploy(ctx, "v3"); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if st, err := d.Revision(ctx, "v3"); err != nil || st.Revision != "v3" {
+			b.Fatal(st, err)
+		}
 	}
 }
