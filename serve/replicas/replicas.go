@@ -15,6 +15,38 @@
 // With no traffic router, a Runner whose strategy uses
 // strategy.CapacityReplicas moves two such setters like a rolling update:
 // traffic follows ready pods, bounded by MaxSurge and MaxUnavailable.
+//
+// # Revisions
+//
+// A Setter only scales. To let the Runner put each revision on its side,
+// build a Deployer from the Setter of a Deployment or StatefulSet with a
+// TemplateFunc, the caller's mapping of a revision to a change of the pod
+// template (Image sets a container's image), and set it as the side's
+// rollout.Runner DeployA or DeployB:
+//
+//	a := replicas.ForDeployment(cs, ns, "web-a", 10)
+//	b := replicas.ForDeployment(cs, ns, "web-b", 10)
+//	image := replicas.Image("app", func(rev string) string { return "registry.example/app:" + rev })
+//	da, err := a.Deployer(image) // and db from b
+//	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, DeployA: da, DeployB: db}
+//
+// The Runner then deploys the canary revision on the canary side only
+// while it carries weight 0 and is settled at capacity 0, and waits until
+// Deployer.Revision reports it Updated before it adds capacity or traffic.
+// Deploy writes the template and the annotation upshift.dev/revision
+// (RevisionAnnotation) together, and only at spec.replicas 0: a workload
+// that has replicas is refused with a Permanent *DeployRefusedError, so a
+// revision never replaces pods that serve. Revision reports the annotation,
+// and Updated from the workload's status. Create the workload of the first
+// revision (side A) with the annotation set to it; the other side may
+// start at 0 replicas with none.
+//
+// Revisions live on the Deployer, a type of their own, so a Setter given
+// only as a CapacitySetter never reports revisions. A workload known only
+// by its scale subresource (ForScalable) has no template, and no Deployer.
+// In the fixed capacity mode (no capacity setters, both sides stay
+// provisioned) set Deployer.FixedCapacity: the Runner deploys a side at
+// weight 0, and the workload's controller replaces its pods.
 package replicas
 
 import (
@@ -47,9 +79,14 @@ var ErrInvalid = errors.New("replicas: invalid")
 
 // workload is the part of a workload the setter reads and writes.
 type workload struct {
-	meta       *metav1.ObjectMeta
-	replicas   int32 // spec
-	status     status
+	meta     *metav1.ObjectMeta
+	replicas int32 // spec
+	status   status
+	// template is the pod template, changed in place before update; nil
+	// for ForScalable.
+	template *corev1.PodTemplateSpec
+	// paused is a Deployment's spec.paused.
+	paused     bool
 	setReplica func(int32)
 	update     func(ctx context.Context) error
 }
@@ -58,6 +95,7 @@ type status struct {
 	observedGeneration       int64
 	replicas, updated, ready int32
 	available                int32
+	terminating              int32 // pods shutting down, when reported
 	revisionsMatch           bool
 	failing                  bool
 	failMessage              string
@@ -66,10 +104,13 @@ type status struct {
 // Setter is a rollout.CapacitySetter for one workload. Build it with
 // ForDeployment, ForStatefulSet or ForScalable. Safe for concurrent use.
 type Setter struct {
-	ref  string
-	get  func(ctx context.Context) (*workload, error)
-	mu   sync.Mutex
-	full int32
+	ref string
+	get func(ctx context.Context) (*workload, error)
+	// templated: the workload has a pod template (a Deployment or a
+	// StatefulSet), so a Deployer can be built.
+	templated bool
+	mu        sync.Mutex
+	full      int32
 	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
 	// 5. Conflicts that outlast them return an error matching
 	// rollout.ErrConflict.
@@ -81,17 +122,20 @@ var _ rollout.CapacitySetter = (*Setter)(nil)
 // ForDeployment manages a Deployment. full is the replica count at 100
 // percent; 0 reads it once from the Deployment's spec at the first call.
 func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "Deployment " + namespace + "/" + name, full: full}
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, full: full, templated: true}
 	s.get = func(ctx context.Context) (*workload, error) {
 		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas)}
+		w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas), template: &d.Spec.Template, paused: d.Spec.Paused}
 		w.status = status{
 			observedGeneration: d.Status.ObservedGeneration, replicas: d.Status.Replicas,
 			updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas,
 			revisionsMatch: true,
+		}
+		if d.Status.TerminatingReplicas != nil {
+			w.status.terminating = *d.Status.TerminatingReplicas
 		}
 		for _, c := range d.Status.Conditions {
 			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse ||
@@ -111,13 +155,13 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, full: full}
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, full: full, templated: true}
 	s.get = func(ctx context.Context) (*workload, error) {
 		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas)}
+		w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas), template: &ss.Spec.Template}
 		w.status = status{
 			observedGeneration: ss.Status.ObservedGeneration, replicas: ss.Status.Replicas,
 			updated: ss.Status.UpdatedReplicas, ready: ss.Status.ReadyReplicas, available: ss.Status.AvailableReplicas,

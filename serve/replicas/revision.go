@@ -1,0 +1,228 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/upshift-dev/upshift/internal/conflict"
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// RevisionAnnotation holds the revision a Deployer last deployed, on the
+// workload's metadata (what Deployer.Revision reports) and on its pod
+// template (so that every pod carries the revision it runs, and every
+// revision is a template of its own to the workload's controller). Create
+// the workload of the first revision with it set on the metadata.
+const RevisionAnnotation = "upshift.dev/revision"
+
+// TemplateFunc changes a pod template so that it runs revision: typically
+// it sets a container's image (see Image), and may set environment
+// variables, a config volume or labels. It is called on the template as
+// read from the API server, and again on a fresh read after a write
+// conflict. An error makes Deploy fail, marked rollout.Permanent: the
+// revision cannot be mapped to a workload change.
+type TemplateFunc func(revision string, t *corev1.PodTemplateSpec) error
+
+// Image returns a TemplateFunc that sets the image of the container named
+// container (in spec.containers) to image(revision). It fails, naming the
+// field, when no container has that name, image is nil or returns "".
+func Image(container string, image func(revision string) string) TemplateFunc {
+	return func(revision string, t *corev1.PodTemplateSpec) error {
+		if image == nil {
+			return fmt.Errorf("%w: Image: the image func is nil", ErrInvalid)
+		}
+		if t == nil {
+			return fmt.Errorf("%w: Image: no pod template", ErrInvalid)
+		}
+		for i := range t.Spec.Containers {
+			if t.Spec.Containers[i].Name != container {
+				continue
+			}
+			img := image(revision)
+			if img == "" {
+				return fmt.Errorf("%w: spec.template.spec.containers[%d].image: empty for revision %q", ErrInvalid, i, revision)
+			}
+			t.Spec.Containers[i].Image = img
+			return nil
+		}
+		return fmt.Errorf("%w: spec.template.spec.containers: no container named %q", ErrInvalid, container)
+	}
+}
+
+// Deployer is the rollout.Deployer of one Deployment or StatefulSet: it
+// puts a revision on the workload by changing its pod template with a
+// TemplateFunc, and reports the revision the workload runs. Build it with
+// Setter.Deployer, and give it to a Runner as DeployA or DeployB next to
+// the Setter of the same side. Safe for concurrent use.
+type Deployer struct {
+	s        *Setter
+	template TemplateFunc
+	// FixedCapacity lets Deploy change the template of a workload that has
+	// replicas: for the fixed capacity mode (strategy.CapacityFixed, a
+	// Runner with a Router and no capacity setters), where each side stays
+	// provisioned and the Runner deploys a side only while it carries
+	// weight 0. The workload's controller then replaces its pods by its own
+	// update strategy, and Revision reports Updated once it is done. Leave
+	// it false with capacity setters: the Runner deploys only at capacity
+	// 0, and a workload that has replicas is refused.
+	FixedCapacity bool
+}
+
+var _ rollout.Deployer = (*Deployer)(nil)
+
+// Deployer returns the Deployer of s's workload, mapping a revision to a
+// change of its pod template with template. It fails with an error
+// matching ErrInvalid when template is nil or s was built by ForScalable:
+// a workload known only by its scale subresource has no template to
+// change, so only Deployments and StatefulSets deploy revisions (for
+// another kind, implement rollout.Deployer, or rollout.RevisionReader with
+// rollout.RevisionFunc when something else deploys).
+//
+// With no capacity setters (the fixed capacity mode), build the Setter
+// only for its Deployer, and set FixedCapacity.
+func (s *Setter) Deployer(template TemplateFunc) (*Deployer, error) {
+	switch {
+	case s == nil || s.get == nil:
+		return nil, fmt.Errorf("%w: Deployer: the Setter is nil or not built by ForDeployment or ForStatefulSet", ErrInvalid)
+	case !s.templated:
+		return nil, fmt.Errorf("%w: Deployer: %s has no pod template: only Deployments and StatefulSets deploy revisions", ErrInvalid, s.ref)
+	case template == nil:
+		return nil, fmt.Errorf("%w: Deployer: %s: the TemplateFunc is nil", ErrInvalid, s.ref)
+	}
+	return &Deployer{s: s, template: template}, nil
+}
+
+// ErrDeployRefused is matched by a *DeployRefusedError.
+var ErrDeployRefused = errors.New("replicas: deploy refused")
+
+// DeployRefusedError is the error, marked rollout.Permanent, of a Deploy
+// that would replace running pods: the workload has replicas (and the
+// Deployer is not FixedCapacity), or it is a paused Deployment, whose
+// controller would keep scaling the pods of the old template. It matches
+// ErrDeployRefused.
+type DeployRefusedError struct {
+	// Workload is "Deployment <namespace>/<name>" or "StatefulSet ...".
+	Workload string
+	// Revision is the revision asked for; Running the one the workload's
+	// annotation records ("" for none).
+	Revision, Running string
+	// Field is the field that refuses: "spec.replicas" or "spec.paused".
+	Field string
+	// Replicas is the workload's spec.replicas.
+	Replicas int32
+}
+
+func (e *DeployRefusedError) Error() string {
+	why := fmt.Sprintf("spec.replicas is %d: a revision is deployed only at 0 replicas", e.Replicas)
+	if e.Field == "spec.paused" {
+		why = "spec.paused is true: its controller would not roll the new template out"
+	}
+	return fmt.Sprintf("replicas: %s: refusing to deploy revision %q over %q: %s", e.Workload, e.Revision, e.Running, why)
+}
+
+// Is makes errors.Is(err, ErrDeployRefused) hold.
+func (e *DeployRefusedError) Is(target error) bool { return target == ErrDeployRefused }
+
+func (d *Deployer) check() error {
+	if d == nil || d.s == nil || d.s.get == nil || d.template == nil {
+		return rollout.Permanent(fmt.Errorf("%w: Deployer: not built by Setter.Deployer", ErrInvalid))
+	}
+	return nil
+}
+
+// Deploy puts revision on the workload: it applies the TemplateFunc to the
+// pod template and records revision in RevisionAnnotation, on the metadata
+// and the template, in one write, and only while spec.replicas is 0 (any
+// count with FixedCapacity). At 0 replicas the workload's controller
+// starts no pod of the new template, whatever pods of the old one are
+// still stopping; Revision reports Updated once they are gone.
+//
+// Deploying the revision already recorded writes nothing, whatever the
+// replicas. Otherwise Deploy fails, marked rollout.Permanent, with a
+// *DeployRefusedError when the workload has replicas or is a paused
+// Deployment, with an error matching ErrInvalid for an empty revision or
+// a TemplateFunc that fails, and with the API server's error for a
+// template it rejects. A missing workload matches rollout.ErrNotFound.
+// Write conflicts are retried from a fresh read, so the replica check and
+// the write are one atomic step; conflicts that outlast
+// Setter.MaxConflictRetries match rollout.ErrConflict.
+func (d *Deployer) Deploy(ctx context.Context, revision string) error {
+	if err := d.check(); err != nil {
+		return err
+	}
+	s := d.s
+	if revision == "" {
+		return rollout.Permanent(fmt.Errorf("%w: %s: deploy: the revision is empty", ErrInvalid, s.ref))
+	}
+	retries := s.MaxConflictRetries
+	if retries == 0 {
+		retries = 5
+	}
+	return conflict.Retry(ctx, retries, func() error {
+		w, err := s.get(ctx)
+		if err != nil {
+			return s.wrap(err)
+		}
+		if w.template == nil {
+			return rollout.Permanent(fmt.Errorf("%w: %s has no pod template", ErrInvalid, s.ref))
+		}
+		running := w.meta.Annotations[RevisionAnnotation]
+		if running == revision {
+			return nil
+		}
+		refused := &DeployRefusedError{Workload: s.ref, Revision: revision, Running: running, Replicas: w.replicas}
+		switch {
+		case w.paused:
+			refused.Field = "spec.paused"
+			return rollout.Permanent(refused)
+		case w.replicas != 0 && !d.FixedCapacity:
+			refused.Field = "spec.replicas"
+			return rollout.Permanent(refused)
+		}
+		if err := d.template(revision, w.template); err != nil {
+			return rollout.Permanent(fmt.Errorf("%w: %s: the pod template of revision %q: %w", ErrInvalid, s.ref, revision, err))
+		}
+		if w.meta.Annotations == nil {
+			w.meta.Annotations = map[string]string{}
+		}
+		w.meta.Annotations[RevisionAnnotation] = revision
+		if w.template.Annotations == nil {
+			w.template.Annotations = map[string]string{}
+		}
+		w.template.Annotations[RevisionAnnotation] = revision
+		return s.wrap(w.update(ctx))
+	})
+}
+
+// Revision reports the revision recorded in the workload's
+// RevisionAnnotation ("" when there is none; expect is not used) and
+// whether it is fully rolled out, as kubectl rollout status judges it: the
+// controller has observed the current generation, and every pod the spec
+// asks for runs the current template and is available, with no other pod
+// left (none still terminating, where the Deployment reports it). For a
+// StatefulSet the current revision is also the update revision (a
+// partitioned rolling update is not Updated until the partition is 0); a
+// paused Deployment is never Updated. At 0 replicas, Updated means the
+// controller has observed the template and no pod is left.
+func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	if err := d.check(); err != nil {
+		return rollout.RevisionStatus{}, err
+	}
+	w, err := d.s.get(ctx)
+	if err != nil {
+		return rollout.RevisionStatus{}, d.s.wrap(err)
+	}
+	rev := w.meta.Annotations[RevisionAnnotation]
+	return rollout.RevisionStatus{Revision: rev, Updated: rev != "" && w.rolledOut()}, nil
+}
+
+// rolledOut reports that the workload's controller has rolled its current
+// template out to every replica the spec asks for, and left no other pod.
+func (w *workload) rolledOut() bool {
+	st := &w.status
+	return !w.paused && st.observedGeneration >= w.meta.Generation && st.revisionsMatch &&
+		st.replicas == w.replicas && st.updated == w.replicas && st.available >= w.replicas && st.terminating == 0
+}
