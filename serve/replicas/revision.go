@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/upshift-dev/upshift/internal/conflict"
 	"github.com/upshift-dev/upshift/rollout"
@@ -14,8 +15,9 @@ import (
 // RevisionAnnotation holds the revision a Deployer last deployed, on the
 // workload's metadata (what Deployer.Revision reports) and on its pod
 // template (so that every pod carries the revision it runs, and every
-// revision is a template of its own to the workload's controller). Create
-// the workload of the first revision with it set on the metadata.
+// revision is a template of its own to the workload's controller). The
+// workload of the first revision needs no annotation: Deployer.Revision
+// recognises it by its template.
 const RevisionAnnotation = "upshift.dev/revision"
 
 // TemplateFunc changes a pod template so that it runs revision: typically
@@ -198,7 +200,7 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 }
 
 // Revision reports the revision recorded in the workload's
-// RevisionAnnotation ("" when there is none; expect is not used) and
+// RevisionAnnotation and
 // whether it is fully rolled out, as kubectl rollout status judges it: the
 // controller has observed the current generation, and every pod the spec
 // asks for runs the current template and is available, with no other pod
@@ -207,6 +209,12 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 // partitioned rolling update is not Updated until the partition is 0); a
 // paused Deployment is never Updated. At 0 replicas, Updated means the
 // controller has observed the template and no pod is left.
+//
+// A workload with no RevisionAnnotation (the one a caller created with the
+// first revision, before any Deploy) runs expect when the TemplateFunc of
+// expect leaves its pod template as it is: the first revision is
+// recognised by content, so the caller need not annotate it. Otherwise
+// Revision is "".
 func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
 	if err := d.check(); err != nil {
 		return rollout.RevisionStatus{}, err
@@ -215,7 +223,13 @@ func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisio
 	if err != nil {
 		return rollout.RevisionStatus{}, d.s.wrap(err)
 	}
-	rev := w.meta.Annotations[RevisionAnnotation]
+	rev, ok := w.meta.Annotations[RevisionAnnotation]
+	if !ok && expect != "" && w.template != nil {
+		t := w.template.DeepCopy()
+		if d.template(expect, t) == nil && apiequality.Semantic.DeepEqual(t, w.template) {
+			rev = expect
+		}
+	}
 	return rollout.RevisionStatus{Revision: rev, Updated: rev != "" && w.rolledOut()}, nil
 }
 

@@ -426,3 +426,40 @@ func TestDeployRacesAScaleUp(t *testing.T) {
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// TestFirstRevisionRecognised: a workload created with the first revision
+// and no annotation runs expect when the TemplateFunc of expect leaves its
+// template as it is, and nothing else.
+func TestFirstRevisionRecognised(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	deployment(t, env.Kube, ns, "web", 2) // image example.com/app:web
+	d := deployer(t, replicas.ForDeployment(env.Kube, ns, "web", 2))
+	for _, tc := range []struct {
+		expect string
+		want   string
+	}{
+		{"web", "web"},
+		{"v2", ""},
+		{"", ""},
+	} {
+		got, err := d.Revision(ctx, tc.expect)
+		if err != nil || got.Revision != tc.want {
+			t.Errorf("Revision(%q) = %+v, %v; want revision %q", tc.expect, got, err, tc.want)
+		}
+	}
+	playDeployment(t, env.Kube, ns, "web", -1)
+	if got, err := d.Revision(ctx, "web"); err != nil || got != (rollout.RevisionStatus{Revision: "web", Updated: true}) {
+		t.Errorf("rolled out: %+v, %v", got, err)
+	}
+	// Once a revision is recorded, the annotation decides.
+	dep := getDeployment(t, env.Kube, ns, "web")
+	dep.Annotations = map[string]string{replicas.RevisionAnnotation: "v1"}
+	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := d.Revision(ctx, "web"); err != nil || got.Revision != "v1" {
+		t.Errorf("annotated v1: %+v, %v", got, err)
+	}
+}
