@@ -37,9 +37,11 @@
 // (RevisionAnnotation) together, and only at spec.replicas 0: a workload
 // that has replicas is refused with a Permanent *DeployRefusedError, so a
 // revision never replaces pods that serve. Revision reports the annotation,
-// and Updated from the workload's status. Create the workload of the first
-// revision (side A) with the annotation set to it; the other side may
-// start at 0 replicas with none.
+// and Updated from the workload's status. The workload of the first
+// revision (side A) is created by the caller as usual: with no annotation,
+// Revision recognises the revision the Runner expects when its
+// TemplateFunc would leave the template unchanged. The other side may start
+// at 0 replicas with any template.
 //
 // Revisions live on the Deployer, a type of their own, so a Setter given
 // only as a CapacitySetter never reports revisions. A workload known only
