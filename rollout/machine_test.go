@@ -72,6 +72,12 @@ type machine struct {
 	// backDebt is how far the clock was moved back since the last progress:
 	// recorded instants ahead of the clock count as no time passing.
 	backDebt time.Duration
+
+	// revisions: the sides report and deploy revisions (DeployA/DeployB):
+	// the capacity fakes themselves, or in the fixed mode a fake.Deployment
+	// per side (da, db).
+	revisions bool
+	da, db    *fake.Deployment
 }
 
 func newMachine(t *rapid.T) *machine {
@@ -128,11 +134,101 @@ func newMachine(t *rapid.T) *machine {
 		m.traffic = fake.NewTraffic(nil, m.a, m.b, 1000)
 	}
 	m.s = strategy.NewState("v1", "v2")
-	if rapid.Bool().Draw(t, "storedState") {
+	m.revisions = rapid.Bool().Draw(t, "revisions")
+	if m.revisions {
+		m.a.SetRevision("v1")
+		m.runner.DeployA, m.runner.DeployB = m.a, m.b
+		if mode == strategy.CapacityFixed {
+			m.da, m.db = fake.NewDeployment(m.clock, m.a.Replicas(), "v1"), fake.NewDeployment(m.clock, m.b.Replicas(), "")
+			m.da.KeepHistory(false)
+			m.db.KeepHistory(false)
+			m.runner.DeployA, m.runner.DeployB = m.da, m.db
+			m.traffic = fake.NewDeploymentTraffic(m.router, m.da, m.db, 1000)
+		}
+		for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
+			if mode != strategy.CapacityReplicas {
+				m.sideDeployer(side).ServingFunc(m.router.Serving(side))
+			}
+		}
+	} else if rapid.Bool().Draw(t, "storedState") {
 		m.s = genStoredState(t)
 	}
 	m.progressAt = t0
 	return m
+}
+
+// revisionSide is what the machine needs of a side that deploys revisions.
+type revisionSide interface {
+	RevisionStatus() rollout.RevisionStatus
+	ServingFunc(func() int32)
+	StallDeploys(bool)
+	Violations() []string
+}
+
+// sideDeployer returns the deployer of a side (revisions only).
+func (m *machine) sideDeployer(side strategy.Side) revisionSide {
+	switch {
+	case m.da != nil && side == strategy.SideB:
+		return m.db
+	case m.da != nil:
+		return m.da
+	case side == strategy.SideB:
+		return m.b
+	}
+	return m.a
+}
+
+// StallDeploy makes a side's deploys never roll out, or roll out again
+// (revisions only).
+func (m *machine) StallDeploy(t *rapid.T) {
+	if !m.revisions {
+		t.Skip("no revisions")
+	}
+	side := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "stallSide")
+	m.sideDeployer(side).StallDeploys(rapid.Bool().Draw(t, "stall"))
+}
+
+// checkRevisions: no deploy was made on a side that served traffic or held
+// capacity, and traffic only reaches a side whose observed revision is the
+// one its role should run.
+func (m *machine) checkRevisions(t *rapid.T, stA, stB rollout.CapacityStatus) {
+	for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
+		if v := m.sideDeployer(side).Violations(); len(v) > 0 {
+			t.Fatalf("side %s: %v", side, v)
+		}
+	}
+	stable := m.s.StableSide
+	if stable == "" {
+		stable = strategy.SideA
+	}
+	for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
+		var carries bool
+		switch m.opts.Capacity {
+		case strategy.CapacityReplicas:
+			st := stA
+			if side == strategy.SideB {
+				st = stB
+			}
+			carries = st.Ready > 0
+		default:
+			carries = m.router.Applied().Of(side) > 0
+		}
+		if !carries {
+			continue
+		}
+		// The canary role may also run the pending revision: a reconcile
+		// whose state was lost (AdvanceToRequeue) may have finished the
+		// walk back and ramped it, while the stored state still walks the
+		// abandoned one back.
+		want, pending := m.s.StableRevision, ""
+		if side != stable {
+			want, pending = m.s.CanaryRevision, m.s.PendingRevision
+		}
+		if got := m.sideDeployer(side).RevisionStatus(); got.Revision != want && (pending == "" || got.Revision != pending) {
+			t.Fatalf("side %s carries traffic and runs %q (%+v), its role's revision is %q (%s, %s)",
+				side, got.Revision, got, want, m.s.Phase, m.s.Message)
+		}
+	}
 }
 
 // genStoredState draws a state a Store could hand back: plausible rollouts
@@ -338,6 +434,9 @@ func (m *machine) Check(t *rapid.T) {
 		if m.opts.Capacity == strategy.CapacityManaged {
 			readyA, readyB = stA.Ready, stB.Ready
 		}
+		if m.da != nil {
+			readyA, readyB = m.da.Status().Ready, m.db.Status().Ready
+		}
 		fits := w.A <= readyA && w.B <= readyB
 		if fits {
 			m.unsafeStart = false
@@ -353,6 +452,9 @@ func (m *machine) Check(t *rapid.T) {
 		if total := stA.Capacity + stB.Capacity; total > 100+m.surge {
 			t.Fatalf("capacity %d exceeds 100 + maxSurge %d", total, m.surge)
 		}
+	}
+	if m.revisions {
+		m.checkRevisions(t, stA, stB)
 	}
 	st := m.traffic.Stats()
 	lost := st.Dropped - m.stats.Dropped

@@ -129,8 +129,13 @@ func (s State) Retry(now time.Time) State {
 //   - to the stable revision: rollback; the canary is walked back and the
 //     rollout ends RolledBack (A->B->A);
 //   - to another revision: the abandoned canary is walked back safely, then
-//     the new one starts from the first step (A->B->C). With no canary
-//     traffic or capacity yet, it starts at once.
+//     the new one starts from the first step (A->B->C).
+//
+// Both are walks back even when the state shows nothing on the canary: a
+// reconcile whose state was lost may have moved the world since. When the
+// route and the sides are observed at the stable allocation, the next Step
+// finishes the walk back at once and rolls back, or starts the new
+// revision, in that same Step.
 //
 // After Succeeded or RolledBack, a new revision starts the next rollout from
 // the current stable.
@@ -197,30 +202,18 @@ func (s State) Retarget(revision string, now time.Time) State {
 			s.StepsHash = ""
 		}
 		return s
-	case s.Phase == "" || s.untouched():
-		if revision == s.StableRevision {
-			s = s.command(now)
-			s.CanaryRevision = revision
-			s.Phase = PhaseRolledBack
-			s.PendingRevision = ""
-			s.Aborted = nil
-			return s
-		}
-		return s.restart(revision, now)
 	}
+	// Whatever the state last observed, the world may have moved since (a
+	// reconcile whose state was lost), so a change of revision mid-rollout
+	// is always a walk back: it ends once the route and the sides are
+	// observed at the stable allocation (in the next Step when they already
+	// are), then rolls back or starts the new revision.
 	s = s.command(now)
 	s.PendingRevision = revision
 	if s.Phase != PhaseAborting {
 		s.beginAbort(ReasonRetarget, s.LastCommandAt)
 	}
 	return s
-}
-
-// untouched reports that the canary has neither traffic nor capacity, asked
-// or observed, so a new revision can replace it without a walk back.
-func (s *State) untouched() bool {
-	return s.Desired.Weight == 0 && s.Desired.CanaryCapacity == 0 &&
-		s.Observed.Weight == 0 && s.Observed.Canary.Capacity == 0 && s.Observed.Canary.Ready == 0
 }
 
 // restart begins a new rollout toward revision from the current stable.

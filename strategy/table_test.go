@@ -286,8 +286,8 @@ func TestCommands(t *testing.T) {
 		// Retarget: A->B->A, A->B->C, A->B->A->B.
 		{"fresh", "Retarget to the canary", retarget("v2"), nil},
 		{"fresh", "Retarget to nothing", retarget(""), nil},
-		{"fresh", "Retarget to the stable", retarget("v1"), rolledBackTo("v1")},
-		{"fresh", "Retarget to another", retarget("v3"), restartedWith("v3")},
+		{"fresh", "Retarget to the stable", retarget("v1"), walkBackFor("v1")},
+		{"fresh", "Retarget to another", retarget("v3"), walkBackFor("v3")},
 		{"progressing", "Retarget to the canary", retarget("v2"), nil},
 		{"progressing", "Retarget to nothing", retarget(""), nil},
 		{"progressing", "Retarget to the stable", retarget("v1"), walkBackFor("v1")},
