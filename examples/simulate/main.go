@@ -2,15 +2,28 @@
 // live: every hop with its time, phase, weights, capacities and ready
 // capacity, then a summary: the time taken against the Plan (which assumes
 // adapters that apply every hop at once), or for an aborted rollout when it
-// was aborted and how long walking back took, and the simulated traffic. It
-// exits 1 when a rollout ends in an unexpected phase, drops or overloads
-// requests, or provisions more than 100 percent plus the strategy's surge
-// budget (-surge for incremental and canary, 100 for bluegreen).
+// was aborted and how long walking back took, the deploys, and the simulated
+// traffic.
 //
-// With no flags it runs an incremental upgrade (step 10, interval 2s,
-// MaxSurge 20) and then, on the same two sides, a canary with a timed pause
-// and a manual pause that the program resumes. Simulated time runs -speed
-// times faster than the wall clock (0: as fast as possible).
+// Each side runs a revision: side A starts with v1. The Runner deploys each
+// rollout's revision on the canary side itself (the fake sides are its
+// DeployA and DeployB), at weight 0 and capacity 0: the deploy hop comes
+// first ("deploy v2 on side B"), then the line where the side is observed
+// running it fully rolled out, and only then do capacity and weight move.
+// The program exits 1 when a rollout ends in an unexpected phase, drops or
+// overloads requests, provisions more than 100 percent plus the strategy's
+// surge budget (-surge for incremental and canary, 100 for bluegreen), or
+// deploys on a side that serves traffic or holds capacity (the fake sides
+// record it).
+//
+// With no flags it runs an incremental upgrade from v1 to v2 (step 10,
+// interval 2s, MaxSurge 20) and then, on the same two sides, a canary to v3
+// with a timed pause and a manual pause that the program resumes. Simulated
+// time runs -speed times faster than the wall clock (0: as fast as
+// possible). -svg plots the last rollout: weights, capacities, pauses, each
+// deploy (a marker, shaded until rolled out) and the abort. -faults injects
+// route conflicts, failed capacity changes, a failed first attempt of each
+// deploy, slower replicas and deploys, and partial readiness.
 //
 //	go run ./examples/simulate
 //	go run ./examples/simulate -strategy canary -abort-at 15s -svg out.svg
@@ -38,7 +51,7 @@ func main() {
 	flag.DurationVar(&cfg.ResumeAfter, "resume-after", cfg.ResumeAfter, "canary: when the program resumes the manual pause")
 	flag.StringVar(&cfg.AbortRamp, "abort-ramp", cfg.AbortRamp, "how an abort walks back: immediate, gradual or emergency")
 	flag.DurationVar(&cfg.AbortAt, "abort-at", 0, "abort each rollout this long after it starts (0: never)")
-	flag.BoolVar(&cfg.Faults, "faults", false, "inject faults: route conflicts, transient adapter errors, slow and partial readiness")
+	flag.BoolVar(&cfg.Faults, "faults", false, "inject faults: route conflicts, transient adapter errors (a failed first attempt of each deploy among them), slow and partial readiness")
 	flag.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of each side at full capacity")
 	flag.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall-clock second (0: no waiting)")
 	flag.StringVar(&cfg.SVG, "svg", "", "write a timeline plot of the last rollout as SVG to this file")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -33,7 +34,10 @@ func runSim(t *testing.T, cfg Config) string {
 
 var (
 	header  = regexp.MustCompile(`(?m)^== (\w+) (v\d+) -> (v\d+) \(plan with instant adapters: (\S+), (\d+) hops\)$`)
-	summary = regexp.MustCompile(`(?m)^   (\w+) (?:in (\S+) \(plan with instant adapters: (\S+)\)|at \+(\S+) \((.*)\), walked back in (\S+)), (\d+) hops; peak capacity (\d+) \(100 \+ MaxSurge (\d+)\); requests served (\d+), overloaded (\d+), dropped (\d+)`)
+	summary = regexp.MustCompile(`(?m)^   (\w+) (?:in (\S+) \(plan with instant adapters: (\S+)\)|at \+(\S+) \((.*)\), walked back in (\S+)), (\d+) hops; (nothing deployed|deployed .*?); peak capacity (\d+) \(100 \+ MaxSurge (\d+)\); requests served (\d+), overloaded (\d+), dropped (\d+)`)
+	// progress is a progress line: time, phase, weight, capacity and ready
+	// capacity (stable/canary), the weight bar, the event.
+	progress = regexp.MustCompile(`^ +\+(\S+)s (\S+) +(\d+) +(\d+)/(\d+) +(\d+)/(\d+) +\[[#.]{20}\] (.*)$`)
 )
 
 // rolloutReport is one rollout as the program reports it.
@@ -42,9 +46,12 @@ type rolloutReport struct {
 	Phase              string
 	// Took and Plan are set for a rollout that was not aborted; AbortAt,
 	// AbortReason and WalkBack for one that was.
-	Took, Plan          time.Duration
-	AbortAt, WalkBack   time.Duration
-	AbortReason         string
+	Took, Plan        time.Duration
+	AbortAt, WalkBack time.Duration
+	AbortReason       string
+	// Deploys is the summary's account of the deploys: "deployed v2 on
+	// side B (rolled out in 1.5s)".
+	Deploys             string
 	Peak, MaxSurge      int
 	Served              int
 	Overloaded, Dropped int
@@ -74,15 +81,76 @@ func reports(t *testing.T, out string) []rolloutReport {
 		rs = append(rs, rolloutReport{
 			Strategy: h[1], From: h[2], To: h[3], Phase: s[1],
 			Took: dur(s[2]), Plan: dur(s[3]), AbortAt: dur(s[4]), AbortReason: s[5], WalkBack: dur(s[6]),
-			Peak: num(s[8]), MaxSurge: num(s[9]), Served: num(s[10]), Overloaded: num(s[11]), Dropped: num(s[12]),
+			Deploys: s[8], Peak: num(s[9]), MaxSurge: num(s[10]), Served: num(s[11]), Overloaded: num(s[12]), Dropped: num(s[13]),
 		})
 	}
 	return rs
 }
 
+// progressLine is one progress line of a rollout.
+type progressLine struct {
+	Phase                  string
+	Weight, Stable, Canary int
+	Event                  string
+}
+
+// rolloutLines splits out into the progress lines of each rollout, in the
+// order of the headers, and fails on a line between a header and its
+// summary that is not a progress line.
+func rolloutLines(t *testing.T, out string) [][]progressLine {
+	t.Helper()
+	var all [][]progressLine
+	in := false
+	for _, line := range strings.Split(out, "\n") {
+		switch {
+		case header.MatchString(line):
+			all, in = append(all, nil), true
+		case summary.MatchString(line):
+			in = false
+		case in && strings.HasPrefix(strings.TrimSpace(line), "time "):
+		case in:
+			m := progress.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("not a progress line: %q", line)
+			}
+			num := func(s string) int { n, _ := strconv.Atoi(s); return n }
+			all[len(all)-1] = append(all[len(all)-1], progressLine{Phase: m[2], Weight: num(m[3]),
+				Stable: num(m[4]), Canary: num(m[5]), Event: m[8]})
+		}
+	}
+	return all
+}
+
+// checkDeploys checks the deploy hops of every rollout in out: each is
+// shown at weight 0 and canary capacity 0, and one of the rollout's target
+// revision comes before any weight hop.
+func checkDeploys(t *testing.T, out string) {
+	t.Helper()
+	hs := header.FindAllStringSubmatch(out, -1)
+	for i, lines := range rolloutLines(t, out) {
+		deployed := false
+		for _, l := range lines {
+			if strings.HasPrefix(l.Event, "asked: deploy ") {
+				if l.Weight != 0 || l.Canary != 0 {
+					t.Errorf("%s: %q at weight %d and canary capacity %d: want 0 and 0", hs[i][0], l.Event, l.Weight, l.Canary)
+				}
+				if strings.HasPrefix(l.Event, "asked: deploy "+hs[i][3]+" on side ") {
+					deployed = true
+				}
+			}
+			if strings.HasPrefix(l.Event, "asked: weight ") && !deployed {
+				t.Errorf("%s: %q before the deploy of %s", hs[i][0], l.Event, hs[i][3])
+			}
+		}
+	}
+}
+
 // TestDefaultRun is the README's main command: both rollouts succeed with no
 // request dropped and a peak capacity of exactly 100 + MaxSurge, and the
-// summaries say what the plan assumes.
+// summaries say what the plan assumes. Each rollout first deploys its
+// revision on the canary side (v2 on side B, then v3 on side A, as the
+// sides swap roles), waits until it is rolled out, and only then moves
+// capacity and weight to it.
 func TestDefaultRun(t *testing.T) {
 	out := runSim(t, defaultConfig())
 	rs := reports(t, out)
@@ -94,11 +162,37 @@ func TestDefaultRun(t *testing.T) {
 		rs[i].Served, rs[i].Took = 0, 0
 	}
 	want := []rolloutReport{
-		{Strategy: "incremental", From: "v1", To: "v2", Phase: "Succeeded", Plan: 18 * time.Second, Peak: 120, MaxSurge: 20},
-		{Strategy: "canary", From: "v2", To: "v3", Phase: "Succeeded", Plan: 7 * time.Second, Peak: 120, MaxSurge: 20},
+		{Strategy: "incremental", From: "v1", To: "v2", Phase: "Succeeded", Plan: 18 * time.Second, Peak: 120, MaxSurge: 20,
+			Deploys: "deployed v2 on side B (rolled out in 1.5s)"},
+		{Strategy: "canary", From: "v2", To: "v3", Phase: "Succeeded", Plan: 7 * time.Second, Peak: 120, MaxSurge: 20,
+			Deploys: "deployed v3 on side A (rolled out in 1.5s)"},
 	}
 	if diff := cmp.Diff(want, rs); diff != "" {
 		t.Errorf("rollouts (-want +got):\n%s\n%s", diff, out)
+	}
+	// The deploy hops, in order, each before any weight hop of its rollout
+	// and shown like the other hops.
+	if i, j := strings.Index(out, "asked: deploy v2 on side B"), strings.Index(out, "asked: deploy v3 on side A"); i < 0 || j < i {
+		t.Errorf("want the deploy of v2 on side B, then of v3 on side A:\n%s", out)
+	}
+	checkDeploys(t, out)
+	for i, lines := range rolloutLines(t, out) {
+		rev, side := []string{"v2", "v3"}[i], []string{"B", "A"}[i]
+		var events []string
+		for _, l := range lines {
+			if !strings.HasPrefix(l.Event, "asked: weight ") {
+				events = append(events, l.Event)
+				continue
+			}
+			if diff := cmp.Diff([]string{"asked: deploy " + rev + " on side " + side, rev + " rolled out on side " + side,
+				"asked: canary capacity 20 (side " + side + ")"}, events); diff != "" {
+				t.Errorf("%s: the events before the first weight hop (-want +got):\n%s", rs[i].Strategy, diff)
+			}
+			break
+		}
+		if lines[0].Phase != "Progressing" || lines[0].Stable != 100 || lines[0].Canary != 0 || lines[0].Weight != 0 {
+			t.Errorf("%s: the deploy shown at %+v: want Progressing, weight 0, capacity 100/0", rs[i].Strategy, lines[0])
+		}
 	}
 	if !strings.Contains(out, "resumed") || !strings.Contains(out, "paused by a step") {
 		t.Errorf("the canary's pauses are not shown:\n%s", out)
@@ -106,11 +200,14 @@ func TestDefaultRun(t *testing.T) {
 }
 
 // TestEveryFlagCombination runs the main job for every -strategy, with and
-// without -faults, with no abort and with -abort-at early, mid-rollout and
-// late (for the incremental rollout: during completion) under every
-// -abort-ramp. Every run must exit cleanly: the expected phase, no request
-// dropped or overloaded (but for an emergency abort, which may on purpose),
-// capacity within the strategy's own surge budget (bluegreen: 100). The
+// without -faults, with no abort and with -abort-at early (during the
+// deploy), mid-rollout and late (for the incremental rollout: during
+// completion) under every -abort-ramp. Every run must exit cleanly: the
+// expected phase, no request dropped or overloaded (but for an emergency
+// abort, which may on purpose), capacity within the strategy's own surge
+// budget (bluegreen: 100), no deploy on a side that serves or holds
+// capacity (a violation the fake sides record exits 1), and each
+// rollout's deploy shown before any weight hop. The
 // runs that hit the engine's known emergency-abort bug (see the skip below)
 // are skipped by that symptom only; any other failure fails.
 func TestEveryFlagCombination(t *testing.T) {
@@ -131,7 +228,7 @@ func TestEveryFlagCombination(t *testing.T) {
 			for _, r := range reports(t, runSim(t, base)) {
 				took = append(took, r.Took)
 			}
-			for _, abortAt := range []time.Duration{0, time.Second, 6 * time.Second, 12 * time.Second, 27 * time.Second} {
+			for _, abortAt := range []time.Duration{0, time.Second, 6 * time.Second, 12 * time.Second, 28 * time.Second} {
 				for _, ramp := range []string{"immediate", "gradual", "emergency"} {
 					if abortAt == 0 && ramp != "immediate" {
 						continue // the ramp matters only to an abort
@@ -164,6 +261,7 @@ func TestEveryFlagCombination(t *testing.T) {
 						if diff := cmp.Diff(want, got); diff != "" {
 							t.Errorf("rollouts (-want +got):\n%s\n%s", diff, out.String())
 						}
+						checkDeploys(t, out.String())
 						for _, line := range strings.Split(out.String(), "\n") {
 							if strings.Contains(line, "rollout:") || strings.Contains(line, "capacity steady") {
 								t.Errorf("stutter or jargon: %q", line)
@@ -229,6 +327,9 @@ func TestCheck(t *testing.T) {
 			want: []string{"canary: 3 requests dropped and 0 overloaded"}},
 		{name: "dropped in an emergency abort", abortAsked: true, peak: 120, dropped: 3,
 			res: result{name: "canary", phase: strategy.PhaseAborted, surge: 20, emergency: true}},
+		{name: "deployed under traffic", peak: 120, res: result{name: "incremental", phase: strategy.PhaseSucceeded, surge: 20,
+			violations: []string{`side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}},
+			want: []string{`incremental: side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := tc.res
@@ -280,6 +381,18 @@ func TestDescribeError(t *testing.T) {
 			err: &rollout.AdapterError{Adapter: "capacity A", Op: "set capacity", Hop: "canary capacity steady (side A)",
 				Err: errors.New("backend answered 503")},
 			want: "side A: could not apply canary back to its steady state (full capacity, nothing pinned): backend answered 503",
+		},
+		{
+			name: "deploy",
+			err: &rollout.AdapterError{Adapter: "revision B", Op: "deploy", Hop: "deploy v2 on side B",
+				Err: errors.New("backend answered 503")},
+			want: "side B: could not deploy v2: backend answered 503",
+		},
+		{
+			name: "read revision",
+			err: &rollout.AdapterError{Adapter: "revision A", Op: "read revision",
+				Err: fmt.Errorf("get deployment shop/web-a: %w", rollout.ErrNotFound)},
+			want: "side A: could not read revision: get deployment shop/web-a: not found",
 		},
 		{
 			name: "read",
@@ -347,6 +460,8 @@ func TestHopText(t *testing.T) {
 		{rollout.Hop{Kind: rollout.HopCapacity, Role: "stable", Side: "A", Value: 80}, false, "stable capacity 80"},
 		{rollout.Hop{Kind: rollout.HopCapacity, Role: "canary", Side: "B", Value: 100, Steady: true}, true,
 			"canary side B back to its steady state (full capacity, nothing pinned)"},
+		{rollout.Hop{Kind: rollout.HopDeploy, Role: "canary", Side: "A", Revision: "v3"}, true, "deploy v3 on side A"},
+		{rollout.Hop{Kind: rollout.HopDeploy, Role: "canary", Side: "A", Revision: "v3"}, false, "deploy v3"},
 	} {
 		if diff := cmp.Diff(tc.want, hopText(tc.hop, tc.withSide)); diff != "" {
 			t.Errorf("%+v (-want +got):\n%s", tc.hop, diff)
@@ -374,7 +489,8 @@ type svgDoc struct {
 		Opacity string `xml:"stroke-opacity,attr"`
 	} `xml:"polyline"`
 	Rects []struct {
-		Class string `xml:"class,attr"`
+		Class string  `xml:"class,attr"`
+		Width float64 `xml:"width,attr"`
 	} `xml:"rect"`
 	Lines []struct {
 		Class string  `xml:"class,attr"`
@@ -392,8 +508,9 @@ type svgDoc struct {
 // TestSVG parses the -svg plot and checks its structure: the series in
 // drawing order (the weight last, on top, thinner than the capacity bands
 // under it; ready capacity dashed), pauses shaded and in the legend only
-// when there was a pause, and a vertical abort marker with its label only
-// when the rollout was aborted.
+// when there was a pause, a vertical marker with its label at each deploy,
+// shaded until the revision is rolled out, and a vertical abort marker with
+// its label only when the rollout was aborted.
 func TestSVG(t *testing.T) {
 	type series struct {
 		Name   string
@@ -408,11 +525,14 @@ func TestSVG(t *testing.T) {
 		{"canary weight", false, false},
 	}
 	type shape struct {
-		Series      []series
-		Pauses      int
-		Legend      []string
-		AbortLines  int
-		AbortLabels []string
+		Series       []series
+		Pauses       int
+		Legend       []string
+		Deploying    int
+		DeployLines  int
+		DeployLabels []string
+		AbortLines   int
+		AbortLabels  []string
 	}
 	seriesLegend := []string{"canary weight", "stable capacity", "stable ready", "canary capacity", "canary ready"}
 	for _, tc := range []struct {
@@ -423,17 +543,27 @@ func TestSVG(t *testing.T) {
 		{
 			name: "canary with two pauses",
 			cfg:  func(c *Config) { c.Strategy = "canary" },
-			want: shape{Series: allSeries, Pauses: 2, Legend: append(seriesLegend[:5:5], "paused")},
+			want: shape{Series: allSeries, Pauses: 2, Legend: append(seriesLegend[:5:5], "paused", "deploy", "deploying"),
+				Deploying: 1, DeployLines: 1, DeployLabels: []string{"deploy v2 on side B at 0.0s"}},
 		},
 		{
 			name: "incremental, aborted",
 			cfg:  func(c *Config) { c.Strategy, c.AbortAt = "incremental", 12*time.Second },
-			want: shape{Series: allSeries, Legend: append(seriesLegend[:5:5], "abort"), AbortLines: 1, AbortLabels: []string{"abort at 12.0s"}},
+			want: shape{Series: allSeries, Legend: append(seriesLegend[:5:5], "deploy", "deploying", "abort"),
+				Deploying: 1, DeployLines: 1, DeployLabels: []string{"deploy v2 on side B at 0.0s"},
+				AbortLines: 1, AbortLabels: []string{"abort at 12.0s"}},
 		},
 		{
 			name: "bluegreen",
 			cfg:  func(c *Config) { c.Strategy = "bluegreen" },
-			want: shape{Series: allSeries, Legend: seriesLegend},
+			want: shape{Series: allSeries, Legend: append(seriesLegend[:5:5], "deploy", "deploying"),
+				Deploying: 1, DeployLines: 1, DeployLabels: []string{"deploy v2 on side B at 0.0s"}},
+		},
+		{
+			name: "all: the last rollout's deploy, with faults",
+			cfg:  func(c *Config) { c.Faults = true },
+			want: shape{Series: allSeries, Pauses: 2, Legend: append(seriesLegend[:5:5], "paused", "deploy", "deploying"),
+				Deploying: 1, DeployLines: 1, DeployLabels: []string{"deploy v3 on side A at 0.5s"}},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,22 +590,35 @@ func TestSVG(t *testing.T) {
 				checkPoints(t, p.Name, p.Points)
 			}
 			for _, r := range doc.Rects {
-				if r.Class == "pause" {
+				switch r.Class {
+				case "pause":
 					got.Pauses++
+				case "deploying":
+					got.Deploying++
+					if r.Width <= 0 {
+						t.Errorf("deploy band of width %v", r.Width)
+					}
 				}
 			}
 			for _, l := range doc.Lines {
-				if l.Class == "abort" {
+				switch l.Class {
+				case "abort":
 					got.AbortLines++
-					if l.X1 != l.X2 || l.Y1 >= l.Y2 {
-						t.Errorf("abort marker not vertical: %+v", l)
-					}
+				case "deploy":
+					got.DeployLines++
+				default:
+					continue
+				}
+				if l.X1 != l.X2 || l.Y1 >= l.Y2 {
+					t.Errorf("%s marker not vertical: %+v", l.Class, l)
 				}
 			}
 			for _, tx := range doc.Texts {
 				switch tx.Class {
 				case "legend":
 					got.Legend = append(got.Legend, tx.Text)
+				case "deploy":
+					got.DeployLabels = append(got.DeployLabels, tx.Text)
 				case "abort":
 					got.AbortLabels = append(got.AbortLabels, tx.Text)
 				}
@@ -516,5 +659,83 @@ func checkPoints(t *testing.T, name, points string) {
 				t.Fatalf("series %q: bad coordinate %q", name, v)
 			}
 		}
+	}
+}
+
+// TestDeploysAtZero runs each strategy, with and without faults, and reads
+// the fake sides themselves: the Runner deployed each revision once on the
+// canary side (with faults, after a failed attempt), each deploy rolled out
+// before the rollout succeeded, the sides run the revisions of their roles
+// afterwards, and no side recorded a deploy while serving or holding
+// capacity.
+func TestDeploysAtZero(t *testing.T) {
+	for _, name := range []string{"all", "incremental", "canary", "bluegreen"} {
+		for _, faults := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/faults=%t", name, faults), func(t *testing.T) {
+				cfg := defaultConfig()
+				cfg.Strategy, cfg.Faults, cfg.Speed = name, faults, 0
+				var out bytes.Buffer
+				sim, err := newSimulation(cfg, &out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				names := []string{name}
+				if name == "all" {
+					names = []string{"incremental", "canary"}
+				}
+				for i, n := range names {
+					rev := fmt.Sprintf("v%d", i+2)
+					canary := sim.side.Other()
+					res, err := sim.rollout(context.Background(), n, rev)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if len(res.problems) > 0 {
+						t.Errorf("%s: problems %q", n, res.problems)
+					}
+					want := []deploy{{revision: rev, side: canary, rolledOut: true}}
+					var got []deploy
+					for _, d := range res.deploys {
+						got = append(got, deploy{revision: d.revision, side: d.side, rolledOut: d.rolledOut && d.rolledOutAt > d.at})
+					}
+					if diff := cmp.Diff(want, got, cmp.AllowUnexported(deploy{})); diff != "" {
+						t.Errorf("%s: deploys (-want +got):\n%s", n, diff)
+					}
+					if got := sim.capacity(canary).RevisionStatus(); got.Revision != rev || !got.Updated {
+						t.Errorf("%s: side %s runs %+v, want %s rolled out", n, canary, got, rev)
+					}
+				}
+				calls := 0
+				for _, c := range []*fake.Capacity{sim.a, sim.b} {
+					calls += c.Deploys()
+					if v := c.Violations(); v != nil {
+						t.Errorf("violations: %q", v)
+					}
+				}
+				if want := len(names); calls != want {
+					t.Errorf("%d deploys reached the sides, want %d", calls, want)
+				}
+			})
+		}
+	}
+}
+
+// TestDeployViolation: a deploy on a side that serves traffic is a
+// problem, and makes the program exit 1.
+func TestDeployViolation(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Strategy, cfg.Speed = "incremental", 0
+	sim, err := newSimulation(cfg, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.b.ServingFunc(func() int32 { return 10 }) // side B pretends to serve
+	res, err := sim.rollout(context.Background(), "incremental", "v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`incremental: side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}
+	if diff := cmp.Diff(want, res.problems); diff != "" {
+		t.Errorf("problems (-want +got):\n%s", diff)
 	}
 }

@@ -22,6 +22,10 @@ var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // simulation is two sides and a route, shared by consecutive rollouts: after
 // a rollout succeeds, the canary side holds the stable role of the next one.
+// Each side runs a revision: side A starts with v1, side B with none, and
+// the Runner deploys each rollout's canary revision on the canary side
+// itself, at weight 0 and capacity 0 (the fake sides record any deploy made
+// while serving or holding capacity as a violation).
 type simulation struct {
 	cfg     Config
 	out     io.Writer
@@ -45,6 +49,17 @@ type sample struct {
 	paused                   bool
 }
 
+// deploy is a deploy hop the Runner applied: revision on side, at (since the
+// start of the rollout), and when the side was observed running it fully
+// rolled out (rolledOut false while it was not).
+type deploy struct {
+	revision    string
+	side        strategy.Side
+	at          time.Duration
+	rolledOut   bool
+	rolledOutAt time.Duration
+}
+
 type result struct {
 	name  string
 	phase strategy.Phase
@@ -62,8 +77,14 @@ type result struct {
 	abortAt     time.Duration
 	abortReason string
 	emergency   bool
+	// deploys are the deploy hops applied, in order; violations the deploys
+	// the fake sides recorded as made while serving or holding capacity,
+	// "side B: ..." each.
+	deploys    []deploy
+	violations []string
 	// problems lists what went wrong: an unexpected phase, requests dropped
-	// or overloaded, capacity above the surge budget. Empty when all is well.
+	// or overloaded, capacity above the surge budget, a deploy violation.
+	// Empty when all is well.
 	problems []string
 }
 
@@ -81,7 +102,14 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 	// Realistic lag: a data plane takes a moment to program a route; new
 	// replicas take a while to become ready.
 	sim.router.SetLag(fake.Lag{Duration: 300 * time.Millisecond})
-	for _, c := range []*fake.Capacity{sim.a, sim.b} {
+	// Side A runs the first revision; a deploy reads from the route whether
+	// the side serves traffic.
+	sim.a.SetRevision(sim.running)
+	for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
+		c := sim.capacity(side)
+		c.ServingFunc(sim.router.Serving(side))
+		// The lag applies to deploys too: the new revision's workload is
+		// observed rolled out after it.
 		c.SetLag(fake.Lag{Duration: 1500 * time.Millisecond})
 		if cfg.Faults {
 			c.SetLag(fake.Lag{Duration: 2500 * time.Millisecond})
@@ -136,6 +164,14 @@ func surgeBudget(s strategy.Strategy) int32 {
 	panic(fmt.Sprintf("surgeBudget: unknown strategy %T", s))
 }
 
+// capacity returns the fake of a physical side.
+func (sim *simulation) capacity(side strategy.Side) *fake.Capacity {
+	if side == strategy.SideB {
+		return sim.b
+	}
+	return sim.a
+}
+
 func (sim *simulation) sides() (stable, canary *fake.Capacity) {
 	if sim.side == strategy.SideB {
 		return sim.b, sim.a
@@ -143,10 +179,13 @@ func (sim *simulation) sides() (stable, canary *fake.Capacity) {
 	return sim.a, sim.b
 }
 
-// runner builds the Runner, with fault injection when asked.
-func (sim *simulation) runner(strat strategy.Strategy, hops *[]string) *rollout.Runner {
+// runner builds the Runner, with fault injection when asked. The fake sides
+// are also its DeployA and DeployB: the Runner reads the revision each side
+// runs and deploys the canary revision itself.
+func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rollout.Runner {
 	var router rollout.TrafficRouter = sim.router
 	var a, b rollout.CapacitySetter = sim.a, sim.b
+	var deployA, deployB rollout.RevisionReader = sim.a, sim.b
 	if sim.cfg.Faults {
 		writes := 0
 		router = fake.InterceptRouter(sim.router, fake.RouterFuncs{
@@ -173,15 +212,37 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]string) *rollout.
 			})
 		}
 		a, b = flaky(sim.a), flaky(sim.b)
+		deployA = &flakyDeployer{side: sim.a, failed: func() { sim.faults.errors++ }}
+		deployB = &flakyDeployer{side: sim.b, failed: func() { sim.faults.errors++ }}
 	}
 	return &rollout.Runner{
-		Strategy: strat, Router: router, A: a, B: b, Clock: sim.clock,
+		Strategy: strat, Router: router, A: a, B: b, DeployA: deployA, DeployB: deployB, Clock: sim.clock,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
-			for _, h := range e.Applied {
-				*hops = append(*hops, hopText(h, true))
-			}
+			*hops = append(*hops, e.Applied...)
 		}),
 	}
+}
+
+// flakyDeployer is a side's rollout.Deployer whose every other deploy fails
+// (the first attempt of each), as a deploy API that answers 503 once: the
+// Runner asks again at the next reconcile.
+type flakyDeployer struct {
+	side   *fake.Capacity
+	calls  int
+	failed func()
+}
+
+func (d *flakyDeployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	return d.side.Revision(ctx, expect)
+}
+
+func (d *flakyDeployer) Deploy(ctx context.Context, revision string) error {
+	d.calls++
+	if d.calls%2 == 1 {
+		d.failed()
+		return errors.New("backend answered 503")
+	}
+	return d.side.Deploy(ctx, revision)
 }
 
 // rollout runs one rollout from the revision running now to next and
@@ -195,7 +256,7 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	if err != nil {
 		return nil, err
 	}
-	var hops []string
+	var hops []rollout.Hop
 	runner := sim.runner(strat, &hops)
 	traffic := fake.NewTraffic(sim.router, sim.a, sim.b, 1000)
 	s := strategy.NewState(sim.running, next)
@@ -203,6 +264,7 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	began := sim.clock.Now()
 	res := &result{name: name, plan: plan, surge: surgeBudget(strat)}
 	faultsBefore := sim.faults
+	violationsBefore := map[strategy.Side]int{strategy.SideA: len(sim.a.Violations()), strategy.SideB: len(sim.b.Violations())}
 	fmt.Fprintf(sim.out, "== %s %s -> %s (plan with instant adapters: %s, %d hops)\n", name, sim.running, next, plan.Duration, plan.Hops)
 	fmt.Fprintf(sim.out, "  %7s %-11s %-10s %-16s %-15s %-22s %s\n", "time", "phase", "weight", "capacity st/ca", "ready st/ca", "canary traffic", "event")
 	sim.record(res, began, &s)
@@ -241,8 +303,13 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 		}
 		hopped := applied < len(hops)
 		for ; applied < len(hops); applied++ {
-			sim.line(now.Sub(began), &s, "asked: "+hops[applied])
+			h := hops[applied]
+			sim.line(now.Sub(began), &s, "asked: "+hopText(h, true))
+			if h.Kind == rollout.HopDeploy {
+				res.deploys = append(res.deploys, deploy{revision: h.Revision, side: h.Side, at: now.Sub(began)})
+			}
 		}
+		sim.watchDeploys(res, began, &s)
 		if err != nil {
 			sim.line(now.Sub(began), &s, "! "+describeError(err))
 		} else if s.Phase != prev && !s.Phase.Terminal() && !hopped {
@@ -272,6 +339,11 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	}
 	traffic.Tick()
 	res.stats = traffic.Stats()
+	for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
+		for _, v := range sim.capacity(side).Violations()[violationsBefore[side]:] {
+			res.violations = append(res.violations, fmt.Sprintf("side %s: %s", side, v))
+		}
+	}
 	res.problems = sim.check(res, abortAsked)
 	sim.line(res.took, &s, string(s.Phase))
 	if s.Phase == strategy.PhaseSucceeded {
@@ -284,8 +356,9 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 
 // check lists what went wrong in a finished rollout: it must succeed (or,
 // when -abort-at asked for it, may end aborted), serve every request
-// (unless an emergency abort sent traffic beyond ready capacity on purpose)
-// and stay within the strategy's surge budget.
+// (unless an emergency abort sent traffic beyond ready capacity on purpose),
+// stay within the strategy's surge budget and deploy only on a side that
+// serves nothing and holds no capacity.
 func (sim *simulation) check(res *result, abortAsked bool) []string {
 	var problems []string
 	if res.phase != strategy.PhaseSucceeded && !(abortAsked && res.phase == strategy.PhaseAborted) {
@@ -296,6 +369,9 @@ func (sim *simulation) check(res *result, abortAsked bool) []string {
 	}
 	if res.stats.PeakCapacity > 100+res.surge {
 		problems = append(problems, fmt.Sprintf("%s: peak capacity %d exceeds its surge budget (100 + %d)", res.name, res.stats.PeakCapacity, res.surge))
+	}
+	for _, v := range res.violations {
+		problems = append(problems, fmt.Sprintf("%s: %s", res.name, v))
 	}
 	return problems
 }
@@ -311,12 +387,30 @@ func (sim *simulation) summary(res *result, faults faultCounts) {
 		fmt.Fprintf(sim.out, "   %s in %s (plan with instant adapters: %s)",
 			res.phase, res.took.Round(time.Millisecond), res.plan.Duration)
 	}
-	fmt.Fprintf(sim.out, ", %d hops; peak capacity %d (100 + MaxSurge %d); requests served %d, overloaded %d, dropped %d",
-		res.hops, res.stats.PeakCapacity, res.surge, res.stats.Served, res.stats.Overloaded, res.stats.Dropped)
+	fmt.Fprintf(sim.out, ", %d hops; %s; peak capacity %d (100 + MaxSurge %d); requests served %d, overloaded %d, dropped %d",
+		res.hops, deploysText(res.deploys), res.stats.PeakCapacity, res.surge, res.stats.Served, res.stats.Overloaded, res.stats.Dropped)
 	if sim.cfg.Faults {
 		fmt.Fprintf(sim.out, "; faults injected: %s, %s", count(faults.conflicts, "route conflict"), count(faults.errors, "adapter error"))
 	}
 	fmt.Fprintln(sim.out)
+}
+
+// deploysText renders the deploys of a rollout for its summary: "deployed
+// v2 on side B (rolled out in 1.5s)", "deployed v3 on side A (not rolled
+// out)", several joined by commas, or "nothing deployed".
+func deploysText(ds []deploy) string {
+	if len(ds) == 0 {
+		return "nothing deployed"
+	}
+	var parts []string
+	for _, d := range ds {
+		state := "not rolled out"
+		if d.rolledOut {
+			state = "rolled out in " + seconds(d.rolledOutAt-d.at)
+		}
+		parts = append(parts, fmt.Sprintf("deployed %s on side %s (%s)", d.revision, d.side, state))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // count renders "1 route conflict", "2 route conflicts".
@@ -339,8 +433,24 @@ func (sim *simulation) wait(d time.Duration, traffic *fake.Traffic, res *result,
 		d -= step
 		traffic.Tick()
 		sim.record(res, began, s)
+		sim.watchDeploys(res, began, s)
 		if sim.cfg.Speed > 0 {
 			time.Sleep(time.Duration(float64(step) / sim.cfg.Speed))
+		}
+	}
+}
+
+// watchDeploys notes, and shows, when the side of a deploy is first
+// observed running its revision fully rolled out.
+func (sim *simulation) watchDeploys(res *result, began time.Time, s *strategy.State) {
+	for i := range res.deploys {
+		d := &res.deploys[i]
+		if d.rolledOut {
+			continue
+		}
+		if rs := sim.capacity(d.side).RevisionStatus(); rs.Revision == d.revision && rs.Updated {
+			d.rolledOut, d.rolledOutAt = true, sim.clock.Now().Sub(began)
+			sim.line(d.rolledOutAt, s, fmt.Sprintf("%s rolled out on side %s", d.revision, d.side))
 		}
 	}
 }
@@ -365,8 +475,12 @@ func (sim *simulation) line(at time.Duration, s *strategy.State, what string) {
 	stable, canary := sim.sides()
 	st, cs := stable.Status(), canary.Status()
 	w := sim.router.Applied().Of(sim.side.Other())
+	phase := string(s.Phase)
+	if phase == "" {
+		phase = "-" // not started: the rollout's first hop failed
+	}
 	fmt.Fprintf(sim.out, "  %7s %-11s %-10d %3d/%-12d %3d/%-11d %s %s\n",
-		"+"+seconds(at), s.Phase, w, st.Capacity, cs.Capacity, st.Ready, cs.Ready,
+		"+"+seconds(at), phase, w, st.Capacity, cs.Capacity, st.Ready, cs.Ready,
 		bar(w), strings.TrimSpace(what))
 }
 
@@ -378,8 +492,15 @@ func bar(w int32) string {
 
 // hopText describes a hop the Runner applied, with the side it went to when
 // withSide: "weight 30 (A=70 B=30)", "canary capacity 40 (side B)", "canary
-// side B back to its steady state (full capacity, nothing pinned)".
+// side B back to its steady state (full capacity, nothing pinned)", "deploy
+// v3 on side A".
 func hopText(h rollout.Hop, withSide bool) string {
+	if h.Kind == rollout.HopDeploy {
+		if withSide {
+			return fmt.Sprintf("deploy %s on side %s", h.Revision, h.Side)
+		}
+		return "deploy " + h.Revision
+	}
 	if h.Kind == rollout.HopWeight {
 		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
 	}
@@ -399,6 +520,7 @@ func hopText(h rollout.Hop, withSide bool) string {
 var (
 	weightHop   = regexp.MustCompile(`^weight (\d+) \(A=(\d+) B=(\d+)\)$`)
 	capacityHop = regexp.MustCompile(`^(stable|canary) capacity (steady|\d+) \(side ([AB])\)$`)
+	deployHop   = regexp.MustCompile(`^deploy (\S+) on side ([AB])$`)
 )
 
 // parseHop reads back the hop an *rollout.AdapterError names (rendered by
@@ -418,13 +540,17 @@ func parseHop(s string) (rollout.Hop, bool) {
 		}
 		return h, true
 	}
+	if m := deployHop.FindStringSubmatch(s); m != nil {
+		return rollout.Hop{Kind: rollout.HopDeploy, Role: "canary", Side: strategy.Side(m[2]), Revision: m[1]}, true
+	}
 	return rollout.Hop{}, false
 }
 
 // describeError renders an error of the Runner for a progress line, naming
 // the adapter and the hop (or the operation) once, then the cause: the
 // context each wrapper added, outermost first, and the root error
-// ("router: could not apply weight 30 (A=70 B=30): route update: conflict").
+// ("router: could not apply weight 30 (A=70 B=30): route update: conflict",
+// "side B: could not deploy v2: backend answered 503").
 func describeError(err error) string {
 	var ae *rollout.AdapterError
 	if !errors.As(err, &ae) {
@@ -432,6 +558,9 @@ func describeError(err error) string {
 	}
 	who := ae.Adapter
 	side, onSide := strings.CutPrefix(ae.Adapter, "capacity ")
+	if !onSide {
+		side, onSide = strings.CutPrefix(ae.Adapter, "revision ")
+	}
 	if onSide {
 		who = "side " + side
 	}
@@ -439,8 +568,12 @@ func describeError(err error) string {
 	if ae.Hop != "" {
 		what = "apply " + ae.Hop
 		if h, ok := parseHop(ae.Hop); ok {
-			// The side is named already when the adapter is a side's.
-			what = "apply " + hopText(h, !onSide)
+			// The side is named already when the adapter is a side's; a
+			// deploy is its own verb.
+			what = hopText(h, !onSide)
+			if h.Kind != rollout.HopDeploy {
+				what = "apply " + what
+			}
 		}
 	}
 	return who + ": could not " + what + ": " + causeText(ae.Err)

@@ -34,15 +34,18 @@ var timelineSeries = []series{
 }
 
 const (
-	pauseFill   = "#f2e6c9"
-	abortStroke = `stroke="#000" stroke-width="1.5" stroke-dasharray="2,3"`
+	pauseFill    = "#f2e6c9"
+	abortStroke  = `stroke="#000" stroke-width="1.5" stroke-dasharray="2,3"`
+	deployStroke = `stroke="#7b3294" stroke-width="2"`
+	deployFill   = "#e7d4e8"
 )
 
 // writeSVG plots a rollout's timeline: the canary weight, the capacity each
 // side is set to and the capacity each side has ready, over time, with
-// pauses shaded and, when the rollout was aborted, a vertical line at the
-// abort. The legend lists only what the plot shows. The SVG is
-// self-contained (no scripts, fonts or external references).
+// pauses shaded, a vertical line at each deploy of a revision (shaded until
+// the side runs it fully rolled out) and, when the rollout was aborted, a
+// vertical line at the abort. The legend lists only what the plot shows.
+// The SVG is self-contained (no scripts, fonts or external references).
 func writeSVG(w io.Writer, r *result) error {
 	const (
 		width, height = 900, 380
@@ -89,6 +92,17 @@ func writeSVG(w io.Writer, r *result) error {
 		}
 	}
 
+	// Deploys rolling out, shaded from the deploy until the side runs the
+	// revision fully rolled out (or the end).
+	for _, d := range r.deploys {
+		until := end
+		if d.rolledOut {
+			until = d.rolledOutAt
+		}
+		fmt.Fprintf(b, `<rect class="deploying" x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n",
+			x(d.at), top, x(until)-x(d.at), plotH, deployFill)
+	}
+
 	// Axes and grid.
 	for v := int32(0); float64(v) <= ymax; v += 20 {
 		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", left, y(v), width-right, y(v))
@@ -99,6 +113,15 @@ func writeSVG(w io.Writer, r *result) error {
 		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(t), height-bottom+18, t)
 	}
 	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#444"/>`+"\n", left, top, plotW, plotH)
+
+	// The deploys, under the series so that they stay readable: a line at
+	// the deploy, over the band shaded until the revision is rolled out.
+	for _, d := range r.deploys {
+		dx := x(d.at)
+		fmt.Fprintf(b, `<line class="deploy" x1="%.1f" y1="%d" x2="%.1f" y2="%d" %s/>`+"\n", dx, top, dx, top+plotH, deployStroke)
+		fmt.Fprintf(b, `<text class="deploy" x="%.1f" y="%d">%s</text>`+"\n",
+			dx+4, top+28, html.EscapeString(fmt.Sprintf("deploy %s on side %s at %s", d.revision, d.side, seconds(d.at))))
+	}
 
 	// The abort, under the series so that they stay readable.
 	if r.aborted {
@@ -119,7 +142,7 @@ func writeSVG(w io.Writer, r *result) error {
 		fmt.Fprintf(b, "\"/>\n")
 	}
 
-	// The legend: the series, then the shading and the marker when shown.
+	// The legend: the series, then the shadings and the markers when shown.
 	const perRow, colW, rowH = 5, 160, 20
 	entry := 0
 	next := func() (float64, float64) {
@@ -137,6 +160,14 @@ func writeSVG(w io.Writer, r *result) error {
 		ex, ey := next()
 		fmt.Fprintf(b, `<rect class="legend" x="%.1f" y="%.1f" width="24" height="10" fill="%s"/><text class="legend" x="%.1f" y="%.1f">paused</text>`+"\n",
 			ex, ey-5, pauseFill, ex+30, ey+4)
+	}
+	if len(r.deploys) > 0 {
+		ex, ey := next()
+		fmt.Fprintf(b, `<line class="legend" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/><text class="legend" x="%.1f" y="%.1f">deploy</text>`+"\n",
+			ex+12, ey-6, ex+12, ey+6, deployStroke, ex+30, ey+4)
+		ex, ey = next()
+		fmt.Fprintf(b, `<rect class="legend" x="%.1f" y="%.1f" width="24" height="10" fill="%s"/><text class="legend" x="%.1f" y="%.1f">deploying</text>`+"\n",
+			ex, ey-5, deployFill, ex+30, ey+4)
 	}
 	if r.aborted {
 		ex, ey := next()
