@@ -20,18 +20,17 @@ import (
 // revision after lag reads, and is checked against the side's capacity and
 // the traffic the router's data plane sends it at that moment.
 type revSide struct {
-	mu       sync.Mutex
-	side     strategy.Side
-	cap      *fake.Capacity
-	router   *fake.Router
-	running  string
-	next     string
-	left     int // reads until next rolls out
-	lag      int
-	err      error
-	deploys  []string
-	unsafe   []string // deploys made while the side served traffic or held capacity
-	readOnly bool     // the caller deploys: Deploy is not offered (see reader)
+	mu      sync.Mutex
+	side    strategy.Side
+	cap     *fake.Capacity
+	router  *fake.Router
+	running string
+	next    string
+	left    int // reads until next rolls out
+	lag     int
+	err     error
+	deploys []string
+	unsafe  []string // deploys made while the side served traffic or held capacity
 }
 
 func (r *revSide) Revision(_ context.Context, _ string) (rollout.RevisionStatus, error) {
