@@ -113,10 +113,15 @@
 // A Retarget to a third revision walks the abandoned one out (weight, then
 // capacity), deploys the new one at zero, observes it, and only then ramps.
 // A canary side observed running another revision while it carries traffic
-// or capacity (someone redeployed it) is walked back: the rollout aborts
-// with reason RevisionChanged, and Retry deploys the canary revision again.
-// A stable side observed running another revision than the stable one holds
-// all progress, with Degraded (StableRevisionMismatch). A deploy that never
+// or capacity (someone redeployed it) is walked back, in any phase
+// (Completing included): the rollout aborts with reason RevisionChanged,
+// and Retry deploys the canary revision again. A walk back keeps a canary
+// that already holds less capacity than asked, as long as that covers its
+// traffic, rather than scaling a side of unknown revision back up. A stable
+// side observed running another revision than the stable one holds all
+// forward progress, with Degraded (StableRevisionMismatch); a walk back
+// still returns traffic to it, since it is where an abort goes and holding
+// would leave the traffic on the canary being aborted. A deploy that never
 // rolls out is bounded by the progress deadline like any other hop. At
 // success the roles swap, so a chain v1 -> v2 -> v3 -> v2 alternates
 // between the same two sides with no bookkeeping by the caller.
@@ -177,7 +182,9 @@
 //   - a hop starts only after the previous one is observed applied (a walk
 //     back excepted, as above);
 //   - while the sides report revisions, traffic only reaches a side observed
-//     running its role's revision, a deploy is asked only of a side that
+//     running its role's revision (a side redeployed by someone else
+//     excepted: a redeployed canary is walked back, and a walk back still
+//     returns traffic to a redeployed stable side), a deploy is asked only of a side that
 //     carries weight 0 (and, with capacity setters, capacity 0), and
 //     capacity only grows on a side running its role's revision; a chain of
 //     Retargets, aborts, retries and promotes ends with all traffic on the

@@ -127,7 +127,11 @@ func (r *run) step() {
 			r.abort(reason)
 		}
 	}
+	if st.Phase != PhaseAborting && r.revisionChanged() {
+		r.abort(ReasonRevisionChanged)
+	}
 	if st.Phase == PhaseAborting {
+		r.keepLowerCanary()
 		r.markEmergency()
 	}
 	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
@@ -314,7 +318,7 @@ func (r *run) repair() {
 	}
 	want := &st.Desired
 	weight, stable, canary := r.e.mode.repair(r.facts(), r.fits(want.Weight))
-	if weight {
+	if weight && (want.Weight <= st.Observed.Weight || r.canaryRevisionOK()) {
 		r.d.Weight = Target{Set: true, Value: want.Weight}
 	}
 	if stable {
@@ -463,9 +467,6 @@ func (r *run) checkSteps() {
 
 func (r *run) progress() {
 	st, e := r.st, r.e
-	if r.revisionChanged() {
-		return
-	}
 	if st.Paused && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
 		st.Paused, st.PauseReason = false, ""
 	}

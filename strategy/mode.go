@@ -50,6 +50,11 @@ type mover interface {
 	// far as the mode has a router) and capacity 0 asked and observed,
 	// settled, with nothing ready (as far as it has capacity setters).
 	atZero(f facts) bool
+	// keepLower returns the desired allocation with the canary's capacity
+	// lowered to what the side holds, when a walk back may keep that
+	// (f.canary.Capacity is below f.want.CanaryCapacity); ok is false when
+	// it may not.
+	keepLower(f facts) (a Allocation, ok bool)
 	// available reports whether the Available condition holds.
 	available(f facts) bool
 	// broken reports which of the mode's own rules a desired allocation a

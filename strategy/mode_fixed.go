@@ -46,3 +46,6 @@ func (fixedMover) breach(Allocation, int) (path string, value int32, detail stri
 }
 
 func (fixedMover) atZero(f facts) bool { return f.routeAtZero() }
+
+// keepLower: the fixed mode asks nothing of the sides.
+func (fixedMover) keepLower(f facts) (Allocation, bool) { return f.want, false }

@@ -129,3 +129,14 @@ func (managedMover) breach(a Allocation, i int) (path string, value int32, detai
 }
 
 func (managedMover) atZero(f facts) bool { return f.routeAtZero() && f.canaryAtZero() }
+
+// keepLower keeps a canary capacity that still covers the traffic the
+// side is asked for and is observed receiving, on an accepted route.
+func (managedMover) keepLower(f facts) (Allocation, bool) {
+	c, a := f.canary.Capacity, f.want
+	if c < a.Weight || c < f.weight || f.weightInvalid || !f.weightApplied {
+		return a, false
+	}
+	a.CanaryCapacity = c
+	return a, true
+}

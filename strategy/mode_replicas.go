@@ -129,3 +129,11 @@ func (replicasMover) breach(a Allocation, _ int) (path string, value int32, deta
 }
 
 func (replicasMover) atZero(f facts) bool { return f.canaryAtZero() }
+
+// keepLower: the weight mirrors the canary's capacity and follows it down
+// (traffic follows ready replicas).
+func (replicasMover) keepLower(f facts) (Allocation, bool) {
+	a := f.want
+	a.CanaryCapacity, a.Weight = f.canary.Capacity, f.canary.Capacity
+	return a, true
+}

@@ -18,18 +18,31 @@ package strategy
 //     another revision than the stable one (Degraded, StableRevisionMismatch);
 //   - a deploy that never rolls out is bounded by the progress deadline.
 
-// revisionChanged reports, and aborts on, a canary side that carries
-// traffic or capacity while it is observed running another revision than
-// the canary one.
+// revisionChanged reports a canary side that carries traffic or capacity
+// (in any phase but a walk back, which is already taking them away) while
+// it is observed running another revision than the canary one: someone
+// redeployed it. The caller aborts with ReasonRevisionChanged.
 func (r *run) revisionChanged() bool {
 	st := r.st
 	o := &st.Observed
-	if !o.Revisions || o.Canary.Revision == st.CanaryRevision || r.e.mode.atZero(r.facts()) {
-		return false
+	return o.Revisions && o.Canary.Revision != st.CanaryRevision && !st.Phase.Terminal() &&
+		st.Phase != "" && !r.e.mode.atZero(r.facts())
+}
+
+// keepLowerCanary lets a walk back keep a canary side that already holds
+// less capacity than desired (a write of a reconcile whose state was lost)
+// as long as that still covers the traffic it may receive: the walk back
+// wants it lower anyway, and asking it back up would add capacity to a side
+// that may not run the canary revision. In the Replicas mode the weight
+// mirrors the canary's capacity and follows it down.
+func (r *run) keepLowerCanary() {
+	st := r.st
+	if st.Phase != PhaseAborting || st.Observed.Canary.Capacity >= st.Desired.CanaryCapacity {
+		return
 	}
-	r.abort(ReasonRevisionChanged)
-	r.walkBack()
-	return true
+	if a, ok := r.e.mode.keepLower(r.facts()); ok {
+		st.Desired = a
+	}
 }
 
 // onRevision reports whether both sides run their roles' revisions, so that
