@@ -5,11 +5,29 @@
 // resumes where it stopped. Both backends stay as provisioned (the fixed
 // capacity mode): make sure the canary can carry the traffic you send it.
 //
+// With -image it also deploys the canary revision itself: each backend's
+// Deployment (-stable-deployment and -canary-deployment, by default named
+// as the backend Services) is a side, and the revision's image is
+// -image with {revision} replaced, in the container -container. Once
+// every parent of the route has accepted weight 0 for the canary backend,
+// the canary Deployment's pod template gets the canary image (and the
+// annotation upshift.dev/revision), its controller replaces the pods, and
+// the first weight moves only once the Deployment reports the new template
+// fully rolled out. The stable Deployment must already run the stable
+// revision's image; -stable-revision and -canary-revision are then the
+// values of {revision}. At success the canary Deployment is the stable one.
+//
 //	go run ./examples/gateway -namespace shop -route web \
-//	    -stable web-v1 -canary web-v2 -port 80 -strategy canary -steps 10,pause:1m,50,pause,100
+//	    -stable web-v1 -canary web-v2 -port 80 -strategy canary -steps 10,pause:1m,50,pause,100 \
+//	    -stable-revision 1.4.0 -canary-revision 1.5.0 -image 'registry.example/shop:{revision}' -container app
+//
+// Without -image nothing is deployed: put the canary revision on the canary
+// backend yourself before you run it, and the revisions are labels for the
+// record.
 //
 // While it runs, type pause, resume, promote, promote-full or abort and
-// Enter to command the rollout. It needs get and update on the route.
+// Enter to command the rollout. It needs get and update on the route, and
+// with -image get and update on the two Deployments.
 package main
 
 import (
@@ -27,6 +45,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -35,6 +54,7 @@ import (
 
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/replicas"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -55,6 +75,12 @@ type Config struct {
 	Settle         time.Duration
 	Poll           time.Duration
 	Deadline       time.Duration
+	// StableDeployment and CanaryDeployment name the backends'
+	// Deployments (default: Stable and Canary); used with Image.
+	StableDeployment, CanaryDeployment string
+	// Image maps a revision to an image, {revision} replaced by it; empty:
+	// nothing is deployed. Container names the container it is set in.
+	Image, Container string
 }
 
 func main() {
@@ -74,7 +100,11 @@ func main() {
 	flag.StringVar(&cfg.Steps, "steps", "10,pause:1m,50,pause:1m", "canary: comma-separated weights and pauses (pause:DURATION, or pause alone to wait for resume)")
 	flag.DurationVar(&cfg.Settle, "settle", 500*time.Millisecond, "wait after the gateway reports the route accepted")
 	flag.DurationVar(&cfg.Poll, "poll", 2*time.Second, "poll interval while waiting for the gateway")
-	flag.DurationVar(&cfg.Deadline, "progress-deadline", 5*time.Minute, "abort when the gateway does not accept a change in this time (0: never)")
+	flag.DurationVar(&cfg.Deadline, "progress-deadline", 5*time.Minute, "abort when the gateway does not accept a change, or the canary Deployment does not roll out, in this time (0: never)")
+	flag.StringVar(&cfg.StableDeployment, "stable-deployment", "", "with -image: Deployment of the stable backend (default: the -stable Service name)")
+	flag.StringVar(&cfg.CanaryDeployment, "canary-deployment", "", "with -image: Deployment of the canary backend (default: the -canary Service name)")
+	flag.StringVar(&cfg.Image, "image", "", "image of a revision, {revision} replaced by it, e.g. registry.example/app:{revision}: deploy the canary revision on the canary Deployment (default: none, you deploy it yourself)")
+	flag.StringVar(&cfg.Container, "container", "app", "with -image: the container whose image is set")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -148,6 +178,16 @@ func run(ctx context.Context, cfg Config, stdin io.Reader, out io.Writer) error 
 	if err != nil {
 		return err
 	}
+	image, err := imageFor(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.StableDeployment == "" {
+		cfg.StableDeployment = cfg.Stable
+	}
+	if cfg.CanaryDeployment == "" {
+		cfg.CanaryDeployment = cfg.Canary
+	}
 	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
@@ -172,19 +212,40 @@ func run(ctx context.Context, cfg Config, stdin io.Reader, out io.Writer) error 
 	if err != nil {
 		return err
 	}
+	store := gateway.NewAnnotationStore(c, ref)
+	deployments := map[strategy.Side]string{strategy.SideA: cfg.StableDeployment, strategy.SideB: cfg.CanaryDeployment}
 	runner := &rollout.Runner{
-		Strategy: strat, Router: router, Store: gateway.NewAnnotationStore(c, ref),
+		Strategy: strat, Router: router, Store: store,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+			if rev := e.After.CanaryRevision; e.After.Observed.Revisions && rev != e.After.StableRevision &&
+				e.After.Observed.Canary.RunsRevision(rev) && !e.Before.Observed.Canary.RunsRevision(rev) {
+				side := e.After.StableSide.Other()
+				fmt.Fprintf(out, "%s %-11s %s rolled out on side %s (Deployment %s)\n",
+					e.Time.Format(time.TimeOnly), e.After.Phase, rev, side, deployments[side])
+			}
 			for _, h := range e.Applied {
 				fmt.Fprintf(out, "%s %-11s %s\n", e.Time.Format(time.TimeOnly), e.After.Phase, h)
+				if h.Kind == rollout.HopDeploy && image != nil {
+					fmt.Fprintf(out, "%s %-11s   (image %s on Deployment %s, which the route sends weight 0)\n",
+						e.Time.Format(time.TimeOnly), e.After.Phase, image(h.Revision), deployments[h.Side])
+				}
 			}
 			if e.Err != nil {
 				fmt.Fprintf(out, "%s %-11s ! %v\n", e.Time.Format(time.TimeOnly), e.After.Phase, e.Err)
 			}
 			if e.After.Phase != e.Before.Phase {
-				fmt.Fprintf(out, "%s %-11s %s\n", e.Time.Format(time.TimeOnly), e.After.Phase, e.After.Message)
+				msg := e.After.Message
+				if e.After.Aborted != nil && e.Before.Aborted == nil {
+					msg += " (abort reason " + e.After.Aborted.Reason + ")"
+				}
+				fmt.Fprintf(out, "%s %-11s %s\n", e.Time.Format(time.TimeOnly), e.After.Phase, msg)
 			}
 		}),
+	}
+	if image != nil {
+		if runner.DeployA, runner.DeployB, err = deployers(ctx, rc, cfg, image, store); err != nil {
+			return err
+		}
 	}
 	cmds := make(chan rollout.Command)
 	go readCommands(ctx, stdin, cmds, out)
@@ -197,6 +258,57 @@ func run(ctx context.Context, cfg Config, stdin io.Reader, out io.Writer) error 
 		return fmt.Errorf("the rollout ended %s", end.Phase)
 	}
 	return nil
+}
+
+// imageFor returns the image of a revision that -image describes, nil
+// without -image.
+func imageFor(cfg Config) (func(revision string) string, error) {
+	switch {
+	case cfg.Image == "":
+		return nil, nil
+	case !strings.Contains(cfg.Image, "{revision}"):
+		return nil, fmt.Errorf("-image %q: want {revision} where the revision goes, e.g. registry.example/app:{revision}", cfg.Image)
+	case cfg.Container == "":
+		return nil, errors.New("-container is required with -image")
+	}
+	return func(revision string) string { return strings.ReplaceAll(cfg.Image, "{revision}", revision) }, nil
+}
+
+// deployers returns the Deployers of the stable (side A) and canary (side
+// B) Deployments: each sets the revision's image in the container, even
+// while the Deployment has replicas (the fixed capacity mode: the Runner
+// deploys a side only while the route sends it weight 0). Before a new
+// rollout (none saved on the route) it checks that the stable Deployment
+// runs the stable revision: the strategy would otherwise hold the rollout
+// until its progress deadline.
+func deployers(ctx context.Context, rc *rest.Config, cfg Config, image func(string) string, store rollout.Store) (a, b rollout.Deployer, err error) {
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	template := replicas.Image(cfg.Container, image)
+	var ds [2]*replicas.Deployer
+	for i, name := range []string{cfg.StableDeployment, cfg.CanaryDeployment} {
+		d, err := replicas.ForDeployment(cs, cfg.Namespace, name, 0).Deployer(template)
+		if err != nil {
+			return nil, nil, err
+		}
+		d.FixedCapacity = true
+		ds[i] = d
+	}
+	if _, err := store.Load(ctx); errors.Is(err, rollout.ErrNotFound) {
+		st, err := ds[0].Revision(ctx, cfg.StableRev)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the stable Deployment %s/%s: %w", cfg.Namespace, cfg.StableDeployment, err)
+		}
+		if st.Revision != cfg.StableRev {
+			return nil, nil, fmt.Errorf("the stable Deployment %s/%s does not run the stable revision %s (image %s in container %q): deploy it first",
+				cfg.Namespace, cfg.StableDeployment, cfg.StableRev, image(cfg.StableRev), cfg.Container)
+		}
+	} else if err != nil {
+		return nil, nil, err
+	}
+	return ds[0], ds[1], nil
 }
 
 // readCommands turns lines of input into commands.
