@@ -50,6 +50,10 @@ type mover interface {
 	// far as the mode has a router) and capacity 0 asked and observed,
 	// settled, with nothing ready (as far as it has capacity setters).
 	atZero(f facts) bool
+	// carries reports whether the canary side carries traffic or capacity,
+	// asked or observed (the route's spec weight, the side's capacity and
+	// ready share), as far as the mode has a router and capacity setters.
+	carries(f facts) bool
 	// keepLower returns the desired allocation with the canary's capacity
 	// lowered to what the side holds, when a walk back may keep that
 	// (f.canary.Capacity is below f.want.CanaryCapacity); ok is false when

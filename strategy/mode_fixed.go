@@ -49,3 +49,5 @@ func (fixedMover) atZero(f facts) bool { return f.routeAtZero() }
 
 // keepLower: the fixed mode asks nothing of the sides.
 func (fixedMover) keepLower(f facts) (Allocation, bool) { return f.want, false }
+
+func (fixedMover) carries(f facts) bool { return f.want.Weight > 0 || f.weight > 0 }

@@ -140,3 +140,7 @@ func (managedMover) keepLower(f facts) (Allocation, bool) {
 	a.CanaryCapacity = c
 	return a, true
 }
+
+func (managedMover) carries(f facts) bool {
+	return f.want.Weight > 0 || f.weight > 0 || f.want.CanaryCapacity > 0 || f.canary.Capacity > 0
+}

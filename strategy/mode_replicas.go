@@ -137,3 +137,7 @@ func (replicasMover) keepLower(f facts) (Allocation, bool) {
 	a.CanaryCapacity, a.Weight = f.canary.Capacity, f.canary.Capacity
 	return a, true
 }
+
+func (replicasMover) carries(f facts) bool {
+	return f.want.CanaryCapacity > 0 || f.canary.Capacity > 0 || f.canary.Ready > 0
+}

@@ -37,3 +37,29 @@ func TestRetargetBeforeFirstStep(t *testing.T) {
 		}
 	})
 }
+
+// TestFreshRolloutBehindAnUnacceptedRoute: a new rollout whose route the
+// data plane has not accepted yet (just created) waits; it does not take the
+// canary side's old revision for a redeploy under traffic.
+func TestFreshRolloutBehindAnUnacceptedRoute(t *testing.T) {
+	for _, mode := range []CapacityMode{CapacityFixed, CapacityManaged} {
+		strat := Canary{Steps: []CanaryStep{SetWeight(50)}, MaxSurgePercent: 50, Options: Options{Capacity: mode}}
+		s := NewState("v1", "v2")
+		s.Observed.Revisions = true
+		s.Observed.WeightApplied = false
+		s.Observed.Stable.Revision, s.Observed.Stable.Updated = "v1", true
+		s.Observed.Canary.Revision, s.Observed.Canary.Updated = "v0", true
+		if mode == CapacityFixed {
+			s.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v0", Updated: true}
+		}
+		d := strat.Step(s, t0)
+		if d.State.Phase != PhaseProgressing || d.HasHops() {
+			t.Errorf("%q: %s (%v), hops %v: want Progressing, waiting for the route (%s)", mode, d.State.Phase, d.State.Aborted, d.HasHops(), d.State.Message)
+		}
+		s = d.State
+		s.Observed.WeightApplied = true
+		if d = strat.Step(s, t0.Add(time.Second)); !d.Deploy.Set || d.Deploy.Revision != "v2" {
+			t.Errorf("%s: once accepted: deploy %+v, want v2", mode, d.Deploy)
+		}
+	}
+}

@@ -19,6 +19,8 @@ package strategy
 //   - a deploy that never rolls out is bounded by the progress deadline.
 
 // revisionChanged reports a canary side that carries traffic or capacity
+// (asked, or in the route's spec and the side's status: a route the data
+// plane has not accepted yet does not make a side at zero look busy)
 // (in any phase but a walk back, which is already taking them away) while
 // it is observed running another revision than the canary one: someone
 // redeployed it. The caller aborts with ReasonRevisionChanged.
@@ -26,7 +28,7 @@ func (r *run) revisionChanged() bool {
 	st := r.st
 	o := &st.Observed
 	return o.Revisions && o.Canary.Revision != st.CanaryRevision && !st.Phase.Terminal() &&
-		st.Phase != "" && !r.e.mode.atZero(r.facts())
+		st.Phase != "" && r.e.mode.carries(r.facts())
 }
 
 // keepLowerCanary lets a walk back keep a canary side that already holds
