@@ -149,6 +149,21 @@ func (f RevisionFunc) Revision(ctx context.Context, expect string) (RevisionStat
 	return f(ctx, expect)
 }
 
+// Notifier is an optional interface of the adapters (a TrafficRouter, a
+// CapacitySetter, a RevisionReader, a HealthChecker) that can tell when
+// what they report may have changed: the gateway Router watches its routes,
+// serve/replicas its workloads, and serve/ray polls fast after each write.
+//
+// Notify sets the notifications up and returns; from then until ctx ends
+// it calls wake, from any goroutine, whenever what the adapter reports may
+// have changed (a burst of changes may be one call or many; wake never
+// blocks). An error means the adapter cannot notify: the caller polls.
+// Run uses it to reconcile as soon as a hop is applied instead of at the
+// next poll; an operator maps the same changes to its watches.
+type Notifier interface {
+	Notify(ctx context.Context, wake func()) error
+}
+
 // Analyzer returns a verdict for a named gate (a metric query, a smoke
 // test...). VerdictPending means "ask again later". Optional.
 type Analyzer interface {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -426,18 +427,24 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	case err != nil:
 		return initial, &AdapterError{Adapter: "store", Op: "load", Err: err}
 	}
+	// saved is the state the Store holds; s the one in memory, which every
+	// reconcile starts from. A state that differs from saved only in its
+	// volatile fields (strategy.Changed) is not written.
+	saved := s
 	dirty := false // s holds changes the Store does not have yet
 	store := func(next strategy.State) {
-		if !dirty && statesEqual(&s, &next) {
+		s = next
+		if !dirty && !strategy.Changed(&saved, &s) {
 			return
 		}
-		s, dirty = next, true
+		dirty = true
 		if err := r.Store.Save(ctx, s); err != nil {
 			log.Error(&AdapterError{Adapter: "store", Op: "save", Err: err}, "saving the state failed; will retry", "after", r.retryAfter())
 			return
 		}
-		dirty = false
+		saved, dirty = s, false
 	}
+	wake := r.notifications(ctx)
 	for {
 		next, requeue, err := r.ReconcileAt(ctx, s, clk.Now())
 		store(next)
@@ -462,9 +469,42 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 				continue
 			}
 			store(cmd(s, clk.Now()))
+		case <-wake:
+			// An adapter reports a change: reconcile now. Changes that
+			// arrive meanwhile are coalesced into one more reconcile.
 		case <-clock.After(clk, requeue):
 		}
 	}
+}
+
+// notifications subscribes to every adapter that implements Notifier, once
+// each, and returns a channel that holds at most one pending wake-up: a burst
+// of changes is one reconcile. Adapters that cannot notify are polled.
+func (r *Runner) notifications(ctx context.Context) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	seen := map[any]bool{}
+	for _, a := range []any{r.Router, r.A, r.B, r.DeployA, r.DeployB, r.Health, r.Analyzer} {
+		n, ok := a.(Notifier)
+		if !ok {
+			continue
+		}
+		if reflect.TypeOf(a).Kind() == reflect.Pointer { // one subscription per adapter value
+			if seen[a] {
+				continue
+			}
+			seen[a] = true
+		}
+		if err := n.Notify(ctx, wake); err != nil {
+			logr.FromContextOrDiscard(ctx).Error(err, "adapter notifications unavailable; polling")
+		}
+	}
+	return ch
 }
 
 // ErrUnsaved is wrapped by Run's error when ctx ends before a change of the
