@@ -57,17 +57,18 @@ func TestLayering(t *testing.T) {
 	// What each package may import from the module; absent means anything
 	// but examples.
 	within := map[string][]string{
-		"strategy":          {},
-		"clock":             {},
-		"rollout":           {"strategy", "clock"},
-		"serve":             {},
-		"serve/drain":       {"clock"},
-		"serve/retry":       {"clock"},
-		"fake":              {"rollout", "strategy", "clock"},
-		"gateway":           {"rollout", "strategy", "clock", "internal/conflict"},
-		"serve/ray":         {"rollout", "strategy", "clock"},
-		"serve/replicas":    {"rollout", "strategy", "clock", "internal/conflict"},
-		"internal/conflict": {"rollout"},
+		"strategy":           {},
+		"clock":              {},
+		"rollout":            {"strategy", "clock"},
+		"serve":              {},
+		"serve/drain":        {"clock"},
+		"serve/retry":        {"clock"},
+		"fake":               {"rollout", "strategy", "clock"},
+		"gateway":            {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
+		"serve/ray":          {"rollout", "strategy", "clock"},
+		"serve/replicas":     {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
+		"internal/conflict":  {"rollout"},
+		"internal/watchloop": {},
 	}
 	// What each package may import from outside the standard library and
 	// the module, by prefix; absent means anything.

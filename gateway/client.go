@@ -6,11 +6,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/upshift-dev/upshift/internal/conflict"
+	"github.com/upshift-dev/upshift/internal/watchloop"
 )
 
 // Kinds of routes the Router manages.
@@ -82,7 +84,14 @@ func (r route) parents() []gwv1.RouteParentStatus {
 type routes interface {
 	get(ctx context.Context, ref RouteRef) (route, error)
 	update(ctx context.Context, r route) error
+	// watch watches ref's collection in its namespace with opts (whose
+	// field selector names ref).
+	watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error)
 }
+
+// errNoWatch is Notify's error for a controller-runtime client that cannot
+// watch.
+var errNoWatch = fmt.Errorf("%w: the controller-runtime client is not a client.WithWatch (build it with client.NewWithWatch)", watchloop.ErrUnsupported)
 
 func newRoute(kind string) (route, error) {
 	switch kind {
@@ -107,6 +116,19 @@ func (c crRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
 
 func (c crRoutes) update(ctx context.Context, r route) error { return c.c.Update(ctx, r.object()) }
 
+func (c crRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
+	wc, ok := c.c.(client.WithWatch)
+	if !ok {
+		return nil, errNoWatch
+	}
+	var list client.ObjectList = &gwv1.HTTPRouteList{}
+	if ref.kind() == KindGRPCRoute {
+		list = &gwv1.GRPCRouteList{}
+	}
+	// The field selector travels in Raw, as the caller built it.
+	return wc.Watch(ctx, list, &client.ListOptions{Namespace: ref.Namespace, Raw: &opts})
+}
+
 type csRoutes struct{ cs versioned.Interface }
 
 func (c csRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
@@ -119,6 +141,13 @@ func (c csRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
 		return route{grpc: g}, err
 	}
 	return newRoute(ref.kind())
+}
+
+func (c csRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
+	if ref.kind() == KindGRPCRoute {
+		return c.cs.GatewayV1().GRPCRoutes(ref.Namespace).Watch(ctx, opts)
+	}
+	return c.cs.GatewayV1().HTTPRoutes(ref.Namespace).Watch(ctx, opts)
 }
 
 func (c csRoutes) update(ctx context.Context, r route) error {

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -40,6 +42,10 @@ func (r *racingRoutes) update(_ context.Context, rt route) error {
 	}
 	r.wrote = rt.http
 	return nil
+}
+
+func (r *racingRoutes) watch(context.Context, RouteRef, metav1.ListOptions) (watch.Interface, error) {
+	return nil, errNoWatch
 }
 
 func TestUpdateRouteConflicts(t *testing.T) {

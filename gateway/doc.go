@@ -70,7 +70,7 @@
 // # Permissions
 //
 // The Router and the AnnotationStore need only get and update on the
-// managed routes:
+// managed routes, and Router.Notify watch on the same names:
 //
 //	apiVersion: rbac.authorization.k8s.io/v1
 //	kind: Role
@@ -79,7 +79,14 @@
 //	- apiGroups: ["gateway.networking.k8s.io"]
 //	  resources: ["httproutes", "grpcroutes"]
 //	  resourceNames: ["web", "web-grpc"]
-//	  verbs: ["get", "update"]
+//	  verbs: ["get", "update", "watch"]
+//
+// Notify watches each route by name (a field selector
+// metadata.name=<name> in its namespace), which RBAC authorises with
+// resourceNames like a get; it never lists or watches the collection.
+// Without watch, Notify fails with Forbidden and rollout.Runner.Run polls.
+// With NewRouter, Notify needs a client.WithWatch (client.NewWithWatch);
+// NewRouterForClientset always can.
 //
 // CreateOrAdopt additionally needs create on the kinds it creates.
 package gateway

@@ -10,11 +10,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/upshift-dev/upshift/clock"
+	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -94,6 +96,12 @@ type Router struct {
 	mu     sync.Mutex
 	seen   map[RouteRef]acceptance
 	counts Counts
+	// subs are the live Notify subscriptions, woken when a SettleDelay
+	// ends (no event marks it).
+	subs    map[*subscription]struct{}
+	watches watchloop.Stats
+	// watchOpts tune the watches (tests shorten them).
+	watchOpts watchloop.Options
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -106,9 +114,15 @@ type acceptance struct {
 // Counts are the API calls a Router made.
 type Counts struct {
 	Reads, Writes, Conflicts int
+	// Watches are the watch requests Notify made: one per route, and one
+	// more each time a watch is re-established.
+	Watches int
 }
 
-var _ rollout.TrafficRouter = (*Router)(nil)
+var (
+	_ rollout.TrafficRouter = (*Router)(nil)
+	_ rollout.Notifier      = (*Router)(nil)
+)
 
 // NewRouter returns a Router that uses a controller-runtime client; its
 // scheme must know gateway.networking.k8s.io/v1.
@@ -139,7 +153,9 @@ func newRouter(api routes, cfg Config) (*Router, error) {
 func (r *Router) Counts() Counts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.counts
+	c := r.counts
+	c.Watches = int(r.watches.Watches.Load())
+	return c
 }
 
 // countedRoutes counts a Router's API calls in its Counts.
@@ -167,6 +183,10 @@ func (c countedRoutes) update(ctx context.Context, rt route) error {
 	}
 	c.r.mu.Unlock()
 	return err
+}
+
+func (c countedRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.api.watch(ctx, ref, opts) // counted by the watch loop
 }
 
 // apiError turns an API error into the adapter's error vocabulary.
@@ -305,6 +325,7 @@ func (r *Router) accepted(ref RouteRef, rt route) (bool, string, error) {
 	if !ok || a.generation != gen {
 		a = acceptance{generation: gen, at: now}
 		r.seen[ref] = a
+		r.wakeAfterLocked(r.cfg.SettleDelay)
 	}
 	if now.Sub(a.at) < r.cfg.SettleDelay {
 		return false, fmt.Sprintf("%s: accepted; settling for %s", ref, r.cfg.SettleDelay), nil

@@ -12,6 +12,11 @@
 // the workload, so the setter reports exactly what it was asked even though
 // replica counts round, and a restarted controller reads it back.
 //
+// Setter and Deployer are rollout.Notifier: Notify watches the workload by
+// name (a field selector metadata.name=<name>), so RBAC needs get, update
+// and watch on that resourceName only, and wakes rollout.Runner.Run on
+// every change of the workload, its status included.
+//
 // With no traffic router, a Runner whose strategy uses
 // strategy.CapacityReplicas moves two such setters like a rolling update:
 // traffic follows ready pods, bounded by MaxSurge and MaxUnavailable.
@@ -64,10 +69,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/upshift-dev/upshift/internal/conflict"
+	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -106,11 +113,17 @@ type status struct {
 // Setter is a rollout.CapacitySetter for one workload. Build it with
 // ForDeployment, ForStatefulSet or ForScalable. Safe for concurrent use.
 type Setter struct {
-	ref string
-	get func(ctx context.Context) (*workload, error)
+	ref  string
+	name string // the workload's
+	get  func(ctx context.Context) (*workload, error)
 	// templated: the workload has a pod template (a Deployment or a
 	// StatefulSet), so a Deployer can be built.
 	templated bool
+	// watch starts a watch of the workload (a name field selector in
+	// its namespace), for Notify.
+	watch     watchloop.Func
+	watches   watchloop.Stats
+	watchOpts watchloop.Options // tests shorten them
 	mu        sync.Mutex
 	full      int32
 	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
@@ -119,12 +132,18 @@ type Setter struct {
 	MaxConflictRetries int
 }
 
-var _ rollout.CapacitySetter = (*Setter)(nil)
+var (
+	_ rollout.CapacitySetter = (*Setter)(nil)
+	_ rollout.Notifier       = (*Setter)(nil)
+)
 
 // ForDeployment manages a Deployment. full is the replica count at 100
 // percent; 0 reads it once from the Deployment's spec at the first call.
 func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "Deployment " + namespace + "/" + name, full: full, templated: true}
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true}
+	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -157,7 +176,10 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, full: full, templated: true}
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true}
+	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -184,8 +206,11 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 // status.observedGeneration, status.readyReplicas and
 // status.availableReplicas (the ready count when available is absent).
 func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, full: full}
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full}
 	res := dyn.Resource(gvr).Namespace(namespace)
+	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		return res.Watch(ctx, opts)
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {

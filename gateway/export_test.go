@@ -1,0 +1,16 @@
+package gateway
+
+import (
+	"time"
+
+	"github.com/upshift-dev/upshift/internal/watchloop"
+)
+
+// SetWatchOptions makes the server close r's watches after timeout, and
+// sets the shortest backoff before a new one.
+func SetWatchOptions(r *Router, timeout, minBackoff time.Duration) {
+	r.watchOpts = watchloop.Options{Timeout: timeout, MinBackoff: minBackoff}
+}
+
+// Watching returns the number of r's watch loops still running.
+func Watching(r *Router) int64 { return r.watches.Running.Load() }

@@ -1,0 +1,304 @@
+package gateway_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/upshift-dev/upshift/fake"
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// wakeBound is how long a wake may take after the write that causes it.
+const wakeBound = 3 * time.Second
+
+// waker counts wakes on a channel that never blocks the notifier.
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1024) }
+
+func (w waker) wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+// drain forgets the wakes so far (the one of the watch's start included),
+// once nothing has arrived for a moment.
+func (w waker) drain() {
+	for {
+		select {
+		case <-w:
+		case <-time.After(100 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// after runs write and returns how long the first wake took from the start
+// of the write, failing t when none came within wakeBound.
+func (w waker) after(t *testing.T, what string, write func()) time.Duration {
+	t.Helper()
+	w.drain()
+	start := time.Now()
+	write()
+	wrote := time.Now()
+	select {
+	case <-w:
+		d := time.Since(start)
+		t.Logf("%s: woken %v after the write started, %v after it returned", what,
+			d.Round(100*time.Microsecond), time.Since(wrote).Round(100*time.Microsecond))
+		return d
+	case <-time.After(wakeBound):
+		t.Fatalf("%s: no wake within %v", what, wakeBound)
+		return 0
+	}
+}
+
+func withWatch(t *testing.T, env *kubetest.Env, c *kubetest.Clients) client.WithWatch {
+	t.Helper()
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wc
+}
+
+// waitWatching waits until r runs want watch loops.
+func waitWatching(t *testing.T, r *gateway.Router, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for gateway.Watching(r) != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watch loops running, want %d", gateway.Watching(r), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNotifyWakesOnWeightsAndStatus: with either client, a write of the
+// weights, of the status (the data plane accepting them) and of an
+// annotation (a saved state) each wake the subscriber; cancelling ctx
+// stops every watch.
+func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
+	env := kubetest.Get(t)
+	for _, flavour := range []string{"controller-runtime", "clientset"} {
+		t.Run(flavour, func(t *testing.T) {
+			ns := env.Namespace(t)
+			newRoute(t, env.Client, ns, "web")
+			ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+			cfg := gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary}
+			var router *gateway.Router
+			var err error
+			if flavour == "clientset" {
+				router, err = gateway.NewRouterForClientset(env.Gateway, cfg)
+			} else {
+				router, err = gateway.NewRouter(withWatch(t, env, &env.Clients), cfg)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := newWaker()
+			if err := router.Notify(ctx, w.wake); err != nil {
+				t.Fatal(err)
+			}
+			waitWatching(t, router, 1)
+			for i, weights := range []rollout.Weights{{A: 90, B: 10}, {A: 50, B: 50}} {
+				w.after(t, "weights", func() {
+					if err := router.SetWeights(ctx, weights); err != nil {
+						t.Fatal(err)
+					}
+				})
+				w.after(t, "status", func() { playController(t, env.Client, ref) })
+				st, err := router.Weights(ctx)
+				if err != nil || !st.Accepted || st.Weights != weights {
+					t.Fatalf("hop %d: %+v, %v", i, st, err)
+				}
+			}
+			store := gateway.NewAnnotationStoreForClientset(env.Gateway, ref)
+			w.after(t, "annotation", func() {
+				if err := store.Save(ctx, strategy.NewState("v1", "v2")); err != nil {
+					t.Fatal(err)
+				}
+			})
+			// Another route in the namespace wakes nobody.
+			w.drain()
+			newRoute(t, env.Client, ns, "other")
+			playController(t, env.Client, gateway.RouteRef{Namespace: ns, Name: "other"})
+			select {
+			case <-w:
+				t.Fatal("woken by a route the Router does not manage")
+			case <-time.After(300 * time.Millisecond):
+			}
+			cancel()
+			waitWatching(t, router, 0)
+			if c := router.Counts(); c.Watches != 1 {
+				t.Fatalf("%d watch requests, want 1", c.Watches)
+			}
+		})
+	}
+}
+
+// TestNotifyLeastPrivilege: a ServiceAccount allowed get, update and watch
+// on the named route only is notified of that route, by both clients; a
+// route it may not watch makes Notify fail (the caller polls), and it still
+// may neither list nor watch the collection.
+func TestNotifyLeastPrivilege(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	newRoute(t, env.Client, ns, "web")
+	newRoute(t, env.Client, ns, "other")
+	sa := env.ServiceAccount(t, ns, "upshift-router")
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{
+		APIGroups:     []string{gwv1.GroupName},
+		Resources:     []string{"httproutes", "grpcroutes"},
+		ResourceNames: []string{"web"},
+		Verbs:         []string{"get", "update", "watch"},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	cfg := gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary}
+	cr, err := gateway.NewRouter(withWatch(t, env, sa), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := gateway.NewRouterForClientset(sa.Gateway, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWaker()
+	for _, r := range []*gateway.Router{cr, cs} {
+		if err := r.Notify(ctx, w.wake); err != nil {
+			t.Fatalf("Notify as the ServiceAccount: %v", err)
+		}
+	}
+	w.after(t, "weights as the ServiceAccount", func() {
+		if err := cr.SetWeights(ctx, rollout.Weights{A: 80, B: 20}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.after(t, "status", func() { playController(t, env.Client, ref) })
+
+	// A route outside resourceNames: Forbidden, nothing left running.
+	other := cfg
+	other.Routes = []gateway.RouteRef{ref, {Namespace: ns, Name: "other"}}
+	for _, mk := range []func() (*gateway.Router, error){
+		func() (*gateway.Router, error) { return gateway.NewRouter(withWatch(t, env, sa), other) },
+		func() (*gateway.Router, error) { return gateway.NewRouterForClientset(sa.Gateway, other) },
+	} {
+		r, err := mk()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Notify(ctx, w.wake); !apierrors.IsForbidden(err) {
+			t.Fatalf("Notify on a route the Role does not name: %v, want Forbidden", err)
+		}
+		waitWatching(t, r, 0)
+	}
+	// The collection stays closed: watch and list without the name.
+	if _, err := sa.Gateway.GatewayV1().HTTPRoutes(ns).Watch(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("watching every route: %v, want Forbidden", err)
+	}
+	if _, err := sa.Gateway.GatewayV1().HTTPRoutes(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing routes: %v, want Forbidden", err)
+	}
+}
+
+// TestNotifyReestablishes: a watch the server closes is opened again, from
+// where it left off, and still wakes; ctx stops it.
+func TestNotifyReestablishes(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	newRoute(t, env.Client, ns, "web")
+	newRoute(t, env.Client, ns, "api")
+	refs := []gateway.RouteRef{{Namespace: ns, Name: "web"}, {Namespace: ns, Name: "api"}}
+	router, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: refs, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateway.SetWatchOptions(router, time.Second, 10*time.Millisecond) // the server closes each watch after 1 s
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWaker()
+	if err := router.Notify(ctx, w.wake); err != nil {
+		t.Fatal(err)
+	}
+	waitWatching(t, router, 2)
+	deadline := time.Now().Add(10 * time.Second)
+	for router.Counts().Watches < 6 { // each route's watch closed twice
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watch requests after %v", router.Counts().Watches, 10*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.after(t, "weights after the watches were re-established", func() {
+		if err := router.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.after(t, "status of the second route", func() { playController(t, env.Client, refs[1]) })
+	cancel()
+	waitWatching(t, router, 0)
+}
+
+// TestNotifyWithoutWatch: a controller-runtime client that cannot watch
+// makes Notify fail, so the caller polls; nothing keeps running.
+func TestNotifyWithoutWatch(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{{Namespace: ns, Name: "web"}}, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := env.Client.(client.WithWatch); ok {
+		t.Skip("the environment's client can watch")
+	}
+	err = router.Notify(context.Background(), func() {})
+	if err == nil {
+		t.Fatal("Notify with a client that cannot watch: no error")
+	}
+	t.Log(err)
+	waitWatching(t, router, 0)
+}
+
+// TestNotifySettleDelay: the end of a SettleDelay, which no event marks,
+// wakes the subscriber.
+func TestNotifySettleDelay(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	newRoute(t, env.Client, ns, "web")
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	clock := fake.NewClock(t0)
+	router, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary,
+		SettleDelay: 5 * time.Second, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWaker()
+	if err := router.Notify(ctx, w.wake); err != nil {
+		t.Fatal(err)
+	}
+	playController(t, env.Client, ref)
+	if st, err := router.Weights(ctx); err != nil || st.Accepted {
+		t.Fatalf("while settling: %+v, %v", st, err)
+	}
+	w.after(t, "settle delay", func() { clock.Advance(5 * time.Second) })
+	if st, err := router.Weights(ctx); err != nil || !st.Accepted {
+		t.Fatalf("settled: %+v, %v", st, err)
+	}
+}

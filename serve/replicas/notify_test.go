@@ -1,0 +1,226 @@
+package replicas_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/replicas"
+)
+
+const wakeBound = 3 * time.Second
+
+type waker chan struct{}
+
+func newWaker() waker { return make(waker, 1024) }
+
+func (w waker) wake() {
+	select {
+	case w <- struct{}{}:
+	default:
+	}
+}
+
+func (w waker) drain() {
+	for {
+		select {
+		case <-w:
+		case <-time.After(100 * time.Millisecond):
+			return
+		}
+	}
+}
+
+// after runs write and fails t unless a wake follows within wakeBound.
+func (w waker) after(t *testing.T, what string, write func()) {
+	t.Helper()
+	w.drain()
+	start := time.Now()
+	write()
+	wrote := time.Now()
+	select {
+	case <-w:
+		t.Logf("%s: woken %v after the write started, %v after it returned", what,
+			time.Since(start).Round(100*time.Microsecond), time.Since(wrote).Round(100*time.Microsecond))
+	case <-time.After(wakeBound):
+		t.Fatalf("%s: no wake within %v", what, wakeBound)
+	}
+}
+
+func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		running, _ := replicas.Watching(s)
+		if running == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d watch loops running, want %d", running, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestNotifyDeployment: the Setter and the Deployer of a Deployment wake
+// on a write of its replicas, of its template and of its status; another
+// Deployment wakes nobody; ctx stops the watch.
+func TestNotifyDeployment(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deployment(t, env.Kube, ns, "web", 0)
+	s := replicas.ForDeployment(env.Kube, ns, "web", 4)
+	d := deployer(t, s)
+	w := newWaker()
+	if err := s.Notify(ctx, w.wake); err != nil {
+		t.Fatal(err)
+	}
+	wd := newWaker()
+	if err := d.Notify(ctx, wd.wake); err != nil {
+		t.Fatal(err)
+	}
+	waitWatching(t, s, 2)
+	w.after(t, "deploy (Setter)", func() {
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	wd.after(t, "status (Deployer)", func() { playDeployment(t, env.Kube, ns, "web", -1) })
+	w.after(t, "capacity", func() {
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.after(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+
+	w.drain()
+	deployment(t, env.Kube, ns, "other", 2)
+	select {
+	case <-w:
+		t.Fatal("woken by a Deployment the Setter does not manage")
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	waitWatching(t, s, 0)
+}
+
+// TestNotifyStatefulSetAndScalable: a status write wakes the Setter of a
+// StatefulSet and of a scalable kind (through the dynamic client).
+func TestNotifyStatefulSetAndScalable(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	n := int32(2)
+	labels := map[string]string{"app": "db"}
+	ss := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"},
+		Spec: appsv1.StatefulSetSpec{Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "db", Image: "example.com/db:v1"}}}}},
+	}
+	ss, err := env.Kube.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := replicas.ForStatefulSet(env.Kube, ns, "db", 2)
+	w := newWaker()
+	if err := st.Notify(ctx, w.wake); err != nil {
+		t.Fatal(err)
+	}
+	w.after(t, "StatefulSet status", func() {
+		ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2}
+		if _, err := env.Kube.AppsV1().StatefulSets(ns).UpdateStatus(ctx, ss, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	deployment(t, env.Kube, ns, "web", 4)
+	dyn, err := dynamic.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := replicas.ForScalable(dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "web", 4)
+	ws := newWaker()
+	if err := sc.Notify(ctx, ws.wake); err != nil {
+		t.Fatal(err)
+	}
+	ws.after(t, "scale", func() {
+		if err := sc.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ws.after(t, "scalable status", func() { playDeployment(t, env.Kube, ns, "web", -1) })
+	cancel()
+	waitWatching(t, st, 0)
+	waitWatching(t, sc, 0)
+}
+
+// TestNotifyLeastPrivilege: a ServiceAccount allowed get, update and watch
+// on the named Deployment only is notified of it; a Deployment outside
+// resourceNames makes Notify fail with Forbidden.
+func TestNotifyLeastPrivilege(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deployment(t, env.Kube, ns, "web", 2)
+	deployment(t, env.Kube, ns, "other", 2)
+	sa := env.ServiceAccount(t, ns, "upshift-replicas")
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{
+		APIGroups: []string{"apps"}, Resources: []string{"deployments"}, ResourceNames: []string{"web"},
+		Verbs: []string{"get", "update", "watch"},
+	})
+	s := replicas.ForDeployment(sa.Kube, ns, "web", 2)
+	w := newWaker()
+	if err := s.Notify(ctx, w.wake); err != nil {
+		t.Fatalf("Notify as the ServiceAccount: %v", err)
+	}
+	w.after(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	o := replicas.ForDeployment(sa.Kube, ns, "other", 2)
+	if err := o.Notify(ctx, w.wake); !apierrors.IsForbidden(err) {
+		t.Fatalf("Notify on a Deployment the Role does not name: %v, want Forbidden", err)
+	}
+	waitWatching(t, o, 0)
+}
+
+// TestNotifyReestablishes: a watch the server closes is opened again and
+// still wakes.
+func TestNotifyReestablishes(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	deployment(t, env.Kube, ns, "web", 2)
+	s := replicas.ForDeployment(env.Kube, ns, "web", 2)
+	replicas.SetWatchOptions(s, time.Second, 10*time.Millisecond)
+	w := newWaker()
+	if err := s.Notify(ctx, w.wake); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, requests := replicas.Watching(s); requests >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch was not re-established twice within 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.after(t, "status after the watch was re-established", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	cancel()
+	waitWatching(t, s, 0)
+}
