@@ -37,8 +37,9 @@ import (
 // revision, ready after the Lag.
 //
 // Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
-// CrashLoop, SetRevision, StallDeploys, ServingFunc, History; Violations
-// lists the deploys made while the side held capacity or served traffic.
+// CrashLoop, SetRevision, StallDeploys, ServingFunc, DropNotifications,
+// History; Violations lists the deploys made while the side held capacity
+// or served traffic. It is a rollout.Notifier (see Notify).
 // Safe for concurrent use.
 type Capacity struct {
 	mu       sync.Mutex
@@ -68,11 +69,14 @@ type Capacity struct {
 	// fixed: a Deployment's side, fully provisioned. Its capacity is not
 	// checked on a deploy, and Revision counts as an observation.
 	fixed bool
+
+	note notifier
 }
 
 var (
 	_ rollout.CapacitySetter = (*Capacity)(nil)
 	_ rollout.Deployer       = (*Capacity)(nil)
+	_ rollout.Notifier       = (*Capacity)(nil)
 )
 
 // NewCapacity returns a side with the given full replica count (at least 1),
@@ -101,6 +105,7 @@ func (c *Capacity) want() int32 {
 
 // SetCapacity asks for a share of the full capacity.
 func (c *Capacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	arg := fmt.Sprintf("%d", r.Percent)
@@ -121,10 +126,14 @@ func (c *Capacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) e
 		return err
 	}
 	c.hist.add(c.clock, "SetCapacity", arg, nil)
+	if r.Steady != c.steady {
+		c.note.change()
+	}
 	c.steady = r.Steady
 	if r.Percent == c.percent {
 		return nil
 	}
+	c.note.change()
 	c.percent = r.Percent
 	w := c.want()
 	c.ready = min(c.ready, w)             // replicas stop at once
@@ -142,6 +151,7 @@ func (c *Capacity) newPending() *pending {
 	p := &pending{reads: c.lag.Reads}
 	if c.lag.Duration > 0 {
 		p.due = c.now().Add(c.lag.Duration)
+		c.note.due(c.clock, p.due)
 	}
 	return p
 }
@@ -248,23 +258,31 @@ func (c *Capacity) SetLag(l Lag) {
 
 // SetPartial makes new replicas become ready one per observation.
 func (c *Capacity) SetPartial(on bool) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if on != c.partial {
+		c.note.change()
+	}
 	c.partial = on
 }
 
 // SetHealth sets the health the side reports.
 func (c *Capacity) SetHealth(h strategy.Health, msg string) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.health, c.msg = h, msg
+	c.note.change()
 }
 
 // FailWith makes every call fail with err until FailWith(nil).
 func (c *Capacity) FailWith(err error) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.err = err
+	c.note.change()
 }
 
 // Crash makes n ready replicas (at most those ready) stop being ready at
@@ -275,6 +293,7 @@ func (c *Capacity) FailWith(err error) {
 // that wants to see the loss sets a Lag or CrashLoop. Crash changes neither
 // the capacity asked for nor Health.
 func (c *Capacity) Crash(n int32) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settle(false)
@@ -282,6 +301,7 @@ func (c *Capacity) Crash(n int32) {
 	if n == 0 {
 		return
 	}
+	c.note.change()
 	c.ready -= n
 	c.crashed += n
 	if !c.loop {
@@ -296,12 +316,14 @@ func (c *Capacity) Crash(n int32) {
 // restarts succeed: every wanted replica that is down is ready after the
 // side's Lag, counted from then.
 func (c *Capacity) CrashLoop(on bool) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settle(false)
 	if on == c.loop {
 		return
 	}
+	c.note.change()
 	c.loop = on
 	c.restart = nil
 	if !on && c.crashed > 0 {
@@ -339,3 +361,16 @@ func (c *Capacity) Reads() int {
 
 // Replicas returns the full replica count.
 func (c *Capacity) Replicas() int32 { return c.replicas }
+
+// Notify calls wake whenever what Capacity, and Revision, report may have
+// changed, until ctx ends (see the package's notes on change
+// notifications). It fails only when ctx has already ended.
+func (c *Capacity) Notify(ctx context.Context, wake func()) error {
+	return c.note.subscribe(ctx, c.clock, wake)
+}
+
+// DropNotifications(true) stops delivering wakes, as a watch that is down:
+// changes wake no one (a Runner then finds them at its next poll).
+// DropNotifications(false) delivers them again, and wakes every subscriber
+// once for what they missed.
+func (c *Capacity) DropNotifications(on bool) { c.note.setDrop(on) }

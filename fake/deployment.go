@@ -24,13 +24,17 @@ import (
 // violation (Violations).
 //
 // Test-only controls: SetLag, SetPartial, FailWith, SetRevision,
-// StallDeploys, ServingFunc, History. NewDeploymentTraffic simulates
-// requests on two of them. Safe for concurrent use.
+// StallDeploys, ServingFunc, DropNotifications, History.
+// NewDeploymentTraffic simulates requests on two of them. It is a
+// rollout.Notifier (see Notify). Safe for concurrent use.
 type Deployment struct {
 	c *Capacity
 }
 
-var _ rollout.Deployer = (*Deployment)(nil)
+var (
+	_ rollout.Deployer = (*Deployment)(nil)
+	_ rollout.Notifier = (*Deployment)(nil)
+)
 
 // NewDeployment returns a side of the given replica count (at least 1),
 // fully ready and running revision ("" for none). clock may be nil when no
@@ -99,3 +103,11 @@ func (d *Deployment) KeepHistory(on bool) { d.c.KeepHistory(on) }
 
 // History returns every Deploy and Revision call so far.
 func (d *Deployment) History() []Call { return d.c.History() }
+
+// Notify calls wake whenever what Revision (and Status) report may have
+// changed, until ctx ends (see Capacity.Notify).
+func (d *Deployment) Notify(ctx context.Context, wake func()) error { return d.c.Notify(ctx, wake) }
+
+// DropNotifications stops (true) or resumes (false) the delivery of wakes
+// (see Capacity.DropNotifications).
+func (d *Deployment) DropNotifications(on bool) { d.c.DropNotifications(on) }

@@ -51,6 +51,13 @@
 //     the config on a cluster not at target_capacity 0, or serving traffic
 //     (ServingFunc), is refused with 400 and listed by Violations.
 //
+// Router, Capacity and Deployment are rollout.Notifiers, as a watch on the
+// route or workload is: Notify wakes a subscriber on every write or test
+// control that changes what the fake reports, and at the instant a Lag's
+// Duration ends (a timer on the Clock); a Lag counted in reads ends at a
+// read, which sees it, and wakes no one. DropNotifications stands for a
+// watch that is down, so that a Runner falls back to polling.
+//
 // Every fake is safe for concurrent use, records a History of its calls
 // (KeepHistory(false) keeps only counts), and fails on demand with FailWith
 // (RayServe with FailRequests).

@@ -39,6 +39,7 @@ import (
 // rollout.ErrInvalid for an empty revision.
 func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 	share := c.servingShare()
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.deployErr(ctx, revision); err != nil {
@@ -56,6 +57,7 @@ func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 		c.violations = append(c.violations, fmt.Sprintf("deploy %q over %q at capacity %d (%d of %d replicas wanted) while serving %d%% of traffic",
 			revision, c.rev, c.percent, want, c.replicas, share))
 	}
+	c.note.change()
 	c.rev, c.rolling = revision, true
 	c.deploy = c.newPending()
 	// The replicas of the old revision stop; every wanted replica is
@@ -144,9 +146,11 @@ func (c *Capacity) rollOut(now time.Time) {
 // a deploy left starting become ready after the side's Lag, counted from
 // now, unless the side crash-loops).
 func (c *Capacity) SetRevision(revision string) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settle(false)
+	c.note.change()
 	c.rev, c.rolling, c.deploy = revision, false, nil
 	if c.crashed > 0 && c.restart == nil && !c.loop {
 		c.restart = c.newPending()
@@ -159,12 +163,14 @@ func (c *Capacity) SetRevision(revision string) {
 // a deploy in progress rolls out after the side's Lag, counted from then.
 // A side not being deployed is not affected.
 func (c *Capacity) StallDeploys(on bool) {
+	defer c.note.flush()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.settle(false)
 	if on == c.stall {
 		return
 	}
+	c.note.change()
 	c.stall = on
 	if !c.rolling {
 		return

@@ -67,7 +67,7 @@ func (h *history) count(op string) int { return h.ok[op] }
 // reports what the data plane routes by, which is what the Traffic simulator
 // uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, Overwrite
 // (another writer), Delete and Create (the route removed and re-created),
-// History.
+// DropNotifications, History. It is a rollout.Notifier (see Notify).
 //
 // The zero value routes everything to side A and applies changes at once.
 // Safe for concurrent use.
@@ -83,9 +83,13 @@ type Router struct {
 	rejected string
 	deleted  bool
 	hist     history
+	note     notifier
 }
 
-var _ rollout.TrafficRouter = (*Router)(nil)
+var (
+	_ rollout.TrafficRouter = (*Router)(nil)
+	_ rollout.Notifier      = (*Router)(nil)
+)
 
 // NewRouter returns a router that sends all traffic to side A. clock may be
 // nil when no Lag uses a Duration.
@@ -103,6 +107,7 @@ func (r *Router) now() time.Time {
 // SetWeights writes the weights into the route's spec. They are accepted by
 // the data plane after the Lag.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	arg := fmt.Sprintf("A=%d B=%d", w.A, w.B)
@@ -144,8 +149,10 @@ func (r *Router) write(w rollout.Weights) {
 	r.change = &pending{reads: r.lag.Reads}
 	if r.lag.Duration > 0 {
 		r.change.due = r.now().Add(r.lag.Duration)
+		r.note.due(r.clock, r.change.due)
 	}
 	r.settle()
+	r.note.change()
 }
 
 // Overwrite is another writer changing the route's weights to w, whatever
@@ -153,6 +160,7 @@ func (r *Router) write(w rollout.Weights) {
 // careless edit leaves. The data plane takes it after the lag and shares
 // requests in proportion to the weights (none at all for 0/0).
 func (r *Router) Overwrite(w rollout.Weights) {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.write(w)
@@ -161,8 +169,12 @@ func (r *Router) Overwrite(w rollout.Weights) {
 // Delete removes the route: every call fails with rollout.ErrNotFound and
 // the data plane routes nothing, until Create.
 func (r *Router) Delete() {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.deleted {
+		r.note.change()
+	}
 	r.deleted = true
 	r.spec, r.applied, r.change = rollout.Weights{}, rollout.Weights{}, nil
 }
@@ -170,6 +182,7 @@ func (r *Router) Delete() {
 // Create re-creates a deleted route (or replaces a live one) with weights
 // w, taken by the data plane after the lag.
 func (r *Router) Create(w rollout.Weights) {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = false
@@ -193,18 +206,31 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 		r.hist.add(r.clock, "Weights", "", err)
 		return rollout.RouteStatus{}, err
 	}
+	_, err := r.status()
+	r.hist.add(r.clock, "Weights", "", err)
+	if err != nil {
+		return rollout.RouteStatus{}, err
+	}
+	if r.change != nil {
+		r.change.reads--
+	}
+	return r.status()
+}
+
+// Status returns what Weights would report, without counting a read or
+// recording a call.
+func (r *Router) Status() (rollout.RouteStatus, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status()
+}
+
+func (r *Router) status() (rollout.RouteStatus, error) {
 	if r.err != nil {
-		r.hist.add(r.clock, "Weights", "", r.err)
 		return rollout.RouteStatus{}, r.err
 	}
 	if r.deleted {
-		err := fmt.Errorf("fake router: route: %w", rollout.ErrNotFound)
-		r.hist.add(r.clock, "Weights", "", err)
-		return rollout.RouteStatus{}, err
-	}
-	r.hist.add(r.clock, "Weights", "", nil)
-	if r.change != nil {
-		r.change.reads--
+		return rollout.RouteStatus{}, fmt.Errorf("fake router: route: %w", rollout.ErrNotFound)
 	}
 	r.settle()
 	st := rollout.RouteStatus{Weights: r.spec, Accepted: r.change == nil && r.rejected == ""}
@@ -234,9 +260,11 @@ func (r *Router) SetLag(l Lag) {
 
 // FailWith makes every call fail with err until FailWith(nil).
 func (r *Router) FailWith(err error) {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.err = err
+	r.note.change()
 }
 
 // Conflicts makes the next n SetWeights calls fail with rollout.ErrConflict
@@ -250,8 +278,12 @@ func (r *Router) Conflicts(n int) {
 // Reject makes the data plane refuse the route (Accepted false with msg)
 // until Reject(""). Traffic keeps flowing by the last accepted weights.
 func (r *Router) Reject(msg string) {
+	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.rejected != msg {
+		r.note.change()
+	}
 	r.rejected = msg
 }
 
@@ -283,3 +315,16 @@ func (r *Router) Reads() int {
 	defer r.mu.Unlock()
 	return r.hist.count("Weights")
 }
+
+// Notify calls wake whenever what Weights reports may have changed, until
+// ctx ends (see the package's notes on change notifications). It fails only
+// when ctx has already ended.
+func (r *Router) Notify(ctx context.Context, wake func()) error {
+	return r.note.subscribe(ctx, r.clock, wake)
+}
+
+// DropNotifications(true) stops delivering wakes, as a watch that is down:
+// changes wake no one (a Runner then finds them at its next poll).
+// DropNotifications(false) delivers them again, and wakes every subscriber
+// once for what they missed.
+func (r *Router) DropNotifications(on bool) { r.note.setDrop(on) }
