@@ -7,13 +7,22 @@ import (
 )
 
 // Changed reports whether next differs from prev in anything a person or a
-// decision needs, that is in anything but the volatile fields: the instants
-// of the latest observation (Observed.At, HealthCheckedAt and the At of each
-// gate verdict), which every reconcile moves. Store a state, or write an
-// object's status, only when Changed says so: while nothing else changes
-// nothing is written, and a state stored without its latest instants makes
-// the same decisions (they only bound the clock from below and tell
-// observations apart, and the next observation replaces them).
+// decision needs, that is in anything but the volatile fields:
+//
+//   - Observed, what the latest reconcile saw: the Runner observes every
+//     adapter again before each Step, so a stored observation only serves
+//     the next Step when nothing else changed, and what it says that
+//     matters (a hop applied, a side short of its traffic, a verdict) shows
+//     in the fields that do count: Desired, Phase, the conditions, the
+//     counters and the recorded instants;
+//   - HealthCheckedAt, the instant of the latest observation counted;
+//   - Message, the line about what the rollout waits for, which follows the
+//     observation (the conditions carry the reasons).
+//
+// Store a state, or write an object's status, only when Changed says so:
+// while nothing else changes nothing is written, and an upgrade writes its
+// state about once per hop. A state stored without its latest volatile
+// fields makes the same decisions once observed again.
 //
 // A nil argument is a zero State.
 func Changed(prev, next *State) bool {
@@ -24,17 +33,8 @@ func Changed(prev, next *State) bool {
 	if next != nil {
 		b = *next
 	}
-	if len(a.Observed.Gates) != len(b.Observed.Gates) {
-		return true
-	}
-	for i := range a.Observed.Gates {
-		ga, gb := a.Observed.Gates[i], b.Observed.Gates[i]
-		if ga.Name != gb.Name || ga.Verdict != gb.Verdict || ga.Message != gb.Message {
-			return true
-		}
-	}
 	for _, s := range []*State{&a, &b} {
-		s.Observed.At, s.HealthCheckedAt, s.Observed.Gates = metav1.MicroTime{}, metav1.MicroTime{}, nil
+		s.Observed, s.HealthCheckedAt, s.Message = Observation{}, metav1.MicroTime{}, ""
 	}
 	return !reflect.DeepEqual(a, b)
 }

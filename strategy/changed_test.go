@@ -3,6 +3,8 @@ package strategy
 import (
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestChanged(t *testing.T) {
@@ -24,11 +26,16 @@ func TestChanged(t *testing.T) {
 		}, false},
 		{"gate verdict", func(s *State) {
 			s.Observed.Gates = []GateResult{{Name: "errors", Verdict: VerdictPass, At: later}}
+		}, false},
+		{"observed weight", func(s *State) { s.Observed.Weight = 10 }, false},
+		{"observed revision", func(s *State) { s.Observed.Canary.Revision = "v2" }, false},
+		{"message", func(s *State) { s.Message = "waiting" }, false},
+		{"unhealthy count", func(s *State) { s.UnhealthyCount = 1 }, true},
+		{"gate asked", func(s *State) { s.Gate = "errors" }, true},
+		{"condition", func(s *State) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: ConditionDegraded, Status: metav1.ConditionTrue})
 		}, true},
-		{"gate gone", func(s *State) { s.Observed.Gates = nil }, true},
-		{"observed weight", func(s *State) { s.Observed.Weight = 10 }, true},
-		{"observed revision", func(s *State) { s.Observed.Canary.Revision = "v2" }, true},
-		{"message", func(s *State) { s.Message = "waiting" }, true},
+		{"failing since", func(s *State) { s.FailingSince = later }, true},
 		{"hop", func(s *State) { s.Desired.CanaryCapacity = 30; s.HopAt = later }, true},
 		{"phase", func(s *State) { s.Phase = PhaseProgressing }, true},
 	}
