@@ -37,6 +37,22 @@
 // run. Without DeployA and DeployB nothing is checked, and the caller puts
 // each revision on its side.
 //
+// Events, not polls. Adapters that implement Notifier tell when what they
+// report may have changed: the gateway Router watches its routes by name,
+// serve/replicas its workloads, and the fakes every change they make. Run
+// subscribes to each once and reconciles as soon as one reports a change
+// (a burst is one reconcile), so a hop is observed when the world applies
+// it, not at the next poll; the strategy's requeue is the fallback. An
+// operator gets the same from its own watches: with controller-runtime,
+// watch the objects the adapters read (the HTTPRoutes, the Deployments) and
+// map each event to the rollout object that owns them (Watches with
+// handler.EnqueueRequestsFromMapFunc, or Owns when it owns them), so that a
+// data plane writing a route's status, or a Deployment's pods becoming
+// ready, reconciles the rollout at once. Write its status only when
+// strategy.Changed reports a change: the observation and the message are
+// volatile, so a rollout that waits writes nothing, and an upgrade writes
+// its state about once per hop (Run does the same with its Store).
+//
 // Logging goes through the logr.Logger in the context (the controller-runtime
 // convention); each applied hop is logged at V(1). Events and metrics go
 // through the Observer, which sees every reconcile: the state before and
