@@ -41,7 +41,8 @@ func naiveApplied(s *State, mode CapacityMode) bool {
 	return weightOK && capOK
 }
 
-// checkStep checks every invariant of one Step that does not need history.
+// checkStep checks every invariant of one Step that does not need history:
+// Step is pure (checked by stepping again), and checkDecision holds.
 func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	t.Helper()
 	before := *in.DeepCopy()
@@ -61,6 +62,14 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 			t.Fatalf("time running backwards changed the decision (-at now +earlier):\n%s", diff)
 		}
 	}
+	return checkDecision(t, strat, in, d)
+}
+
+// checkDecision checks what checkStep checks of the decision d that Step
+// took from in, but that Step is pure: every invariant of one Step that
+// needs neither history nor Step again. It returns d.
+func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
+	t.Helper()
 	opts, surge := optionsOf(strat)
 	mode := opts.Capacity
 	a := d.State.Desired
@@ -87,8 +96,9 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 		t.Fatalf("replicas mode set a weight: %+v", d.Weight)
 	}
 	emergency := d.State.Aborted != nil && d.State.Aborted.Emergency && d.Weight.Set && d.Weight.Value == 0
-	if !d.HasHops() {
-		return d
+	checkRevisionHops(t, mode, &in, &d)
+	if !d.HasHops() || d.Deploy.Set {
+		return d // a deploy is asked alone, at zero (checked above)
 	}
 	checkSafeHops(t, mode, &in, &d, emergency)
 	// A walk back may take a route that already sends less to the canary as
@@ -99,11 +109,21 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 		return d
 	}
 	// A repair re-asks for the desired allocation and changes nothing else.
-	// (An abort begun in this Step clears Released; the repair is the same.)
-	repair := d.State.Desired == in.Desired && (d.State.Released == in.Released || d.State.Phase == PhaseAborting) &&
-		(!d.Weight.Set || d.Weight.Value == in.Desired.Weight) &&
-		(!d.StableCapacity.Set || d.StableCapacity.Value == in.Desired.StableCapacity) &&
-		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == in.Desired.CanaryCapacity)
+	// (An abort begun in this Step clears Released; the repair is the same.
+	// A walk back may first record the lower capacity the canary already
+	// holds; the weight mirrors it in the Replicas mode.)
+	kept := in.Desired
+	if d.State.Phase == PhaseAborting && in.Observed.Canary.Capacity < in.Desired.CanaryCapacity {
+		kept.CanaryCapacity = in.Observed.Canary.Capacity
+		if mode == CapacityReplicas {
+			kept.Weight = kept.CanaryCapacity
+		}
+	}
+	want := d.State.Desired
+	repair := (want == in.Desired || want == kept) && (d.State.Released == in.Released || d.State.Phase == PhaseAborting) &&
+		(!d.Weight.Set || d.Weight.Value == want.Weight) &&
+		(!d.StableCapacity.Set || d.StableCapacity.Value == want.StableCapacity) &&
+		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == want.CanaryCapacity)
 	if repair && !emergency {
 		if naiveApplied(&in, mode) {
 			t.Fatalf("a repair while everything is applied: %+v", d)
@@ -114,8 +134,12 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 	// waiting for capacity that may never settle, nor for a data plane that
 	// rejects the route or never reports on it: each of its weight hops is
 	// bounded by the stable side's ready capacity (checked below).
+	// A walk back also keeps a canary that already holds less capacity than
+	// asked (it records what the side holds, and may lower it further).
+	keeps := kept != in.Desired && d.State.Desired.CanaryCapacity <= in.Observed.Canary.Capacity
 	inPlace := (mode == CapacityReplicas || in.Observed.Weight == in.Desired.Weight) &&
-		(mode == CapacityFixed || in.Observed.Stable.Capacity == in.Desired.StableCapacity && in.Observed.Canary.Capacity == in.Desired.CanaryCapacity)
+		(mode == CapacityFixed || in.Observed.Stable.Capacity == in.Desired.StableCapacity &&
+			(in.Observed.Canary.Capacity == in.Desired.CanaryCapacity || keeps))
 	walkBack := d.State.Phase == PhaseAborting && inPlace
 	if !emergency && !walkBack && !naiveApplied(&in, mode) {
 		t.Fatalf("a hop before the previous one was observed applied:\nin.Desired=%+v\nin.Observed=%+v\nhops=%+v %+v %+v",
@@ -164,8 +188,10 @@ func nonDecreasing(s Strategy) bool {
 }
 
 // TestStepInvariants drives random strategies against a lagging world with
-// random commands, health, gate verdicts, restarts and clock jumps, checking
-// every Step and the world after every tick.
+// random commands, health, gate verdicts, restarts, clock jumps, deploys
+// that never roll out and sides redeployed by someone else, checking every
+// Step, the world after every tick, and the revisions the world routes
+// traffic to after every action.
 func TestStepInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
@@ -236,7 +262,9 @@ func TestStepInvariants(t *testing.T) {
 					now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
 				}
 			case 8:
-				switch rapid.IntRange(0, 2).Draw(t, "fault") {
+				// (Ranges grow within the same bit length, so the cases
+				// saved under testdata/rapid replay as they were.)
+				switch rapid.IntRange(0, 3).Draw(t, "fault") {
 				case 0:
 					w.accepted = !w.accepted // a parent stops (or resumes) accepting the route
 				case 1:
@@ -249,8 +277,10 @@ func TestStepInvariants(t *testing.T) {
 					} else {
 						sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
 					}
-				default:
+				case 2:
 					w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+				default:
+					revisionFault(t, w)
 				}
 			default:
 				w.gates = []GateResult{{
@@ -259,6 +289,7 @@ func TestStepInvariants(t *testing.T) {
 					At:      micro(now),
 				}}
 			}
+			w.checkRevisions(t, &s)
 		}
 	})
 }
@@ -275,6 +306,9 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 	for i := 0; i < maxSteps; i++ {
 		s.Observed = w.observe(now)
 		d := checkStep(t, strat, s, now)
+		if d.State.StableSide != s.StableSide {
+			w.swap() // the canary side now holds the stable role
+		}
 		s = d.State
 		if d.HasHops() {
 			if d.Weight.Set {
@@ -282,6 +316,9 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 			}
 			if d.StableCapacity.Set {
 				hops = append(hops, fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
+			}
+			if d.Deploy.Set {
+				hops = append(hops, "deploy "+d.Deploy.Revision)
 			}
 			if d.CanaryCapacity.Set {
 				what := fmt.Sprintf("canary capacity %d", d.CanaryCapacity.Value)
@@ -291,7 +328,9 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 				hops = append(hops, what)
 			}
 			w.apply(&d, lag)
+			w.checkRevisions(t, &s)
 			w.settle()
+			w.checkRevisions(t, &s)
 			continue
 		}
 		if s.Phase.Terminal() {
@@ -329,7 +368,8 @@ func hopBound(strat Strategy) int {
 
 // TestTerminationAndPlanAgreement: with adapters that apply what they are
 // asked (after any lag) and no faults, every valid strategy finishes within
-// the hop bound, and asks for exactly the hops Plan predicted.
+// the hop bound, and asks for exactly the hops Plan predicted, the deploy of
+// the canary revision at zero included (both sides report revisions).
 func TestTerminationAndPlanAgreement(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
@@ -350,7 +390,9 @@ func TestTerminationAndPlanAgreement(t *testing.T) {
 		if b := hopBound(strat); tl.Hops > b {
 			t.Fatalf("%d hops exceed the bound %d", tl.Hops, b)
 		}
-		s := NewState("a", "b")
+		// The revisions Plan rolls out by default: its deploy hop is named
+		// after them.
+		s := NewState("stable", "canary")
 		w := newWorld(mode, &s)
 		lag := rapid.IntRange(0, 4).Draw(t, "lag")
 		hops, end, _ := drive(t, strat, s, w, lag, t0, 20000)

@@ -63,7 +63,9 @@ func TestRollbackMatrix(t *testing.T) {
 							hops++
 							sinceRetarget++
 							w.apply(&d, 1)
+							w.checkRevisions(t, &s)
 							w.settle()
+							w.checkRevisions(t, &s)
 							if !w.trafficFits(opts.MaxUnavailablePercent) {
 								t.Fatalf("traffic exceeds ready capacity: weight %d ready %d/%d", w.weight, w.stable.ready, w.canary.ready)
 							}
@@ -91,8 +93,18 @@ func TestRollbackMatrix(t *testing.T) {
 					if s.PendingRevision != "" || s.Aborted != nil {
 						t.Fatalf("leftovers: pending %q abort %+v", s.PendingRevision, s.Aborted)
 					}
-					if want := (Allocation{Weight: 0, StableCapacity: 100, CanaryCapacity: 0}); opts.Capacity != CapacityFixed && s.Desired != want {
+					// The canary side keeps what it last ran (the abandoned
+					// revision after a rollback, the old stable one after a
+					// success), and the state records it.
+					want := Allocation{Weight: 0, StableCapacity: 100, CanaryCapacity: 0, CanaryRevision: w.canary.rev}
+					if opts.Capacity == CapacityFixed {
+						want.StableCapacity, want.CanaryCapacity = s.Desired.StableCapacity, s.Desired.CanaryCapacity
+					}
+					if s.Desired != want {
 						t.Fatalf("ended at %+v, want %+v", s.Desired, want)
+					}
+					if w.stable.rev != s.StableRevision || !w.stable.updated {
+						t.Fatalf("the stable side runs %q (updated %v), the stable revision is %q", w.stable.rev, w.stable.updated, s.StableRevision)
 					}
 					if s.Desired.Weight != 0 || w.weight != 0 && opts.Capacity != CapacityReplicas && s.Phase == PhaseRolledBack {
 						t.Fatalf("weight left on the canary role: desired %d world %d", s.Desired.Weight, w.weight)

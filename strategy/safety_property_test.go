@@ -98,13 +98,16 @@ func genWorld(t *rapid.T, mode CapacityMode, maxUnavailable int32) *world {
 }
 
 // worldAction changes the world the way real backends do: crashes, crash
-// loops, another writer, a rejecting parent, adapters that stop answering.
+// loops, another writer, a rejecting parent, adapters that stop answering,
+// a deploy that never rolls out, a side redeployed by someone else.
 func worldAction(t *rapid.T, w *world) {
 	sd := &w.stable
 	if rapid.Bool().Draw(t, "canarySide") {
 		sd = &w.canary
 	}
-	switch rapid.IntRange(0, 5).Draw(t, "worldAction") {
+	// The range grows within the same bit length (0..5 was drawn from three
+	// bits too), so the cases saved under testdata/rapid replay as they were.
+	switch rapid.IntRange(0, 7).Draw(t, "worldAction") {
 	case 0, 1:
 		sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
 	case 2:
@@ -115,8 +118,13 @@ func worldAction(t *rapid.T, w *world) {
 		if w.mode != CapacityReplicas {
 			w.invalid = !w.invalid
 		}
-	default:
+	case 5:
 		w.failing = !w.failing
+	case 6:
+		sd.stuck = !sd.stuck // a deploy on it never rolls out
+	default:
+		// Someone else redeploys the side (or restarts it).
+		w.redeploy(sd, rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "redeploy"), rapid.IntRange(0, 3).Draw(t, "redeployLag"))
 	}
 }
 
@@ -131,11 +139,14 @@ func observeWorld(s *State, w *world, now time.Time) {
 }
 
 // TestNeverUnsafe: from any stored state, against a world that loses ready
-// capacity, rewrites and rejects the route and stops answering, with random
+// capacity, rewrites and rejects the route, stops answering, never rolls a
+// deploy out and has its sides redeployed by someone else, with random
 // commands, restarts, lost writes and clocks that jump back, no hop ever
 // puts traffic above observed ready capacity (but the documented emergency),
 // no side is scaled below the traffic it may carry, a corrupt state asks for
-// nothing, and Step never turns a valid state into an invalid one.
+// nothing, Step never turns a valid state into an invalid one, and the
+// revisions hold (checkRevisionHops, world.checkRevisions; what a random
+// world routes when the run begins is the world's doing, see world.adopt).
 func TestNeverUnsafe(t *testing.T) { rounds(t, 4, neverUnsafe) }
 
 // rounds runs a property n times, as subtests, each with its own seed.
@@ -156,6 +167,7 @@ func neverUnsafe(t *rapid.T) {
 		s = genState(t)
 	}
 	w := genWorld(t, mode, opts.MaxUnavailablePercent)
+	w.adopt(&s)
 	now := t0
 	emergencySeen := false
 	steps := rapid.IntRange(1, 300).Draw(t, "steps")
@@ -192,6 +204,7 @@ func neverUnsafe(t *rapid.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
 		case 8:
 			valid := s.check(mode, nil)
+			stable := s.StableRevision
 			switch c := rapid.IntRange(0, 8).Draw(t, "command"); c {
 			case 0, 1, 2, 3, 4, 5, 6:
 				s, _ = applyCommand(t, c, s, now)
@@ -203,6 +216,12 @@ func neverUnsafe(t *rapid.T) {
 			if valid && !s.check(mode, nil) {
 				t.Fatalf("a command made a valid state invalid: %v", s.Validate(mode))
 			}
+			if stable == "" && s.StableRevision != "" {
+				// The first revision a state names is the one the caller
+				// created the workload with (package doc, "# Revisions on
+				// sides"): the stable side runs it.
+				w.stable.rev, w.stable.updated = s.StableRevision, true
+			}
 		default:
 			// A reconcile whose state is never stored: the world moves,
 			// the state does not.
@@ -212,12 +231,14 @@ func neverUnsafe(t *rapid.T) {
 			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lostLag"))
 		}
+		w.checkRevisions(t, &s)
 	}
 }
 
 // TestNeverStuckSilently: whatever the world does (lag, a data plane that
 // never accepts, crash loops on either side, invalid splits, adapters that
-// stop answering, gates that never answer), a rollout left alone either
+// stop answering, gates that never answer, deploys that never roll out,
+// sides redeployed by someone else), a rollout left alone either
 // reaches a terminal phase, waits visibly for a person (paused), or reports
 // Degraded with a reason once its progress deadline has passed.
 func TestNeverStuckSilently(t *testing.T) { rounds(t, 2, neverStuckSilently) }
@@ -253,6 +274,7 @@ func neverStuckSilently(t *rapid.T) {
 			worldAction(t, w)
 		}
 		observeWorld(&s, w, now)
+		t.Logf("step at %s: %s desired %+v observed %+v", now.Format("15:04:05"), s.Phase, s.Desired, s.Observed)
 		d := checkStep(t, strat, s, now)
 		if d.HasHops() || d.State.Phase != s.Phase || d.State.StepIndex != s.StepIndex || d.State.Paused {
 			since = now
@@ -262,6 +284,7 @@ func neverStuckSilently(t *rapid.T) {
 			w.swap()
 		}
 		s = d.State
+		w.checkRevisions(t, &s)
 		if s.Phase.Terminal() {
 			return
 		}
@@ -269,6 +292,7 @@ func neverStuckSilently(t *rapid.T) {
 			t.Fatalf("no progress for %s (deadline %s) and not Degraded: %s: %s", now.Sub(since), deadline, s.Phase, s.Message)
 		}
 		w.tick()
+		w.checkRevisions(t, &s)
 		next := d.RequeueAfter
 		if next <= 0 {
 			next = opts.pollInterval()

@@ -28,7 +28,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 //	strategy incremental step=10 interval=1m surge=30 [mode=Fixed|Replicas] [ramp=Gradual|Emergency] [deadline=5m] [abort-on-deadline] [poll=2s]
 //	strategy canary surge=50 steps=20,pause:1m,pause,gate:errors,60 [...the same options]
 //	strategy bluegreen [...the same options]
-//	world [stable-replicas=N] [canary-replicas=N] [lag=N]   (lag: observations until a hop shows)
+//	state v1 v2                     (the rollout it starts from, stable and canary revisions: v1 v2 by default; "state v1" is idle on v1)
+//	world [stable-replicas=N] [canary-replicas=N] [lag=N] [revisions=off]
+//	                                (lag: observations until a hop or a deploy shows; revisions=off: the sides report none)
 //	at 2m30s crash canary 50        (ready capacity lost: crash stable|canary PERCENT)
 //	at 2m30s loop canary on|off     (crash-looping: nothing becomes ready)
 //	at 1m reject on|off             (a parent rejects the route)
@@ -36,8 +38,19 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 //	at 1m fail on|off               (the adapters stop answering)
 //	at 1m health Unhealthy|Healthy
 //	at 1m verdict errors Pass|Fail|Inconclusive
+//	at 1m redeploy stable|canary REV (someone else deploys REV on a side, or restarts it)
+//	at 1m stuck canary on|off       (a deploy on the side never rolls out)
 //	at 1m abort|pause|resume|promote|promote-full|retry|retarget REV
 //	run 30m                         (simulate until a terminal phase, or this long)
+//
+// The timeline shows every hop (a deploy included), every change of phase
+// (with the reason of an abort, and the physical side that is stable after
+// a success) or of the Degraded condition, and what the sides are observed
+// running when that changes ("observed canary v3 rolling" while a deploy
+// rolls out). The world must keep the revision bullet of the package doc's
+// "# Invariants": a scenario fails if the data plane routes traffic to a
+// side that does not run its role's revision (but a side someone else
+// redeployed, until the engine has reacted) or a deploy lands under traffic.
 func TestScenarios(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("testdata", "scenarios", "*.txt"))
 	if err != nil || len(files) == 0 {
@@ -95,6 +108,17 @@ func runScenario(script string) (string, error) {
 		switch f[0] {
 		case "strategy":
 			strat, err = parseStrategy(f[1:])
+		case "state":
+			switch {
+			case w != nil:
+				err = fmt.Errorf("state after world")
+			case len(f) == 2:
+				s = State{}.Retarget(f[1], t0)
+			case len(f) == 3:
+				s = NewState(f[1], f[2])
+			default:
+				err = fmt.Errorf("state takes a stable and a canary revision")
+			}
 		case "world":
 			if strat == nil {
 				return "", fmt.Errorf("line %d: world before strategy", n+1)
@@ -104,6 +128,8 @@ func runScenario(script string) (string, error) {
 				k, v, _ := strings.Cut(kv, "=")
 				x, perr := strconv.Atoi(v)
 				switch {
+				case k == "revisions" && v == "off":
+					w.noRevisions = true
 				case perr != nil:
 					err = fmt.Errorf("%s: %v", kv, perr)
 				case k == "stable-replicas":
@@ -153,6 +179,14 @@ func runScenario(script string) (string, error) {
 		fmt.Fprintf(&out, "+%s %s (%d,%d) w%d\n", now.Sub(start), what, a.StableCapacity, a.CanaryCapacity, a.Weight)
 	}
 	degraded := ""
+	phase := s.Phase                                            // the phase the timeline last showed
+	runs := [2]string{sideRuns(&w.stable), sideRuns(&w.canary)} // what the sides were last observed running
+	breach := func() error {
+		if b := w.revisionBreach(&s); b != "" {
+			return fmt.Errorf("at %s: %s", now.Sub(start), b)
+		}
+		return nil
+	}
 	for steps := 0; now.Sub(start) <= limit; steps++ {
 		if steps > 100000 {
 			return "", fmt.Errorf("more than 100000 steps")
@@ -165,8 +199,17 @@ func runScenario(script string) (string, error) {
 			events = events[1:]
 		}
 		observeWorld(&s, w, now)
+		if !w.noRevisions && !w.failing {
+			for i, sd := range []*side{&w.stable, &w.canary} {
+				if r := sideRuns(sd); r != runs[i] {
+					runs[i] = r
+					line("observed " + [2]string{"stable", "canary"}[i] + " " + r)
+				}
+			}
+		}
 		d := strat.Step(s, now)
 		before := s
+		before.Phase = phase // a command may have changed it since the last Step
 		s = d.State
 		if d.Weight.Set {
 			line(fmt.Sprintf("weight %d", d.Weight.Value))
@@ -174,12 +217,23 @@ func runScenario(script string) (string, error) {
 		if d.StableCapacity.Set {
 			line(fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
 		}
+		if d.Deploy.Set {
+			line("deploy " + d.Deploy.Revision)
+		}
 		if d.CanaryCapacity.Set {
 			line(fmt.Sprintf("canary capacity %d", d.CanaryCapacity.Value))
 		}
 		if s.Phase != before.Phase {
-			line("phase " + string(s.Phase))
+			what := "phase " + string(s.Phase)
+			switch {
+			case (s.Phase == PhaseAborting || s.Phase == PhaseAborted) && s.Aborted != nil:
+				what += " (" + s.Aborted.Reason + ")"
+			case s.Phase == PhaseSucceeded:
+				what += " (stable side " + string(s.StableSide) + ")"
+			}
+			line(what)
 		}
+		phase = s.Phase
 		if c := scenarioCondition(&s, ConditionDegraded); c != degraded {
 			degraded = c
 			line("degraded " + c)
@@ -187,11 +241,18 @@ func runScenario(script string) (string, error) {
 		w.apply(&d, lag)
 		if s.StableSide != before.StableSide {
 			w.swap()
+			runs[0], runs[1] = runs[1], runs[0]
+		}
+		if err := breach(); err != nil {
+			return "", err
 		}
 		if s.Phase.Terminal() && len(events) == 0 {
 			break
 		}
 		w.tick()
+		if err := breach(); err != nil {
+			return "", err
+		}
 		next := d.RequeueAfter
 		if next <= 0 {
 			next = poll // nothing timed: look again at the next poll
@@ -203,6 +264,23 @@ func runScenario(script string) (string, error) {
 	}
 	fmt.Fprintf(&out, "end %s after %s: %s\n", s.Phase, now.Sub(start), s.Message)
 	return out.String(), nil
+}
+
+// sideRuns is what a side is observed running: its revision, and "rolling"
+// until it is fully rolled out ("stuck" too when it never will be).
+func sideRuns(sd *side) string {
+	r := sd.rev
+	if r == "" {
+		r = "nothing"
+	}
+	switch {
+	case sd.updated:
+	case sd.stuck:
+		r += " rolling (stuck)"
+	default:
+		r += " rolling"
+	}
+	return r
 }
 
 func scenarioCondition(s *State, typ string) string {
@@ -259,6 +337,20 @@ func scenarioAct(s *State, w *world, a []string, now time.Time) error {
 			var sd *side
 			if sd, err = sideOf(a[1]); err == nil {
 				sd.loop, err = onOff(a[2])
+			}
+		}
+	case "redeploy":
+		if err = need(3); err == nil {
+			var sd *side
+			if sd, err = sideOf(a[1]); err == nil {
+				w.redeploy(sd, a[2], 0)
+			}
+		}
+	case "stuck":
+		if err = need(3); err == nil {
+			var sd *side
+			if sd, err = sideOf(a[1]); err == nil {
+				sd.stuck, err = onOff(a[2])
 			}
 		}
 	case "reject":

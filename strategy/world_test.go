@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"fmt"
 	"time"
 
 	"pgregory.net/rapid"
@@ -8,9 +9,18 @@ import (
 
 // world is a small, deterministic stand-in for the adapters, used by the
 // property tests: a router and two sides that apply what they are asked after
-// a lag, with replica granularity.
+// a lag, with replica granularity, each side running a revision that rolls
+// out after a lag. The world is kept in role terms (stable, canary), as a
+// Runner maps the physical sides through State.StableSide: a rollout that
+// succeeds swaps them (swap).
 type world struct {
 	mode CapacityMode
+	// noRevisions: the sides do not report the revisions they run
+	// (Observation.Revisions unset). By default they do.
+	noRevisions bool
+	// breach records a deploy that landed on a side carrying traffic or
+	// capacity (see apply); reported by revisionBreach.
+	breach string
 
 	// router
 	askedWeight, weight int32
@@ -44,6 +54,46 @@ type side struct {
 	// traffic above ready capacity is then the world's doing, not a hop's
 	// (a hop decided before the crash may still land on it).
 	crashed bool
+
+	// rev is the revision the side's workload was last deployed with, as
+	// its revision reader reports it at once; updated, that it is fully
+	// rolled out, which takes revLag observations after a deploy. While a
+	// side with capacity rolls out, half of its ready capacity restarts.
+	rev     string
+	revLag  int
+	updated bool
+	// stuck: a deploy that never rolls out (an image that cannot be
+	// pulled): updated stays false until the fault is lifted.
+	stuck bool
+	// foreign: the world itself (someone else) redeployed the side, or it
+	// carried traffic when the world was made. Traffic on it is then the
+	// world's doing, until the engine has reacted (see revisionBreach).
+	foreign bool
+}
+
+// deploy rolls revision rev out on the side, visible as updated after lag
+// observations. Asking again for the revision the side already runs changes
+// nothing (a workload applied with the same spec), unless restart (someone
+// restarting it).
+func (s *side) deploy(rev string, lag int, restart bool) {
+	if s.rev == rev && !restart {
+		return
+	}
+	s.rev, s.revLag, s.updated = rev, lag, false
+}
+
+// rolling reports that the side is rolling out a revision.
+func (s *side) rolling() bool { return !s.updated }
+
+// readyTarget is the ready share the side is heading for: what its capacity
+// gives once settled, half of it while it rolls out a revision (replicas of
+// the old revision stop before the new ones are ready).
+func (s *side) readyTarget() int32 {
+	t := s.readyFor(s.asked)
+	if s.rolling() {
+		t /= 2
+	}
+	return t
 }
 
 // crash takes n percent of ready capacity away at once, as pods that crash
@@ -80,13 +130,24 @@ func (s *side) settled() bool {
 
 // tick moves the side one observation closer to what was asked. Scaling down
 // takes effect at once (pods stop); scaling up becomes ready after the lag.
+// A revision rolls out after its own lag, unless stuck.
 func (s *side) tick() {
 	if s.current != s.asked {
 		s.current = s.asked
 	}
-	target := s.readyFor(s.asked)
+	if s.rolling() && !s.stuck {
+		if s.revLag > 0 {
+			s.revLag--
+		} else {
+			s.updated = true
+		}
+	}
+	target := s.readyTarget()
 	switch {
 	case target < s.ready:
+		if s.rolling() {
+			s.crashed = true // replicas restarting on a new revision: the world's doing
+		}
 		s.ready = target
 	case s.lag > 0:
 		s.lag--
@@ -95,11 +156,14 @@ func (s *side) tick() {
 	}
 }
 
+// newWorld makes a world that holds what st desires, with the stable side
+// running the stable revision and the canary side the revision last
+// deployed there (none, for a new state), both rolled out.
 func newWorld(mode CapacityMode, st *State) *world {
 	w := &world{mode: mode, accepted: true}
 	w.askedWeight, w.weight = st.Desired.Weight, st.Desired.Weight
-	w.stable = side{asked: st.Desired.StableCapacity, current: st.Desired.StableCapacity}
-	w.canary = side{asked: st.Desired.CanaryCapacity, current: st.Desired.CanaryCapacity}
+	w.stable = side{asked: st.Desired.StableCapacity, current: st.Desired.StableCapacity, rev: st.StableRevision, updated: true}
+	w.canary = side{asked: st.Desired.CanaryCapacity, current: st.Desired.CanaryCapacity, rev: st.Desired.CanaryRevision, updated: true}
 	if mode == CapacityFixed {
 		w.stable.asked, w.stable.current, w.canary.asked, w.canary.current = 100, 100, 100, 100
 	}
@@ -110,7 +174,22 @@ func newWorld(mode CapacityMode, st *State) *world {
 
 // apply records what a decision asks for. lag is the number of ticks until
 // a change is visible.
+//
+// A deploy lands on the canary side. It is recorded as a breach of the
+// revision bullet of the package doc's "# Invariants" (a deploy only on a
+// side at weight 0, and capacity 0 with capacity setters) if that side
+// carries traffic or capacity now or is about to (asked for it), as the
+// data plane and the side have it, not as observed.
 func (w *world) apply(d *Decision, lag int) {
+	if d.Deploy.Set {
+		if c := &w.canary; w.breach == "" && (w.mode != CapacityReplicas && (w.weight != 0 || w.askedWeight != 0) ||
+			w.mode != CapacityFixed && (c.asked != 0 || c.current != 0 || c.ready != 0)) {
+			w.breach = fmt.Sprintf("deploy %s on a canary side that carries traffic or capacity: weight %d (asked %d), capacity %d (asked %d), ready %d",
+				d.Deploy.Revision, w.weight, w.askedWeight, c.current, c.asked, c.ready)
+		}
+		w.canary.deploy(d.Deploy.Revision, lag, false)
+		w.canary.foreign = false // the engine's own deploy: no longer the world's doing
+	}
 	// Asking again for what is already asked changes nothing (adapters are
 	// idempotent): a change already on its way keeps its lag.
 	if d.Weight.Set && w.mode != CapacityReplicas && (d.Weight.Value != w.askedWeight || w.invalid) {
@@ -149,8 +228,94 @@ func (w *world) swap() {
 
 // settle ticks until nothing moves.
 func (w *world) settle() {
-	for i := 0; i < 1000 && !(w.weight == w.askedWeight && w.stable.settled() && w.canary.settled()); i++ {
+	for i := 0; i < 1000 && !(w.weight == w.askedWeight && w.stable.settled() && w.canary.settled() &&
+		(w.stable.updated || w.stable.stuck) && (w.canary.updated || w.canary.stuck)); i++ {
 		w.tick()
+	}
+}
+
+// redeploy is someone else deploying rev on a side (or restarting it, with
+// the revision it runs): the world's doing, so traffic the side carries
+// while it does not run its role's revision is exempt (foreign) until the
+// engine has reacted. Ready capacity lost to the restart is the world's
+// doing too (tick marks the side crashed).
+func (w *world) redeploy(sd *side, rev string, lag int) {
+	sd.deploy(rev, lag, true)
+	sd.foreign = true
+}
+
+// carries reports whether the data plane routes traffic to the side now
+// (the applied weight with a router; ready replicas without one), and
+// whether any is asked for it.
+func (w *world) carries(sd *side) (routed, asked bool) {
+	if w.mode == CapacityReplicas {
+		return sd.ready > 0, sd.asked > 0 || sd.current > 0
+	}
+	if sd == &w.canary {
+		return w.weight > 0, w.askedWeight > 0
+	}
+	return w.weight < 100, w.askedWeight < 100
+}
+
+// revisionBreach returns how the world breaks the revision bullet of the
+// package doc's "# Invariants" for the roles as st names them, or "":
+// traffic the data plane routes to a side that is not running its role's
+// revision, fully rolled out (the stable role: StableRevision; the canary
+// role: CanaryRevision, which during a walk back after a Retarget still
+// names the abandoned revision, or the PendingRevision that follows it,
+// which a reconcile whose state was lost may already have started), or a
+// deploy that landed under traffic (see apply).
+//
+// A side the world redeployed itself is exempt until the engine has
+// reacted: a canary side until it carries no traffic and none is asked for
+// it (the engine walks it back); a stable side until it runs the stable
+// revision again, as someone must put it back (the engine holds progress,
+// but a walk back or a repair still returns traffic to it).
+func (w *world) revisionBreach(st *State) string {
+	if w.breach != "" {
+		return w.breach
+	}
+	if w.noRevisions {
+		return "" // the engine cannot know: the caller puts revisions on sides
+	}
+	for _, r := range []struct {
+		name      string
+		sd        *side
+		rev, next string
+	}{{"stable", &w.stable, st.StableRevision, ""}, {"canary", &w.canary, st.CanaryRevision, st.PendingRevision}} {
+		routed, asked := w.carries(r.sd)
+		if r.sd == &w.canary && !routed && !asked || r.sd == &w.stable && r.sd.rev == r.rev && r.sd.updated {
+			r.sd.foreign = false
+		}
+		// A reconcile whose state was lost may already have finished the
+		// walk back and started the pending revision.
+		runs := r.sd.rev == r.rev || r.next != "" && r.sd.rev == r.next
+		if routed && !r.sd.foreign && (!runs || !r.sd.updated) {
+			return fmt.Sprintf("the data plane routes traffic (weight %d) to the %s side running %q (updated %v), its role runs %q",
+				w.weight, r.name, r.sd.rev, r.sd.updated, r.rev)
+		}
+	}
+	return ""
+}
+
+// checkRevisions fails t on a breach of invariant 6 in the world.
+func (w *world) checkRevisions(t TB, st *State) {
+	t.Helper()
+	if b := w.revisionBreach(st); b != "" {
+		t.Fatalf("world: %s (phase %s, stable %q, canary %q, pending %q)", b, st.Phase, st.StableRevision, st.CanaryRevision, st.PendingRevision)
+	}
+}
+
+// adopt marks what the world carries when a run begins from a state it was
+// not made from (a stored state, a random world): revisions follow the
+// state's roles, and a side that already carries traffic is the world's
+// doing (foreign) until the engine walks it out.
+func (w *world) adopt(st *State) {
+	w.stable.rev, w.stable.updated = st.StableRevision, true
+	w.canary.rev, w.canary.updated = st.CanaryRevision, true
+	for _, sd := range []*side{&w.stable, &w.canary} {
+		routed, asked := w.carries(sd)
+		sd.foreign = routed || asked
 	}
 }
 
@@ -164,6 +329,11 @@ func (w *world) observe(now time.Time) Observation {
 		Canary:        SideObservation{Capacity: w.canary.current, Ready: w.canary.ready, Settled: w.canary.settled()},
 		Health:        w.health,
 		Gates:         w.gates,
+	}
+	if !w.noRevisions {
+		o.Revisions = true
+		o.Stable.Revision, o.Stable.Updated = w.stable.rev, w.stable.updated
+		o.Canary.Revision, o.Canary.Updated = w.canary.rev, w.canary.updated
 	}
 	if w.mode == CapacityReplicas {
 		o.Weight, o.WeightApplied = 0, false

@@ -1,0 +1,94 @@
+package strategy
+
+import (
+	"testing"
+	"time"
+)
+
+// Table tests of revisions on sides (package doc, "# Revisions on sides"),
+// at fixed instants, for what the revision properties once found.
+
+// revState is a rollout from v1 to v2 in phase, asked for desired, observed
+// with the route at weight (accepted) and the sides as given, everything
+// recorded at t0.
+func revState(phase Phase, desired Allocation, weight int32, stable, canary SideObservation) State {
+	s := NewState("v1", "v2")
+	s.Phase = phase
+	s.StartedAt, s.HopAt, s.StepStartedAt, s.WeightChangedAt = micro(t0), micro(t0), micro(t0), micro(t0)
+	s.Desired = desired
+	s.Observed = Observation{At: micro(t0), Weight: weight, WeightApplied: true, Revisions: true, Stable: stable, Canary: canary}
+	return s
+}
+
+// TestRevisionChangedWhileCompleting: a canary side redeployed with another
+// revision while the rollout is completing (all traffic on it) is walked
+// back; the rollout never succeeds onto a side running another revision.
+func TestRevisionChangedWhileCompleting(t *testing.T) {
+	strat := BlueGreen{}
+	s := revState(PhaseCompleting, Allocation{Weight: 100, StableCapacity: 100, CanaryCapacity: 100, CanaryRevision: "v2"}, 100,
+		SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v1", Updated: true},
+		SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v9", Updated: true})
+	s.ReachedAt = micro(t0)
+	now := t0.Add(time.Minute)
+	var hops []string
+	for i := 0; i < 10 && !s.Phase.Terminal(); i++ {
+		d := checkStep(t, strat, s, now)
+		hops = append(hops, hopString(&d))
+		s = d.State
+		applyInstantly(&s, &d)
+	}
+	if s.Phase != PhaseAborted || s.StableRevision != "v1" || s.Aborted == nil || s.Aborted.Reason != ReasonRevisionChanged {
+		t.Fatalf("ended %s with stable %q, abort %+v (hops %q); want Aborted for %s with stable v1",
+			s.Phase, s.StableRevision, s.Aborted, hops, ReasonRevisionChanged)
+	}
+	if s.Desired.Weight != 0 || s.Desired.CanaryCapacity != 0 {
+		t.Fatalf("ended at %+v: the redeployed canary keeps traffic or capacity", s.Desired)
+	}
+}
+
+// TestWeightRepairOnARedeployedCanary: a route reset to 0 by another writer
+// is not written back up onto a canary side observed running another
+// revision: the rollout walks it back instead.
+func TestWeightRepairOnARedeployedCanary(t *testing.T) {
+	strat := Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	for _, rev := range []string{"v2", "v9"} {
+		s := revState(PhaseProgressing, Allocation{Weight: 30, StableCapacity: 100, CanaryCapacity: 30, CanaryRevision: "v2"}, 0,
+			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v1", Updated: true},
+			SideObservation{Capacity: 30, Ready: 30, Settled: true, Revision: rev, Updated: true})
+		d := checkStep(t, strat, s, t0.Add(time.Minute))
+		switch {
+		case rev == "v2" && (!d.Weight.Set || d.Weight.Value != 30):
+			t.Errorf("canary on v2: asked %s, want the weight 30 written back", hopString(&d))
+		case rev == "v9" && d.Weight.Set && d.Weight.Value > 0:
+			t.Errorf("canary on v9: asked weight %d onto it", d.Weight.Value)
+		case rev == "v9" && d.State.Phase != PhaseAborting:
+			t.Errorf("canary on v9: phase %s, want a walk back (%s)", d.State.Phase, ReasonRevisionChanged)
+		}
+	}
+}
+
+// TestWalkBackKeepsALowerCanary: a walk back whose canary side already
+// holds less capacity than asked (the write of a reconcile whose state was
+// lost), on another revision, keeps that capacity instead of asking it back
+// up, and finishes.
+func TestWalkBackKeepsALowerCanary(t *testing.T) {
+	strat := Incremental{StepPercent: 1, Interval: time.Minute, MaxSurgePercent: 1, Options: Options{AbortRamp: AbortGradual}}
+	s := revState(PhaseAborting, Allocation{Weight: 18, StableCapacity: 82, CanaryCapacity: 19, CanaryRevision: "v2"}, 18,
+		SideObservation{Capacity: 82, Ready: 100, Settled: true, Revision: "v1", Updated: true},
+		SideObservation{Capacity: 18, Ready: 33, Settled: true, Revision: "v9", Updated: true})
+	s.Aborted = &AbortStatus{Reason: ReasonRevisionChanged, At: micro(t0)}
+	now := t0
+	for i := 0; i < 2000 && !s.Phase.Terminal(); i++ {
+		now = now.Add(2 * time.Second)
+		s.Observed.At = micro(now)
+		d := checkStep(t, strat, s, now)
+		if c := d.CanaryCapacity; c.Set && c.Value > s.Observed.Canary.Capacity {
+			t.Fatalf("canary capacity %d asked of a side holding %d on another revision", c.Value, s.Observed.Canary.Capacity)
+		}
+		s = d.State
+		applyInstantly(&s, &d)
+	}
+	if s.Phase != PhaseAborted || s.Desired.Weight != 0 || s.Desired.CanaryCapacity != 0 || s.Desired.StableCapacity != 100 {
+		t.Fatalf("ended %s at %+v: %s; want Aborted at weight 0, stable 100, canary 0", s.Phase, s.Desired, s.Message)
+	}
+}
