@@ -131,7 +131,7 @@ func (r *run) step() {
 		r.abort(ReasonRevisionChanged)
 	}
 	if st.Phase == PhaseAborting {
-		r.keepLowerCanary()
+		r.keepHeld()
 		r.markEmergency()
 	}
 	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {

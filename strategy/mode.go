@@ -54,11 +54,10 @@ type mover interface {
 	// asked or observed (the route's spec weight, the side's capacity and
 	// ready share), as far as the mode has a router and capacity setters.
 	carries(f facts) bool
-	// keepLower returns the desired allocation with the canary's capacity
-	// lowered to what the side holds, when a walk back may keep that
-	// (f.canary.Capacity is below f.want.CanaryCapacity); ok is false when
-	// it may not.
-	keepLower(f facts) (a Allocation, ok bool)
+	// keepHeld returns, for a walk back, the desired allocation with a
+	// canary capacity the side holds below f.want's kept, where it still
+	// covers its traffic. ok is false when nothing is kept.
+	keepHeld(f facts) (a Allocation, ok bool)
 	// available reports whether the Available condition holds.
 	available(f facts) bool
 	// broken reports which of the mode's own rules a desired allocation a
@@ -158,6 +157,14 @@ func (f facts) sidesSettled() bool {
 // not.
 func (f facts) sidesHeld() bool {
 	return f.stable.Capacity == f.want.StableCapacity && f.canary.Capacity == f.want.CanaryCapacity
+}
+
+// sidesHeldBack is sidesHeld for a walk back: a stable side that holds
+// more than desired (the write of a reconcile whose state was lost, landed
+// after a smaller value was recorded) is as good as held, since a walk back
+// wants the stable side larger; the mover scales it to 100 at the end.
+func (f facts) sidesHeldBack() bool {
+	return f.stable.Capacity >= f.want.StableCapacity && f.canary.Capacity == f.want.CanaryCapacity
 }
 
 // shortOfTraffic reports which sides have observed ready capacity below the

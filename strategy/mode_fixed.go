@@ -47,7 +47,7 @@ func (fixedMover) breach(Allocation, int) (path string, value int32, detail stri
 
 func (fixedMover) atZero(f facts) bool { return f.routeAtZero() }
 
-// keepLower: the fixed mode asks nothing of the sides.
-func (fixedMover) keepLower(f facts) (Allocation, bool) { return f.want, false }
+// keepHeld: the fixed mode asks nothing of the sides.
+func (fixedMover) keepHeld(f facts) (Allocation, bool) { return f.want, false }
 
 func (fixedMover) carries(f facts) bool { return f.want.Weight > 0 || f.weight > 0 }

@@ -7,7 +7,7 @@ type managedMover struct{}
 
 func (managedMover) applied(f facts) bool { return f.routeApplied() && f.sidesSettled() }
 
-func (managedMover) inPlace(f facts) bool { return f.weight == f.want.Weight && f.sidesHeld() }
+func (managedMover) inPlace(f facts) bool { return f.weight == f.want.Weight && f.sidesHeldBack() }
 
 func (managedMover) readinessLost(f facts) (stable, canary bool) { return f.shortOfTraffic() }
 
@@ -130,17 +130,16 @@ func (managedMover) breach(a Allocation, i int) (path string, value int32, detai
 
 func (managedMover) atZero(f facts) bool { return f.routeAtZero() && f.canaryAtZero() }
 
-// keepLower keeps a canary capacity that still covers the traffic the
-// side is asked for and is observed receiving, on an accepted route.
-func (managedMover) keepLower(f facts) (Allocation, bool) {
-	c, a := f.canary.Capacity, f.want
-	if c < a.Weight || c < f.weight || f.weightInvalid || !f.weightApplied {
-		return a, false
-	}
-	a.CanaryCapacity = c
-	return a, true
-}
-
 func (managedMover) carries(f facts) bool {
 	return f.want.Weight > 0 || f.weight > 0 || f.want.CanaryCapacity > 0 || f.canary.Capacity > 0
+}
+
+// keepHeld keeps a canary capacity that still covers the traffic the side
+// is asked for and is observed receiving, on an accepted route.
+func (managedMover) keepHeld(f facts) (Allocation, bool) {
+	a, ok := f.want, false
+	if c := f.canary.Capacity; c < a.CanaryCapacity && c >= a.Weight && c >= f.weight && !f.weightInvalid && f.weightApplied {
+		a.CanaryCapacity, ok = c, true
+	}
+	return a, ok
 }

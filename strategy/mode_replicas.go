@@ -11,7 +11,7 @@ type replicasMover struct{}
 
 func (replicasMover) applied(f facts) bool { return f.sidesSettled() }
 
-func (replicasMover) inPlace(f facts) bool { return f.sidesHeld() }
+func (replicasMover) inPlace(f facts) bool { return f.sidesHeldBack() }
 
 // readinessLost is no signal here: traffic follows ready replicas, and a
 // side that does not become ready is bounded by the progress deadline.
@@ -130,12 +130,14 @@ func (replicasMover) breach(a Allocation, _ int) (path string, value int32, deta
 
 func (replicasMover) atZero(f facts) bool { return f.canaryAtZero() }
 
-// keepLower: the weight mirrors the canary's capacity and follows it down
-// (traffic follows ready replicas).
-func (replicasMover) keepLower(f facts) (Allocation, bool) {
-	a := f.want
-	a.CanaryCapacity, a.Weight = f.canary.Capacity, f.canary.Capacity
-	return a, true
+// keepHeld keeps a smaller canary (the weight mirrors its capacity and
+// follows it down: traffic follows ready replicas).
+func (replicasMover) keepHeld(f facts) (Allocation, bool) {
+	a, ok := f.want, false
+	if c := f.canary.Capacity; c < a.CanaryCapacity {
+		a.CanaryCapacity, a.Weight, ok = c, c, true
+	}
+	return a, ok
 }
 
 func (replicasMover) carries(f facts) bool {

@@ -135,10 +135,11 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 	// rejects the route or never reports on it: each of its weight hops is
 	// bounded by the stable side's ready capacity (checked below).
 	// A walk back also keeps a canary that already holds less capacity than
-	// asked (it records what the side holds, and may lower it further).
+	// asked (it records what the side holds, and may lower it further), and
+	// counts a stable side that holds more than asked as held.
 	keeps := kept != in.Desired && d.State.Desired.CanaryCapacity <= in.Observed.Canary.Capacity
 	inPlace := (mode == CapacityReplicas || in.Observed.Weight == in.Desired.Weight) &&
-		(mode == CapacityFixed || in.Observed.Stable.Capacity == in.Desired.StableCapacity &&
+		(mode == CapacityFixed || in.Observed.Stable.Capacity >= in.Desired.StableCapacity &&
 			(in.Observed.Canary.Capacity == in.Desired.CanaryCapacity || keeps))
 	walkBack := d.State.Phase == PhaseAborting && inPlace
 	if !emergency && !walkBack && !naiveApplied(&in, mode) {

@@ -31,18 +31,22 @@ func (r *run) revisionChanged() bool {
 		st.Phase != "" && r.e.mode.carries(r.facts())
 }
 
-// keepLowerCanary lets a walk back keep a canary side that already holds
-// less capacity than desired (a write of a reconcile whose state was lost)
-// as long as that still covers the traffic it may receive: the walk back
-// wants it lower anyway, and asking it back up would add capacity to a side
-// that may not run the canary revision. In the Replicas mode the weight
-// mirrors the canary's capacity and follows it down.
-func (r *run) keepLowerCanary() {
+// keepHeld lets a walk back keep a canary side that already holds less
+// capacity than desired (the write of a reconcile whose state was lost,
+// landed after a later hop was recorded), as long as that covers the
+// traffic it may receive: the walk back wants it lower anyway, and asking
+// it back up would add capacity to a side that may not run the canary
+// revision. (A stable side that holds more than desired counts as held:
+// see sidesHeldBack.) In the Replicas mode the weight mirrors the canary's
+// capacity and follows it down. The mover decides (nothing without
+// capacity setters).
+func (r *run) keepHeld() {
 	st := r.st
-	if st.Phase != PhaseAborting || st.Observed.Canary.Capacity >= st.Desired.CanaryCapacity {
+	o := &st.Observed
+	if st.Phase != PhaseAborting || o.Canary.Capacity >= st.Desired.CanaryCapacity {
 		return
 	}
-	if a, ok := r.e.mode.keepLower(r.facts()); ok {
+	if a, ok := r.e.mode.keepHeld(r.facts()); ok {
 		st.Desired = a
 	}
 }
