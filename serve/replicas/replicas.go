@@ -317,16 +317,7 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 	if err := r.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("%w: %s: %w", ErrInvalid, s.ref, err))
 	}
-	retries := s.MaxConflictRetries
-	if retries == 0 {
-		retries = 5
-	}
-	// Conflicts are retried from a fresh read (see conflict.Retry).
-	return conflict.Retry(ctx, retries, func() error {
-		w, err := s.get(ctx)
-		if err != nil {
-			return s.wrap(err)
-		}
+	return s.update(ctx, func(w *workload) error {
 		full, err := s.fullCount(w)
 		if err != nil {
 			return err
@@ -347,6 +338,23 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 		w.meta.Annotations[fullAnnotation] = fullMark
 		w.setReplica(want)
 		return s.wrap(w.update(ctx)) // a wrapped conflict is still one
+	})
+}
+
+// update reads the workload and calls fn to change and write it, again from
+// a fresh read after a write conflict, at most MaxConflictRetries (0: 5)
+// times (see conflict.Retry).
+func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
+	retries := s.MaxConflictRetries
+	if retries == 0 {
+		retries = 5
+	}
+	return conflict.Retry(ctx, retries, func() error {
+		w, err := s.get(ctx)
+		if err != nil {
+			return s.wrap(err)
+		}
+		return fn(w)
 	})
 }
 

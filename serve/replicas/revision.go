@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
-	"github.com/upshift-dev/upshift/internal/conflict"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -159,15 +158,7 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 	if revision == "" {
 		return rollout.Permanent(fmt.Errorf("%w: %s: deploy: the revision is empty", ErrInvalid, s.ref))
 	}
-	retries := s.MaxConflictRetries
-	if retries == 0 {
-		retries = 5
-	}
-	return conflict.Retry(ctx, retries, func() error {
-		w, err := s.get(ctx)
-		if err != nil {
-			return s.wrap(err)
-		}
+	return s.update(ctx, func(w *workload) error {
 		if w.template == nil {
 			return rollout.Permanent(fmt.Errorf("%w: %s has no pod template", ErrInvalid, s.ref))
 		}
