@@ -18,52 +18,7 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// wakeBound is how long a wake may take after the write that causes it.
-const wakeBound = 3 * time.Second
 
-// waker counts wakes on a channel that never blocks the notifier.
-type waker chan struct{}
-
-func newWaker() waker { return make(waker, 1024) }
-
-func (w waker) wake() {
-	select {
-	case w <- struct{}{}:
-	default:
-	}
-}
-
-// drain forgets the wakes so far (the one of the watch's start included),
-// once nothing has arrived for a moment.
-func (w waker) drain() {
-	for {
-		select {
-		case <-w:
-		case <-time.After(100 * time.Millisecond):
-			return
-		}
-	}
-}
-
-// after runs write and returns how long the first wake took from the start
-// of the write, failing t when none came within wakeBound.
-func (w waker) after(t *testing.T, what string, write func()) time.Duration {
-	t.Helper()
-	w.drain()
-	start := time.Now()
-	write()
-	wrote := time.Now()
-	select {
-	case <-w:
-		d := time.Since(start)
-		t.Logf("%s: woken %v after the write started, %v after it returned", what,
-			d.Round(100*time.Microsecond), time.Since(wrote).Round(100*time.Microsecond))
-		return d
-	case <-time.After(wakeBound):
-		t.Fatalf("%s: no wake within %v", what, wakeBound)
-		return 0
-	}
-}
 
 func withWatch(t *testing.T, env *kubetest.Env, c *kubetest.Clients) client.WithWatch {
 	t.Helper()
@@ -110,31 +65,31 @@ func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			w := newWaker()
-			if err := router.Notify(ctx, w.wake); err != nil {
+			w := kubetest.NewWaker()
+			if err := router.Notify(ctx, w.Wake); err != nil {
 				t.Fatal(err)
 			}
 			waitWatching(t, router, 1)
 			for i, weights := range []rollout.Weights{{A: 90, B: 10}, {A: 50, B: 50}} {
-				w.after(t, "weights", func() {
+				w.After(t, "weights", func() {
 					if err := router.SetWeights(ctx, weights); err != nil {
 						t.Fatal(err)
 					}
 				})
-				w.after(t, "status", func() { playController(t, env.Client, ref) })
+				w.After(t, "status", func() { playController(t, env.Client, ref) })
 				st, err := router.Weights(ctx)
 				if err != nil || !st.Accepted || st.Weights != weights {
 					t.Fatalf("hop %d: %+v, %v", i, st, err)
 				}
 			}
 			store := gateway.NewAnnotationStoreForClientset(env.Gateway, ref)
-			w.after(t, "annotation", func() {
+			w.After(t, "annotation", func() {
 				if err := store.Save(ctx, strategy.NewState("v1", "v2")); err != nil {
 					t.Fatal(err)
 				}
 			})
 			// Another route in the namespace wakes nobody.
-			w.drain()
+			w.Drain()
 			newRoute(t, env.Client, ns, "other")
 			playController(t, env.Client, gateway.RouteRef{Namespace: ns, Name: "other"})
 			select {
@@ -179,18 +134,18 @@ func TestNotifyLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWaker()
+	w := kubetest.NewWaker()
 	for _, r := range []*gateway.Router{cr, cs} {
-		if err := r.Notify(ctx, w.wake); err != nil {
+		if err := r.Notify(ctx, w.Wake); err != nil {
 			t.Fatalf("Notify as the ServiceAccount: %v", err)
 		}
 	}
-	w.after(t, "weights as the ServiceAccount", func() {
+	w.After(t, "weights as the ServiceAccount", func() {
 		if err := cr.SetWeights(ctx, rollout.Weights{A: 80, B: 20}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	w.after(t, "status", func() { playController(t, env.Client, ref) })
+	w.After(t, "status", func() { playController(t, env.Client, ref) })
 
 	// A route outside resourceNames: Forbidden, nothing left running.
 	other := cfg
@@ -203,7 +158,7 @@ func TestNotifyLeastPrivilege(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Notify(ctx, w.wake); !apierrors.IsForbidden(err) {
+		if err := r.Notify(ctx, w.Wake); !apierrors.IsForbidden(err) {
 			t.Fatalf("Notify on a route the Role does not name: %v, want Forbidden", err)
 		}
 		waitWatching(t, r, 0)
@@ -232,8 +187,8 @@ func TestNotifyReestablishes(t *testing.T) {
 	gateway.SetWatchOptions(router, time.Second, 10*time.Millisecond) // the server closes each watch after 1 s
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newWaker()
-	if err := router.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := router.Notify(ctx, w.Wake); err != nil {
 		t.Fatal(err)
 	}
 	waitWatching(t, router, 2)
@@ -244,12 +199,12 @@ func TestNotifyReestablishes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	w.after(t, "weights after the watches were re-established", func() {
+	w.After(t, "weights after the watches were re-established", func() {
 		if err := router.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	w.after(t, "status of the second route", func() { playController(t, env.Client, refs[1]) })
+	w.After(t, "status of the second route", func() { playController(t, env.Client, refs[1]) })
 	cancel()
 	waitWatching(t, router, 0)
 }
@@ -289,15 +244,15 @@ func TestNotifySettleDelay(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newWaker()
-	if err := router.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := router.Notify(ctx, w.Wake); err != nil {
 		t.Fatal(err)
 	}
 	playController(t, env.Client, ref)
 	if st, err := router.Weights(ctx); err != nil || st.Accepted {
 		t.Fatalf("while settling: %+v, %v", st, err)
 	}
-	w.after(t, "settle delay", func() { clock.Advance(5 * time.Second) })
+	w.After(t, "settle delay", func() { clock.Advance(5 * time.Second) })
 	if st, err := router.Weights(ctx); err != nil || !st.Accepted {
 		t.Fatalf("settled: %+v, %v", st, err)
 	}

@@ -18,44 +18,7 @@ import (
 	"github.com/upshift-dev/upshift/serve/replicas"
 )
 
-const wakeBound = 3 * time.Second
 
-type waker chan struct{}
-
-func newWaker() waker { return make(waker, 1024) }
-
-func (w waker) wake() {
-	select {
-	case w <- struct{}{}:
-	default:
-	}
-}
-
-func (w waker) drain() {
-	for {
-		select {
-		case <-w:
-		case <-time.After(100 * time.Millisecond):
-			return
-		}
-	}
-}
-
-// after runs write and fails t unless a wake follows within wakeBound.
-func (w waker) after(t *testing.T, what string, write func()) {
-	t.Helper()
-	w.drain()
-	start := time.Now()
-	write()
-	wrote := time.Now()
-	select {
-	case <-w:
-		t.Logf("%s: woken %v after the write started, %v after it returned", what,
-			time.Since(start).Round(100*time.Microsecond), time.Since(wrote).Round(100*time.Microsecond))
-	case <-time.After(wakeBound):
-		t.Fatalf("%s: no wake within %v", what, wakeBound)
-	}
-}
 
 func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 	t.Helper()
@@ -83,29 +46,29 @@ func TestNotifyDeployment(t *testing.T) {
 	deployment(t, env.Kube, ns, "web", 0)
 	s := replicas.ForDeployment(env.Kube, ns, "web", 4)
 	d := deployer(t, s)
-	w := newWaker()
-	if err := s.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := s.Notify(ctx, w.Wake); err != nil {
 		t.Fatal(err)
 	}
-	wd := newWaker()
-	if err := d.Notify(ctx, wd.wake); err != nil {
+	wd := kubetest.NewWaker()
+	if err := d.Notify(ctx, wd.Wake); err != nil {
 		t.Fatal(err)
 	}
 	waitWatching(t, s, 2)
-	w.after(t, "deploy (Setter)", func() {
+	w.After(t, "deploy (Setter)", func() {
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatal(err)
 		}
 	})
-	wd.after(t, "status (Deployer)", func() { playDeployment(t, env.Kube, ns, "web", -1) })
-	w.after(t, "capacity", func() {
+	wd.After(t, "status (Deployer)", func() { playDeployment(t, env.Kube, ns, "web", -1) })
+	w.After(t, "capacity", func() {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	w.after(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
 
-	w.drain()
+	w.Drain()
 	deployment(t, env.Kube, ns, "other", 2)
 	select {
 	case <-w:
@@ -136,11 +99,11 @@ func TestNotifyStatefulSetAndScalable(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := replicas.ForStatefulSet(env.Kube, ns, "db", 2)
-	w := newWaker()
-	if err := st.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := st.Notify(ctx, w.Wake); err != nil {
 		t.Fatal(err)
 	}
-	w.after(t, "StatefulSet status", func() {
+	w.After(t, "StatefulSet status", func() {
 		ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, Replicas: 2, ReadyReplicas: 2, AvailableReplicas: 2, UpdatedReplicas: 2}
 		if _, err := env.Kube.AppsV1().StatefulSets(ns).UpdateStatus(ctx, ss, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
@@ -153,16 +116,16 @@ func TestNotifyStatefulSetAndScalable(t *testing.T) {
 		t.Fatal(err)
 	}
 	sc := replicas.ForScalable(dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "web", 4)
-	ws := newWaker()
-	if err := sc.Notify(ctx, ws.wake); err != nil {
+	ws := kubetest.NewWaker()
+	if err := sc.Notify(ctx, ws.Wake); err != nil {
 		t.Fatal(err)
 	}
-	ws.after(t, "scale", func() {
+	ws.After(t, "scale", func() {
 		if err := sc.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	ws.after(t, "scalable status", func() { playDeployment(t, env.Kube, ns, "web", -1) })
+	ws.After(t, "scalable status", func() { playDeployment(t, env.Kube, ns, "web", -1) })
 	cancel()
 	waitWatching(t, st, 0)
 	waitWatching(t, sc, 0)
@@ -184,13 +147,13 @@ func TestNotifyLeastPrivilege(t *testing.T) {
 		Verbs: []string{"get", "update", "watch"},
 	})
 	s := replicas.ForDeployment(sa.Kube, ns, "web", 2)
-	w := newWaker()
-	if err := s.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := s.Notify(ctx, w.Wake); err != nil {
 		t.Fatalf("Notify as the ServiceAccount: %v", err)
 	}
-	w.after(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
 	o := replicas.ForDeployment(sa.Kube, ns, "other", 2)
-	if err := o.Notify(ctx, w.wake); !apierrors.IsForbidden(err) {
+	if err := o.Notify(ctx, w.Wake); !apierrors.IsForbidden(err) {
 		t.Fatalf("Notify on a Deployment the Role does not name: %v, want Forbidden", err)
 	}
 	waitWatching(t, o, 0)
@@ -206,8 +169,8 @@ func TestNotifyReestablishes(t *testing.T) {
 	deployment(t, env.Kube, ns, "web", 2)
 	s := replicas.ForDeployment(env.Kube, ns, "web", 2)
 	replicas.SetWatchOptions(s, time.Second, 10*time.Millisecond)
-	w := newWaker()
-	if err := s.Notify(ctx, w.wake); err != nil {
+	w := kubetest.NewWaker()
+	if err := s.Notify(ctx, w.Wake); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -220,7 +183,7 @@ func TestNotifyReestablishes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	w.after(t, "status after the watch was re-established", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	w.After(t, "status after the watch was re-established", func() { playDeployment(t, env.Kube, ns, "web", 1) })
 	cancel()
 	waitWatching(t, s, 0)
 }
