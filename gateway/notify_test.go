@@ -18,8 +18,6 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-
-
 func withWatch(t *testing.T, env *kubetest.Env, c *kubetest.Clients) client.WithWatch {
 	t.Helper()
 	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: env.Scheme})

@@ -18,8 +18,6 @@ import (
 	"github.com/upshift-dev/upshift/serve/replicas"
 )
 
-
-
 func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
