@@ -3,7 +3,6 @@ package rollout
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/upshift-dev/upshift/strategy"
@@ -95,5 +94,3 @@ func (e *AdapterError) Error() string {
 }
 
 func (e *AdapterError) Unwrap() error { return e.Err }
-
-func statesEqual(a, b *strategy.State) bool { return reflect.DeepEqual(a, b) }

@@ -153,13 +153,8 @@ func (f facts) sidesSettled() bool {
 		f.canary.Settled && f.canary.Capacity == f.want.CanaryCapacity
 }
 
-// sidesHeld reports whether each side holds its desired capacity, settled or
-// not.
-func (f facts) sidesHeld() bool {
-	return f.stable.Capacity == f.want.StableCapacity && f.canary.Capacity == f.want.CanaryCapacity
-}
-
-// sidesHeldBack is sidesHeld for a walk back: a stable side that holds
+// sidesHeldBack reports whether each side holds its desired capacity,
+// settled or not, for a walk back: a stable side that holds
 // more than desired (the write of a reconcile whose state was lost, landed
 // after a smaller value was recorded) is as good as held, since a walk back
 // wants the stable side larger; the mover scales it to 100 at the end.
