@@ -148,6 +148,42 @@
 //   - Health: an application or deployment DEPLOY_FAILED or UNHEALTHY makes
 //     the side unhealthy, with Ray's messages.
 //
+// # Notifications
+//
+// Ray Serve has no watch, so Ray and Deployer implement rollout.Notifier
+// by polling, and only after a write: a SetCapacity or Deploy that sent a
+// PUT (and only one that succeeded; one that wrote nothing polls nothing)
+// starts a fast poll, one GET of the applications per poll, as Capacity
+// sends. The first poll comes Config.NotifyMinInterval after the write
+// (50 ms by default), each next one twice as late as the one before
+// (100, 200, 400 ms...) up to Config.NotifyMaxInterval (2 s by default).
+// A poll that sees a change wakes every subscriber and brings the interval
+// back to the minimum; the poll that sees nothing change at the maximum
+// interval is the last one until the next write. So a change the cluster
+// shows at the n-th GET after a write is seen at most 50+100+...+
+// min(50*2^(n-1), 2000) ms after it (sooner when earlier polls saw
+// changes), and after the last change the poller makes 7 more GETs over
+// 5.15 s (50+100+...+1600+2000 ms) and stops. With no subscriber, or
+// nothing written, it sends nothing: the Runner's own requeue (its poll
+// interval) covers what changes later, such as replicas that take minutes
+// to start.
+//
+// A change is a change of what the adapter reports, not of the answer's
+// bytes (which carry timestamps): the CapacityStatus Capacity would
+// return, the target_capacity, and the revision status Revision would
+// return for the revision this adapter last deployed or recognised. The
+// baseline of the first poll is the cluster as the write read it just
+// before the PUT, so the write itself (a new target capacity, a new
+// config) wakes the subscribers at the first poll. A GET that fails counts
+// as no change. The polls change nothing the adapter knows.
+//
+// A Ray and its Deployer share one poller: the Runner subscribes to both
+// and each poll is one GET for all the subscribers, each woken on a change.
+// A subscription ends with the ctx given to Notify; with the last one the
+// pending poll is cancelled, a poll in flight is abandoned, and nothing
+// is left running (no goroutine waits between polls: each is a timer of
+// Config.Clock, clock.Real by default; tests drive fake.Clock).
+//
 // # Errors
 //
 // A 400 is Ray refusing the config: an *HTTPError carrying Ray's text,

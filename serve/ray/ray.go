@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/upshift-dev/upshift/clock"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -112,6 +113,19 @@ type Config struct {
 	// MaxResponseBytes bounds the size of an answer read; 0 means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// NotifyMinInterval and NotifyMaxInterval bound the polls after a
+	// write for Notify: the first poll comes NotifyMinInterval after the
+	// write (0 means DefaultNotifyMinInterval, 50 ms), each next one twice
+	// as late as the one before, up to NotifyMaxInterval (0 means
+	// DefaultNotifyMaxInterval, 2 s; a value below NotifyMinInterval
+	// counts as NotifyMinInterval), and the poll that sees nothing change
+	// at NotifyMaxInterval is the last one until the next write. A change
+	// brings the interval back to NotifyMinInterval. Negative values are
+	// invalid.
+	NotifyMinInterval, NotifyMaxInterval time.Duration
+	// Clock times the polls of Notify; nil means clock.Real. Tests use
+	// fake.Clock.
+	Clock clock.Clock
 }
 
 // Validate reports every problem with c at once (a *ConfigError per field,
@@ -144,6 +158,12 @@ func (c *Config) parse() (*url.URL, *serveConfig, error) {
 	}
 	if c.MaxResponseBytes < 0 {
 		bad("MaxResponseBytes", "%d is negative", c.MaxResponseBytes)
+	}
+	if c.NotifyMinInterval < 0 {
+		bad("NotifyMinInterval", "%v is negative", c.NotifyMinInterval)
+	}
+	if c.NotifyMaxInterval < 0 {
+		bad("NotifyMaxInterval", "%v is negative", c.NotifyMaxInterval)
 	}
 	if _, ok := tokenHeader(c.TokenHeader); !ok {
 		bad("TokenHeader", "%q: want %s or %s", c.TokenHeader, HeaderAuthorization, HeaderRayAuthorization)
@@ -337,6 +357,8 @@ type Ray struct {
 	timeout        time.Duration
 	maxBytes       int64
 	client         *http.Client
+	// poll polls the cluster after writes for Notify.
+	poll *poller
 }
 
 var _ rollout.CapacitySetter = (*Ray)(nil)
@@ -412,6 +434,7 @@ func New(c Config) (*Ray, error) {
 		r.client = &http.Client{Transport: t}
 	}
 	r.client.CheckRedirect = sameOriginRedirects(u, r.client.CheckRedirect)
+	r.poll = newPoller(r, &c)
 	return r, nil
 }
 
@@ -521,8 +544,11 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 	if applied(d, c, write) {
 		return nil
 	}
-	_, err = r.do(ctx, http.MethodPut, r.putURL, c.body(req.Steady, write.Percent))
-	return err
+	if _, err := r.do(ctx, http.MethodPut, r.putURL, c.body(req.Steady, write.Percent)); err != nil {
+		return err
+	}
+	r.poll.wrote(d)
+	return nil
 }
 
 // applied reports whether the cluster already runs c at req.
@@ -571,6 +597,11 @@ func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
+	return r.observe(d), nil
+}
+
+// observe is Observe from a GET answer.
+func (r *Ray) observe(d *instanceDetails) Observation {
 	r.mu.Lock()
 	c, a := r.cur, r.asked
 	r.mu.Unlock()
@@ -584,7 +615,7 @@ func (r *Ray) Observe(ctx context.Context) (Observation, error) {
 	if a != nil && o.TargetCapacity != nil && *o.TargetCapacity == a.written && o.Capacity > 0 {
 		o.Capacity = a.percent // the cluster holds the rounding-up of what was asked
 	}
-	return o, nil
+	return o
 }
 
 func (r *Ray) get(ctx context.Context) (*instanceDetails, error) {

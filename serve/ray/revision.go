@@ -93,6 +93,7 @@ func (dp *Deployer) Deploy(ctx context.Context, revision string) error {
 		return err
 	}
 	r.setCurrent(c)
+	r.poll.wrote(d)
 	return nil
 }
 

@@ -1,0 +1,218 @@
+package ray
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/upshift-dev/upshift/clock"
+	"github.com/upshift-dev/upshift/rollout"
+)
+
+// Defaults for Config.NotifyMinInterval and Config.NotifyMaxInterval.
+const (
+	DefaultNotifyMinInterval = 50 * time.Millisecond
+	DefaultNotifyMaxInterval = 2 * time.Second
+)
+
+var (
+	_ rollout.Notifier = (*Ray)(nil)
+	_ rollout.Notifier = (*Deployer)(nil)
+)
+
+// Notify implements rollout.Notifier. Ray Serve has no watch, so the
+// adapter polls, but only after a write: each SetCapacity or Deploy that
+// sent a PUT starts (or restarts) a fast poll of the cluster, one GET of
+// the applications per poll, the first Config.NotifyMinInterval after the
+// write, the next ones twice as far apart up to Config.NotifyMaxInterval.
+// A poll that sees a change calls every subscriber's wake and brings the
+// interval back to the minimum; the poll that sees nothing change at the
+// maximum interval is the last one until the next write. Nothing is polled
+// while nobody subscribes, nor while nothing was written. See the package
+// documentation (Notifications).
+//
+// A change is a change of what the adapter reports: the CapacityStatus
+// Capacity reports, the cluster's target_capacity, and the revision status
+// Revision reports for the revision this adapter last deployed or
+// recognised; not the bytes of the answer. Notify returns nil (an error
+// only for a nil wake); the subscription ends when ctx does.
+func (r *Ray) Notify(ctx context.Context, wake func()) error {
+	return r.poll.subscribe(ctx, wake)
+}
+
+// Notify implements rollout.Notifier with the poller of the Ray it came
+// from: a Ray and its Deployer poll the cluster once for both.
+func (dp *Deployer) Notify(ctx context.Context, wake func()) error {
+	return dp.r.Notify(ctx, wake)
+}
+
+// view is what the adapter would report from one GET answer, the value the
+// poller compares.
+type view struct {
+	capacity rollout.CapacityStatus
+	// tc is the target_capacity (-1 for null).
+	tc       float64
+	revision rollout.RevisionStatus
+}
+
+// view derives what the adapter reports from d, without changing what the
+// adapter knows.
+func (r *Ray) view(d *instanceDetails) view {
+	o := r.observe(d)
+	v := view{capacity: o.CapacityStatus, tc: -1}
+	if o.TargetCapacity != nil {
+		v.tc = *o.TargetCapacity
+	}
+	if c := r.current(); c != nil && c.revision != "" && runs(d, c) {
+		v.revision = rollout.RevisionStatus{Revision: c.revision, Updated: rolledOut(d, c)}
+	}
+	return v
+}
+
+// poller polls one cluster after writes for the subscribers of a Ray and
+// its Deployer.
+type poller struct {
+	r        *Ray
+	clk      clock.Clock
+	min, max time.Duration
+
+	mu   sync.Mutex
+	subs map[*subscriber]struct{}
+	// ctx bounds the polls; it ends when the last subscriber leaves.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// gen counts the writes and the ends of polling: a poll started in an
+	// earlier generation neither compares nor schedules.
+	gen uint64
+	// stop cancels the pending poll (nil when none).
+	stop func() bool
+	// delay is the wait before the pending poll.
+	delay time.Duration
+	// last is the view of the last poll, or of the GET before the write.
+	last view
+}
+
+type subscriber struct{ wake func() }
+
+func newPoller(r *Ray, c *Config) *poller {
+	p := &poller{r: r, clk: clock.OrReal(c.Clock), min: c.NotifyMinInterval, max: c.NotifyMaxInterval}
+	if p.min == 0 {
+		p.min = DefaultNotifyMinInterval
+	}
+	if p.max == 0 {
+		p.max = DefaultNotifyMaxInterval
+	}
+	p.max = max(p.max, p.min)
+	return p
+}
+
+func (p *poller) subscribe(ctx context.Context, wake func()) error {
+	if wake == nil {
+		return errors.New("ray: Notify: wake is nil")
+	}
+	s := &subscriber{wake: wake}
+	p.mu.Lock()
+	if p.subs == nil {
+		p.subs = map[*subscriber]struct{}{}
+	}
+	if len(p.subs) == 0 {
+		p.ctx, p.cancel = context.WithCancel(context.Background())
+	}
+	p.subs[s] = struct{}{}
+	p.mu.Unlock()
+	context.AfterFunc(ctx, func() { p.unsubscribe(s) })
+	return nil
+}
+
+func (p *poller) unsubscribe(s *subscriber) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.subs[s]; !ok {
+		return
+	}
+	delete(p.subs, s)
+	if len(p.subs) == 0 {
+		p.halt()
+		p.cancel() // ends a poll in flight
+	}
+}
+
+// halt drops the pending poll. p.mu is held.
+func (p *poller) halt() {
+	p.gen++
+	if p.stop != nil {
+		p.stop()
+		p.stop = nil
+	}
+}
+
+// wrote starts a fast poll after a write; before is the cluster as read
+// just before it.
+func (p *poller) wrote(before *instanceDetails) {
+	p.mu.Lock()
+	idle := len(p.subs) == 0
+	p.mu.Unlock()
+	if idle {
+		return // nobody listens: not even the view is computed
+	}
+	v := p.r.view(before)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.subs) == 0 {
+		return
+	}
+	p.halt()
+	p.last = v
+	p.schedule(p.min)
+}
+
+// schedule sets the next poll d from now. p.mu is held.
+func (p *poller) schedule(d time.Duration) {
+	gen := p.gen
+	p.delay = d
+	p.stop = p.clk.AfterFunc(d, func() { p.poll(gen) })
+}
+
+// poll reads the cluster once, wakes the subscribers if what the adapter
+// reports changed, and schedules the next poll.
+func (p *poller) poll(gen uint64) {
+	p.mu.Lock()
+	if gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
+	ctx := p.ctx
+	p.stop = nil
+	p.mu.Unlock()
+
+	d, err := p.r.get(ctx)
+	var v view
+	if err == nil {
+		v = p.r.view(d)
+	}
+
+	p.mu.Lock()
+	if gen != p.gen {
+		p.mu.Unlock()
+		return
+	}
+	changed := err == nil && v != p.last
+	var wakes []func()
+	switch {
+	case changed:
+		p.last = v
+		for s := range p.subs {
+			wakes = append(wakes, s.wake)
+		}
+		p.schedule(p.min)
+	case p.delay < p.max:
+		p.schedule(min(2*p.delay, p.max))
+	default: // quiet at the slowest interval: wait for the next write
+		p.gen++
+	}
+	p.mu.Unlock()
+	for _, w := range wakes {
+		w()
+	}
+}
