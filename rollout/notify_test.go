@@ -217,7 +217,7 @@ func (l *lockstep) start(commands <-chan rollout.Command) {
 }
 
 // wait returns once Run waits (true) or has returned (false).
-func (l *lockstep) wait(t *testing.T) (runResult, bool) {
+func (l *lockstep) wait(t testing.TB) (runResult, bool) {
 	t.Helper()
 	select {
 	case <-l.rc.waiting:
@@ -233,7 +233,7 @@ func (l *lockstep) wait(t *testing.T) (runResult, bool) {
 // nudge ends Run's current wait: with the held wakes if any, or else by
 // moving the clock from timer to timer until Run's requeue fires or a
 // fake wakes.
-func (l *lockstep) nudge(t *testing.T) {
+func (l *lockstep) nudge(t testing.TB) {
 	t.Helper()
 	for !l.g.deliver() {
 		at, ok := l.clock.NextWake()
@@ -253,7 +253,7 @@ func (l *lockstep) nudge(t *testing.T) {
 }
 
 // finish drives Run to its end and returns its result.
-func (l *lockstep) finish(t *testing.T, maxWaits int) runResult {
+func (l *lockstep) finish(t testing.TB, maxWaits int) runResult {
 	t.Helper()
 	for i := 0; i < maxWaits; i++ {
 		res, waiting := l.wait(t)
