@@ -217,7 +217,7 @@ func (l *lockstep) start(commands <-chan rollout.Command) {
 }
 
 // wait returns once Run waits (true) or has returned (false).
-func (l *lockstep) wait(t testing.TB) (runResult, bool) {
+func (l *lockstep) wait(t harnessTB) (runResult, bool) {
 	t.Helper()
 	select {
 	case <-l.rc.waiting:
@@ -233,7 +233,7 @@ func (l *lockstep) wait(t testing.TB) (runResult, bool) {
 // nudge ends Run's current wait: with the held wakes if any, or else by
 // moving the clock from timer to timer until Run's requeue fires or a
 // fake wakes.
-func (l *lockstep) nudge(t testing.TB) {
+func (l *lockstep) nudge(t harnessTB) {
 	t.Helper()
 	for !l.g.deliver() {
 		at, ok := l.clock.NextWake()
@@ -253,7 +253,7 @@ func (l *lockstep) nudge(t testing.TB) {
 }
 
 // finish drives Run to its end and returns its result.
-func (l *lockstep) finish(t testing.TB, maxWaits int) runResult {
+func (l *lockstep) finish(t harnessTB, maxWaits int) runResult {
 	t.Helper()
 	for i := 0; i < maxWaits; i++ {
 		res, waiting := l.wait(t)
@@ -432,4 +432,12 @@ func TestRunCoalescesABurstOfWakes(t *testing.T) {
 	}
 	l.cancel()
 	<-l.done
+}
+
+// harnessTB is what the lockstep harness needs of a test: a *testing.T, a
+// *testing.B or a *rapid.T.
+type harnessTB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
 }

@@ -1,0 +1,51 @@
+package rollout_test
+
+import (
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/upshift-dev/upshift/fake"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// TestRunObservesEveryHopWithinOneNotification: for random Incremental
+// upgrades on fakes whose every change shows after a random lag, Run with
+// the fakes' notifications takes at most its plan plus one lag per hop
+// (each hop is observed at the notification that ends its lag), and
+// without them at most its plan plus one poll per hop (the requeue bound).
+// One extra poll is allowed for the lockstep harness, which can, rarely,
+// advance the clock while Run is busy with a coalesced wake.
+func TestRunObservesEveryHopWithinOneNotification(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		surge := rapid.Int32Range(10, 100).Draw(t, "surge")
+		strat := strategy.Incremental{
+			StepPercent:     rapid.Int32Range(10, surge).Draw(t, "step"),
+			Interval:        time.Duration(rapid.IntRange(1, 30).Draw(t, "intervalSec")) * time.Second,
+			MaxSurgePercent: surge,
+		}
+		lag := time.Duration(rapid.IntRange(0, 1000).Draw(t, "lagMs")) * time.Millisecond
+		notify := rapid.Bool().Draw(t, "notify")
+		plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newLockstep(strat, fake.Lag{Duration: lag}, notify)
+		l.start(nil)
+		res := l.finish(t, 100000)
+		l.cancel()
+		if res.err != nil || res.s.Phase != strategy.PhaseSucceeded {
+			t.Fatalf("Run ended %s (%s): %v", res.s.Phase, res.s.Message, res.err)
+		}
+		took := l.clock.Now().Sub(t0)
+		per := strategy.DefaultPollInterval
+		if notify {
+			per = lag
+		}
+		if bound := plan.Duration + time.Duration(plan.Hops)*per + strategy.DefaultPollInterval; took > bound {
+			t.Fatalf("notify %v, lag %v: took %v, more than the plan %v + %d hops x %v (+ one poll) = %v",
+				notify, lag, took, plan.Duration, plan.Hops, per, bound)
+		}
+	})
+}
