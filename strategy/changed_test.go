@@ -5,6 +5,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"pgregory.net/rapid"
 )
 
 func TestChanged(t *testing.T) {
@@ -54,4 +55,37 @@ func TestChanged(t *testing.T) {
 	if Changed(nil, &State{}) || !Changed(nil, &base) {
 		t.Error("nil is the zero State")
 	}
+}
+
+// TestChangedProperty: Changed ignores exactly the volatile fields. Any
+// change to the observation, the message or HealthCheckedAt is not a
+// change; any change to a counted field is; and Changed is symmetric.
+func TestChangedProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		a := NewState("v1", "v2")
+		a.Phase = rapid.SampledFrom([]Phase{"", PhaseProgressing, PhasePaused, PhaseAborting}).Draw(t, "phase")
+		a.Desired.Weight = rapid.Int32Range(0, 100).Draw(t, "weight")
+		b := *a.DeepCopy()
+		b.Observed.Weight = rapid.Int32Range(0, 100).Draw(t, "obsWeight")
+		b.Observed.At = micro(t0.Add(time.Duration(rapid.IntRange(0, 1000).Draw(t, "atSec")) * time.Second))
+		b.Observed.Canary.Revision = rapid.SampledFrom([]string{"", "v1", "v2"}).Draw(t, "canaryRev")
+		b.HealthCheckedAt = b.Observed.At
+		b.Message = rapid.SampledFrom([]string{"", "waiting", "deploying"}).Draw(t, "message")
+		if Changed(&a, &b) || Changed(&b, &a) {
+			t.Fatal("a change of volatile fields counts as a change")
+		}
+		switch rapid.IntRange(0, 3).Draw(t, "field") {
+		case 0:
+			b.Desired.Weight = (a.Desired.Weight + 1) % 101
+		case 1:
+			b.UnhealthyCount++
+		case 2:
+			b.HopAt = micro(t0.Add(time.Hour))
+		default:
+			b.Desired.CanaryRevision = "v9"
+		}
+		if !Changed(&a, &b) || !Changed(&b, &a) {
+			t.Fatal("a change of a counted field is not a change")
+		}
+	})
 }
