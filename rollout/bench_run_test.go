@@ -35,7 +35,11 @@ func BenchmarkRunVsPlan(b *testing.B) {
 			var took [2]time.Duration
 			for b.Loop() {
 				for i, notify := range []bool{true, false} {
-					l := newLockstep(bc.strat, fake.Lag{}, notify)
+					how := dropped
+					if notify {
+						how = notified
+					}
+					l := newLockstep(bc.strat, fake.Lag{}, how)
 					l.start(nil)
 					res := l.finish(b, 100000)
 					l.cancel()

@@ -6,7 +6,8 @@
 // A Runner embeds in a reconciler. Each Reconcile observes every adapter,
 // calls Strategy.Step once, and applies the hops in the safe order: capacity
 // increases, then the weight, then capacity decreases. It returns the state
-// to store and the exact time until the next time-gated event:
+// to store and when to reconcile again: the exact time until the next
+// time-gated event, or a poll while the world applies a hop:
 //
 //	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 //		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
@@ -42,13 +43,20 @@
 // serve/replicas its workloads, and the fakes every change they make. Run
 // subscribes to each once and reconciles as soon as one reports a change
 // (a burst is one reconcile), so a hop is observed when the world applies
-// it, not at the next poll; the strategy's requeue is the fallback. An
-// operator gets the same from its own watches: with controller-runtime,
-// watch the objects the adapters read (the HTTPRoutes, the Deployments) and
-// map each event to the rollout object that owns them (Watches with
-// handler.EnqueueRequestsFromMapFunc, or Owns when it owns them), so that a
-// data plane writing a route's status, or a Deployment's pods becoming
-// ready, reconciles the rollout at once. Write its status only when
+// it, not at the next poll. When every adapter that observes the world (the
+// Router, the capacity setters, the revision readers) notifies, Run waits
+// for the strategy's WatchedRequeueAfter, which polls only at the poll
+// interval; otherwise it takes RequeueAfter, which polls fast right after a
+// hop (from strategy.Options.InitialPollInterval, doubling up to the poll
+// interval), so that a hop the world applies in 300 ms is seen within about
+// 400 ms rather than at the next 2 s poll. An operator gets the same from
+// its own watches: with controller-runtime, watch the objects the adapters
+// read (the HTTPRoutes, the Deployments) and map each event to the rollout
+// object that owns them (Watches with handler.EnqueueRequestsFromMapFunc,
+// or Owns when it owns them), so that a data plane writing a route's
+// status, or a Deployment's pods becoming ready, reconciles the rollout at
+// once, and set Runner.Watched so that Reconcile returns the longer
+// requeue. Write its status only when
 // strategy.Changed reports a change: the observation and the message are
 // volatile, so a rollout that waits writes nothing, and an upgrade writes
 // its state about once per hop (Run does the same with its Store).

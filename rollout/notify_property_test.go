@@ -13,8 +13,13 @@ import (
 // TestRunObservesEveryHopWithinOneNotification: for random Incremental
 // upgrades on fakes whose every change shows after a random lag, Run with
 // the fakes' notifications takes at most its plan plus one lag per hop
-// (each hop is observed at the notification that ends its lag), and
-// without them at most its plan plus one poll per hop (the requeue bound).
+// (each hop is observed at the notification that ends its lag); with
+// notifications subscribed but never delivered (a broken watch), the plan
+// plus one poll per hop; and with adapters that cannot notify, at most its
+// plan plus the backoff bound per hop: polls after
+// a hop double from InitialPollInterval, so a hop that shows after a lag
+// is seen within twice that lag (at least the first poll); with a fixed
+// poll (InitialPollInterval = PollInterval), within one poll.
 // One extra poll is allowed for the lockstep harness, which can, rarely,
 // advance the clock while Run is busy with a coalesced wake.
 func TestRunObservesEveryHopWithinOneNotification(t *testing.T) {
@@ -26,12 +31,16 @@ func TestRunObservesEveryHopWithinOneNotification(t *testing.T) {
 			MaxSurgePercent: surge,
 		}
 		lag := time.Duration(rapid.IntRange(0, 1000).Draw(t, "lagMs")) * time.Millisecond
-		notify := rapid.Bool().Draw(t, "notify")
+		how := rapid.SampledFrom([]delivery{notified, dropped, unsupported}).Draw(t, "delivery")
+		fixedPoll := how == unsupported && rapid.Bool().Draw(t, "fixedPoll")
+		if fixedPoll {
+			strat.InitialPollInterval = strategy.DefaultPollInterval
+		}
 		plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := newLockstep(strat, fake.Lag{Duration: lag}, notify)
+		l := newLockstep(strat, fake.Lag{Duration: lag}, how)
 		l.start(nil)
 		res := l.finish(t, 100000)
 		l.cancel()
@@ -39,13 +48,18 @@ func TestRunObservesEveryHopWithinOneNotification(t *testing.T) {
 			t.Fatalf("Run ended %s (%s): %v", res.s.Phase, res.s.Message, res.err)
 		}
 		took := l.clock.Now().Sub(t0)
-		per := strategy.DefaultPollInterval
-		if notify {
+		var per time.Duration
+		switch {
+		case how == notified:
 			per = lag
+		case how == dropped || fixedPoll:
+			per = strategy.DefaultPollInterval // Run believes it is notified: it polls at the interval
+		default: // lag < PollInterval here
+			per = max(2*lag, strategy.DefaultInitialPollInterval)
 		}
 		if bound := plan.Duration + time.Duration(plan.Hops)*per + strategy.DefaultPollInterval; took > bound {
-			t.Fatalf("notify %v, lag %v: took %v, more than the plan %v + %d hops x %v (+ one poll) = %v",
-				notify, lag, took, plan.Duration, plan.Hops, per, bound)
+			t.Fatalf("%v, fixed poll %v, lag %v: took %v, more than the plan %v + %d hops x %v (+ one poll) = %v",
+				how, fixedPoll, lag, took, plan.Duration, plan.Hops, per, bound)
 		}
 	})
 }

@@ -177,7 +177,46 @@ type runResult struct {
 	err error
 }
 
-func newLockstep(strat strategy.Strategy, lag fake.Lag, notify bool) *lockstep {
+// delivery is how the lockstep's adapters tell Run of their changes.
+type delivery int
+
+const (
+	// notified: every change wakes Run.
+	notified delivery = iota
+	// dropped: Run subscribes, but nothing is ever delivered (a broken
+	// watch): Run, believing itself notified, polls at the poll interval.
+	dropped
+	// unsupported: the adapters do not implement rollout.Notifier, so Run
+	// polls fast after each hop, backing off to the poll interval.
+	unsupported
+)
+
+func (d delivery) String() string { return [...]string{"notified", "dropped", "unsupported"}[d] }
+
+// pollRouter and pollSide hide the Notifier of the lockstep's adapters.
+type pollRouter struct{ r *gatedRouter }
+
+func (p pollRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
+	return p.r.SetWeights(ctx, w)
+}
+func (p pollRouter) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	return p.r.Weights(ctx)
+}
+
+type pollSide struct{ s *gatedSide }
+
+func (p pollSide) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
+	return p.s.SetCapacity(ctx, r)
+}
+func (p pollSide) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
+	return p.s.Capacity(ctx)
+}
+func (p pollSide) Deploy(ctx context.Context, rev string) error { return p.s.Deploy(ctx, rev) }
+func (p pollSide) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	return p.s.Revision(ctx, expect)
+}
+
+func newLockstep(strat strategy.Strategy, lag fake.Lag, how delivery) *lockstep {
 	clock := fake.NewClock(t0)
 	l := &lockstep{
 		clock: clock, rc: &runClock{Clock: clock, waiting: make(chan struct{}, 1)}, g: &gate{},
@@ -191,18 +230,23 @@ func newLockstep(strat strategy.Strategy, lag fake.Lag, notify bool) *lockstep {
 	for _, c := range []*fake.Capacity{l.a, l.b} {
 		c.SetLag(lag)
 	}
-	if !notify {
+	if how != notified {
 		l.router.DropNotifications(true)
 		l.a.DropNotifications(true)
 		l.b.DropNotifications(true)
 	}
 	l.sideA = &gatedSide{c: l.a, g: l.g}
 	sideB := &gatedSide{c: l.b, g: l.g}
+	router := &gatedRouter{Router: l.router, g: l.g}
 	l.runner = &rollout.Runner{
-		Strategy: strat, Router: &gatedRouter{Router: l.router, g: l.g},
+		Strategy: strat, Router: router,
 		A: l.sideA, B: sideB, DeployA: l.sideA, DeployB: sideB,
 		Store: l.store, Clock: l.rc,
 		Observer: rollout.ObserverFunc(func(context.Context, rollout.Event) { l.reconciles.Add(1) }),
+	}
+	if how == unsupported {
+		a, b := pollSide{l.sideA}, pollSide{sideB}
+		l.runner.Router, l.runner.A, l.runner.B, l.runner.DeployA, l.runner.DeployB = pollRouter{router}, a, b, a, b
 	}
 	return l
 }
@@ -295,7 +339,11 @@ func TestRunReactsToNotifications(t *testing.T) {
 			}
 			took := map[bool]time.Duration{}
 			for _, notify := range []bool{false, true} {
-				l := newLockstep(tc.strat, fake.Lag{Duration: lag}, notify)
+				how := dropped
+				if notify {
+					how = notified
+				}
+				l := newLockstep(tc.strat, fake.Lag{Duration: lag}, how)
 				l.start(nil)
 				res := l.finish(t, 10000)
 				l.cancel()
@@ -347,7 +395,7 @@ func TestRunWritesNothingWhilePaused(t *testing.T) {
 	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 		strategy.SetWeight(30), strategy.PauseUntilResumed(), strategy.SetWeight(60)}}
 	for _, notify := range []bool{true, false} {
-		l := newLockstep(strat, fake.Lag{Duration: 300 * time.Millisecond}, notify)
+		l := newLockstep(strat, fake.Lag{Duration: 300 * time.Millisecond}, map[bool]delivery{true: notified, false: dropped}[notify])
 		l.start(nil)
 		paused := func() bool {
 			s, err := l.store.Load(context.Background())
@@ -393,7 +441,7 @@ func TestRunWritesNothingWhilePaused(t *testing.T) {
 func TestRunCoalescesABurstOfWakes(t *testing.T) {
 	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 		strategy.SetWeight(30), strategy.PauseUntilResumed(), strategy.SetWeight(60)}}
-	l := newLockstep(strat, fake.Lag{}, true)
+	l := newLockstep(strat, fake.Lag{}, notified)
 	l.start(nil)
 	for {
 		s, err := l.store.Load(context.Background())

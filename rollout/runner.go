@@ -59,6 +59,13 @@ type Runner struct {
 	// Clock is the source of time of Reconcile and Run; nil means
 	// clock.Real. Tests use fake.Clock.
 	Clock clock.Clock
+	// Watched says the caller reconciles again on every change of what the
+	// adapters observe (controller-runtime watches on the route and the
+	// workloads, say), so ReconcileAt returns the strategy's
+	// WatchedRequeueAfter: no fast polls after a hop. Run needs no such
+	// flag: it uses that requeue by itself when every adapter that observes
+	// the world notifies it (Notifier).
+	Watched bool
 	// RetryInterval is the requeue after a transient adapter error (and
 	// between retries of a failed Store.Save in Run); 0 means the strategy's
 	// poll interval. A set value must be at least strategy.MinPollInterval.
@@ -164,13 +171,26 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 // An error marked Permanent aborts the rollout instead (or, during a walk
 // back, is returned like a transient one).
 func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Time) (strategy.State, time.Duration, error) {
+	return r.reconcileAt(ctx, s, now, r.Watched)
+}
+
+// requeue is the requeue of a decision for a caller that is (watched) or is
+// not woken by every change of the adapters.
+func requeue(d *strategy.Decision, watched bool) time.Duration {
+	if watched {
+		return d.WatchedRequeueAfter
+	}
+	return d.RequeueAfter
+}
+
+func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool) (strategy.State, time.Duration, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
 	if s.Idle() {
 		d := r.Strategy.Step(s, now)
 		ev.Decision, ev.After = d, d.State
 		r.notify(ctx, ev)
-		return d.State, d.RequeueAfter, nil
+		return d.State, requeue(&d, watched), nil
 	}
 	if err := s.Validate(r.Strategy.Shared().Capacity); err != nil {
 		log.Error(err, "the stored state is invalid: nothing is applied")
@@ -197,7 +217,7 @@ func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Tim
 		log.Info("phase", "from", s.Phase, "to", d.State.Phase, "message", d.State.Message)
 	}
 	r.notify(ctx, ev)
-	return d.State, d.RequeueAfter, nil
+	return d.State, requeue(&d, watched), nil
 }
 
 // failed turns an adapter error into the state to store: s (the state before
@@ -444,9 +464,10 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		}
 		saved, dirty = s, false
 	}
-	wake := r.notifications(ctx)
+	wake, watched := r.notifications(ctx)
+	watched = watched || r.Watched
 	for {
-		next, requeue, err := r.ReconcileAt(ctx, s, clk.Now())
+		next, requeue, err := r.reconcileAt(ctx, s, clk.Now(), watched)
 		store(next)
 		if dirty {
 			requeue = min(requeue, r.retryAfter())
@@ -480,7 +501,10 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 // notifications subscribes to every adapter that implements Notifier, once
 // each, and returns a channel that holds at most one pending wake-up: a burst
 // of changes is one reconcile. Adapters that cannot notify are polled.
-func (r *Runner) notifications(ctx context.Context) <-chan struct{} {
+// watched reports whether every adapter that observes the world (the
+// Router, the capacity setters, the revision readers that are set)
+// notifies, so that Run need not poll fast after a hop.
+func (r *Runner) notifications(ctx context.Context) (wakes <-chan struct{}, watched bool) {
 	ch := make(chan struct{}, 1)
 	wake := func() {
 		select {
@@ -488,23 +512,34 @@ func (r *Runner) notifications(ctx context.Context) <-chan struct{} {
 		default:
 		}
 	}
-	seen := map[any]bool{}
-	for _, a := range []any{r.Router, r.A, r.B, r.DeployA, r.DeployB, r.Health, r.Analyzer} {
-		n, ok := a.(Notifier)
-		if !ok {
+	watched = true
+	subscribed := map[any]bool{} // adapter value -> Notify succeeded
+	for i, a := range []any{r.Router, r.A, r.B, r.DeployA, r.DeployB, r.Health, r.Analyzer} {
+		observes := i < 5
+		if a == nil || reflect.ValueOf(a).Kind() == reflect.Pointer && reflect.ValueOf(a).IsNil() {
 			continue
 		}
-		if reflect.TypeOf(a).Kind() == reflect.Pointer { // one subscription per adapter value
-			if seen[a] {
-				continue
+		n, ok := a.(Notifier)
+		if !ok {
+			watched = watched && !observes
+			continue
+		}
+		key := any(n)
+		if reflect.TypeOf(a).Kind() != reflect.Pointer { // one subscription per adapter value
+			key = &struct{ int }{i} // not comparable or not shared: its own key
+		}
+		done, seen := subscribed[key]
+		if !seen {
+			err := n.Notify(ctx, wake)
+			if err != nil {
+				logr.FromContextOrDiscard(ctx).Error(err, "adapter notifications unavailable; polling")
 			}
-			seen[a] = true
+			done = err == nil
+			subscribed[key] = done
 		}
-		if err := n.Notify(ctx, wake); err != nil {
-			logr.FromContextOrDiscard(ctx).Error(err, "adapter notifications unavailable; polling")
-		}
+		watched = watched && (done || !observes)
 	}
-	return ch
+	return ch, watched
 }
 
 // ErrUnsaved is wrapped by Run's error when ctx ends before a change of the

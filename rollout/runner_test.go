@@ -271,7 +271,7 @@ func ExampleRunner() {
 		Router:   fake.NewRouter(clock), A: a, B: b, Clock: clock,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			for _, h := range e.Applied {
-				fmt.Printf("+%-5s %s\n", e.Time.Sub(t0), h)
+				fmt.Printf("+%-7s %s\n", e.Time.Sub(t0), h)
 			}
 		}),
 	}
@@ -287,15 +287,15 @@ func ExampleRunner() {
 	}
 	fmt.Println(s.Phase, "- stable:", s.StableRevision, "on side", s.StableSide)
 	// Output:
-	// +0s    canary capacity 50 (side B)
-	// +6s    weight 25 (A=75 B=25)
-	// +1m6s  weight 50 (A=50 B=50)
-	// +1m8s  stable capacity 50 (side A)
-	// +1m10s canary capacity 100 (side B)
-	// +2m6s  weight 75 (A=25 B=75)
-	// +3m6s  weight 100 (A=0 B=100)
-	// +3m8s  canary capacity steady (side B)
-	// +3m8s  stable capacity 0 (side A)
+	// +0s      canary capacity 50 (side B)
+	// +6s      weight 25 (A=75 B=25)
+	// +1m6s    weight 50 (A=50 B=50)
+	// +1m6.1s  stable capacity 50 (side A)
+	// +1m6.2s  canary capacity 100 (side B)
+	// +2m6s    weight 75 (A=25 B=75)
+	// +3m6s    weight 100 (A=0 B=100)
+	// +3m6.1s  canary capacity steady (side B)
+	// +3m6.1s  stable capacity 0 (side A)
 	// Succeeded - stable: v2 on side B
 }
 
@@ -387,5 +387,33 @@ func TestLostStateThenAbortKeepsTheSurge(t *testing.T) {
 	}
 	if s.Phase != strategy.PhaseAborted {
 		t.Fatalf("ended %s", s.Phase)
+	}
+}
+
+// TestReconcileWatched: after a hop, ReconcileAt polls fast (the strategy's
+// RequeueAfter, from InitialPollInterval) for a caller that polls, and
+// waits the poll interval (WatchedRequeueAfter) for one that is woken by
+// every change of the adapters (Runner.Watched).
+func TestReconcileWatched(t *testing.T) {
+	for _, tc := range []struct {
+		watched bool
+		want    time.Duration
+	}{
+		{false, strategy.DefaultInitialPollInterval},
+		{true, strategy.DefaultPollInterval},
+	} {
+		clock := fake.NewClock(t0)
+		r := &rollout.Runner{
+			Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 50},
+			Router:   fake.NewRouter(clock), A: fake.NewCapacity(clock, 4, 100), B: fake.NewCapacity(clock, 4, 0),
+			Clock: clock, Watched: tc.watched,
+		}
+		s, requeue, err := r.Reconcile(context.Background(), strategy.NewState("v1", "v2"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Desired.CanaryCapacity != 50 || requeue != tc.want {
+			t.Errorf("watched %v: canary capacity %d, requeue %v; want 50 and %v", tc.watched, s.Desired.CanaryCapacity, requeue, tc.want)
+		}
 	}
 }

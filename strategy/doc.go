@@ -3,7 +3,8 @@
 //
 //	d := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}.Step(state, now)
 //	// apply d.StableCapacity / d.CanaryCapacity / d.Weight, store d.State,
-//	// call again after d.RequeueAfter
+//	// call again after d.RequeueAfter (d.WatchedRequeueAfter when
+//	// every change of the route and the workloads wakes you)
 //
 // Nothing here does I/O, reads a clock, logs or sleeps. Step is pure (see
 // the root package for the caller's duties), so Plan can simulate a whole
@@ -215,6 +216,21 @@
 // from the recorded instants. A now earlier than a recorded instant counts as
 // that instant: time that runs backwards never causes progress, nor a panic.
 // now must be a real instant, not the zero time.
+//
+// # When to step again
+//
+// Decision.RequeueAfter is the exact time until the next time-gated event
+// (the end of a step interval, a timed pause, the scale-down delay, the
+// progress deadline), or, while waiting for the world to show a hop, a
+// poll: the first at Options.InitialPollInterval (100ms by default) after
+// the hop, each later one as long as the wait so far, so polls double up to
+// PollInterval and the last lands on the instant a lost hop is asked again.
+// A hop the world applies in 300ms is seen within about 400ms, and a slow
+// one costs a handful of extra reads. Decision.WatchedRequeueAfter is the
+// requeue for a caller that is woken by every change of what its adapters
+// observe (watches): the same time-gated events, but polls only at
+// PollInterval. Neither is stored in the State; both derive from the
+// recorded instants, so a restarted controller polls as the one before.
 //
 // # Completion
 //

@@ -36,6 +36,33 @@ type run struct {
 	// stableRevision: the stable side runs another revision than the
 	// stable one.
 	stableRevision bool
+	// polling: the requeue pollFull was set to wait for the world for
+	// pollWaited so far; Step shortens it to a backed-off poll
+	// (Options.pollWait) unless something else set the requeue since. (A
+	// duration rather than an instant: a time.Time stored here would move
+	// the run to the heap.)
+	polling    bool
+	pollWaited time.Duration
+	pollFull   time.Duration
+}
+
+// poll sets the requeue to wait for the world since the instant since:
+// full for a caller notified of every change, a backed-off poll otherwise
+// (see finish).
+func (r *run) poll(since time.Time, full time.Duration) {
+	r.d.RequeueAfter = full
+	r.polling, r.pollWaited, r.pollFull = true, r.now.Sub(since), full
+}
+
+// finish sets the requeues of the decision: WatchedRequeueAfter is the one
+// Step decided; RequeueAfter is shortened to a backed-off poll when that
+// decision is a wait for the world.
+func (r *run) finish() {
+	d := r.d
+	d.WatchedRequeueAfter = d.RequeueAfter
+	if r.polling && d.RequeueAfter == r.pollFull && d.RequeueAfter > 0 {
+		d.RequeueAfter = min(d.RequeueAfter, r.e.opts.pollWait(r.pollWaited))
+	}
 }
 
 // micro is the recorded form of an instant: UTC, microseconds, exactly what a
@@ -95,6 +122,7 @@ func (e *engine) step(s State, now time.Time) Decision {
 	}
 	r.step()
 	r.conditions()
+	r.finish()
 	return d
 }
 
@@ -291,7 +319,7 @@ func (r *run) deadline(applied bool) {
 			wait = left
 		}
 	}
-	r.d.RequeueAfter = wait
+	r.poll(r.waitingSince(), wait)
 }
 
 // repair asks again for what the adapters do not hold once a poll interval
@@ -751,7 +779,7 @@ func (r *run) waitCapacity() {
 
 func (r *run) hopped() {
 	r.st.HopAt = micro(r.now)
-	r.d.RequeueAfter = r.e.opts.pollInterval()
+	r.poll(r.now, r.e.opts.pollInterval())
 	if r.st.Phase != PhaseAborting {
 		r.st.Message = ReasonProgressing
 	}

@@ -173,14 +173,14 @@ func ExampleState_Resume() {
 		}
 	}
 	// Output:
-	// +0s Progressing [canary=50] requeue 2s
-	// +1m0s Progressing [weight=50] requeue 2s
+	// +0s Progressing [canary=50] requeue 100ms
+	// +1m0s Progressing [weight=50] requeue 100ms
 	// +2m0s Paused [] requeue 0s
 	// +3m0s Paused [] requeue 0s
 	// +4m0s Resume
-	// +4m0s Progressing [canary=100] requeue 2s
-	// +5m0s Progressing [weight=100] requeue 2s
-	// +6m0s Completing [stable=0 canary=steady] requeue 2s
+	// +4m0s Progressing [canary=100] requeue 100ms
+	// +5m0s Progressing [weight=100] requeue 100ms
+	// +6m0s Completing [stable=0 canary=steady] requeue 100ms
 	// +7m0s Succeeded [] requeue 0s
 }
 
@@ -204,8 +204,10 @@ func ExampleState_Abort() {
 			o.Canary = strategy.SideObservation{Capacity: v, Ready: v, Settled: true}
 		}
 	}
-	// A controller steps again after d.RequeueAfter: the poll interval (2s)
-	// while a hop is being applied, the rest of the step interval otherwise.
+	// A controller steps again after d.RequeueAfter: a first poll 100ms
+	// after a hop (doubling up to the 2s poll interval while the hop is not
+	// observed; here every hop is observed at once), the rest of the step
+	// interval otherwise.
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	s := strategy.NewState("v1", "v2")
 	now := t0
@@ -229,14 +231,14 @@ func ExampleState_Abort() {
 	}
 	fmt.Println("reason:", s.Aborted.Reason)
 	// Output:
-	// +5m6s Progressing (40,60) w60
-	// +5m6s Aborting [stable=70] -> (70,60) w60
-	// +5m8s Aborting [weight=30] -> (70,60) w30
-	// +5m10s Aborting [canary=30] -> (70,30) w30
-	// +5m12s Aborting [stable=100] -> (100,30) w30
-	// +5m14s Aborting [weight=0] -> (100,30) w0
-	// +5m16s Aborting [canary=0] -> (100,0) w0
-	// +5m18s Aborted [] -> (100,0) w0
+	// +5m0.3s Progressing (40,60) w60
+	// +5m0.3s Aborting [stable=70] -> (70,60) w60
+	// +5m0.4s Aborting [weight=30] -> (70,60) w30
+	// +5m0.5s Aborting [canary=30] -> (70,30) w30
+	// +5m0.6s Aborting [stable=100] -> (100,30) w30
+	// +5m0.7s Aborting [weight=0] -> (100,30) w0
+	// +5m0.8s Aborting [canary=0] -> (100,0) w0
+	// +5m0.9s Aborted [] -> (100,0) w0
 	// reason: p99 latency
 }
 

@@ -54,6 +54,10 @@ const (
 // DefaultPollInterval is used when Options.PollInterval is zero.
 const DefaultPollInterval = 2 * time.Second
 
+// DefaultInitialPollInterval is used when Options.InitialPollInterval is
+// zero (or PollInterval, when that is shorter).
+const DefaultInitialPollInterval = 100 * time.Millisecond
+
 // MinPollInterval is the shortest PollInterval that validates: a shorter one
 // would have a Runner read its adapters thousands of times a second.
 const MinPollInterval = 100 * time.Millisecond
@@ -97,6 +101,15 @@ type Options struct {
 	// PollInterval is the requeue while waiting for an observation; 0 means
 	// DefaultPollInterval, and a set value must be at least MinPollInterval.
 	PollInterval time.Duration `json:"pollInterval,omitempty"`
+	// InitialPollInterval is the first requeue while waiting for the world
+	// to show a hop (or to act after a command or the start of a step):
+	// each later requeue waits as long as it has been since then, so polls
+	// double, up to PollInterval. A caller that is notified of every change
+	// of what the adapters observe uses Decision.WatchedRequeueAfter and
+	// never polls fast. 0 means DefaultInitialPollInterval; a set value must
+	// be at least MinPollInterval and at most PollInterval (equal to it:
+	// a fixed poll).
+	InitialPollInterval time.Duration `json:"initialPollInterval,omitempty"`
 }
 
 // progressDeadline is the deadline in force; 0 when disabled.
@@ -122,6 +135,28 @@ func (o *Options) pollInterval() time.Duration {
 		return DefaultPollInterval
 	}
 	return o.PollInterval
+}
+
+// initialPollInterval is the first poll after a hop in force.
+func (o *Options) initialPollInterval() time.Duration {
+	if o.InitialPollInterval == 0 {
+		return min(DefaultInitialPollInterval, o.pollInterval())
+	}
+	return o.InitialPollInterval
+}
+
+// pollWait is the requeue while polling for the world after waiting for
+// it so long: as long again, at least the initial poll interval and at
+// most the poll interval, so that polls double; a poll that would pass the
+// end of the first poll interval (when a lost hop is asked again) lands on
+// it instead.
+func (o *Options) pollWait(waited time.Duration) time.Duration {
+	poll, first := o.pollInterval(), o.initialPollInterval()
+	w := min(max(waited, first), poll)
+	if waited < poll && waited+w > poll {
+		w = max(poll-waited, first)
+	}
+	return w
 }
 
 func (o *Options) validate(root string, surge int32) field.ErrorList {
@@ -173,6 +208,14 @@ func (o *Options) validate(root string, surge int32) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must not be negative"))
 	} else if o.PollInterval > 0 && o.PollInterval < MinPollInterval {
 		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
+	}
+	switch ip := o.InitialPollInterval; {
+	case ip < 0:
+		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not be negative"))
+	case ip > 0 && ip < MinPollInterval:
+		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
+	case o.PollInterval >= 0 && ip > o.pollInterval():
+		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not exceed pollInterval ("+o.pollInterval().String()+")"))
 	}
 	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent,

@@ -92,6 +92,13 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 	if d.RequeueAfter < 0 {
 		t.Fatalf("negative requeue %v", d.RequeueAfter)
 	}
+	// The requeue of a caller without notifications is the decided one, or
+	// a shorter poll after a hop: never longer, never zero when the decided
+	// one is not, and never shorter than the first poll (or the decided
+	// requeue, when that is shorter still).
+	if w, r := d.WatchedRequeueAfter, d.RequeueAfter; r > w || (r == 0) != (w == 0) || r < min(w, opts.initialPollInterval()) {
+		t.Fatalf("requeue %v against %v decided (first poll %v)", r, w, opts.initialPollInterval())
+	}
 	if mode == CapacityReplicas && d.Weight.Set {
 		t.Fatalf("replicas mode set a weight: %+v", d.Weight)
 	}
@@ -142,7 +149,14 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 		(mode == CapacityFixed || in.Observed.Stable.Capacity >= in.Desired.StableCapacity &&
 			(in.Observed.Canary.Capacity == in.Desired.CanaryCapacity || keeps))
 	walkBack := d.State.Phase == PhaseAborting && inPlace
-	if !emergency && !walkBack && !naiveApplied(&in, mode) {
+	// A walk back that ended in this Step on a pending revision starts the
+	// rollout toward it at once, from the stable allocation it observed
+	// (nothing on the canary): the first hop of that rollout follows.
+	restarted := in.Phase == PhaseAborting && d.State.Phase == PhaseProgressing && in.PendingRevision != "" &&
+		d.State.CanaryRevision == in.PendingRevision &&
+		(mode == CapacityReplicas || in.Observed.Weight == 0 && in.Observed.WeightApplied) &&
+		(mode == CapacityFixed || in.Observed.Canary.Capacity == 0)
+	if !emergency && !walkBack && !restarted && !naiveApplied(&in, mode) {
 		t.Fatalf("a hop before the previous one was observed applied:\nin.Desired=%+v\nin.Observed=%+v\nhops=%+v %+v %+v",
 			in.Desired, in.Observed, d.Weight, d.StableCapacity, d.CanaryCapacity)
 	}

@@ -97,7 +97,8 @@ func optionsLookValid(o *Options, surge int32) bool {
 		o.UnhealthyThreshold >= 0 &&
 		(o.UnhealthyAction == UnhealthyAbort || o.UnhealthyAction == UnhealthyPause) &&
 		o.ProgressDeadline >= 0 && (!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline == 0) &&
-		o.ScaleDownDelay >= 0 && (o.PollInterval == 0 || o.PollInterval >= MinPollInterval)
+		o.ScaleDownDelay >= 0 && (o.PollInterval == 0 || o.PollInterval >= MinPollInterval) &&
+		(o.InitialPollInterval == 0 || o.InitialPollInterval >= MinPollInterval && o.InitialPollInterval <= o.pollInterval())
 }
 
 // Step decides the next hop. See Strategy.

@@ -360,7 +360,7 @@ type hopsOf struct {
 }
 
 func hopsIn(d strategy.Decision) hopsOf {
-	return hopsOf{d.Weight, d.StableCapacity, d.CanaryCapacity, d.RequeueAfter, d.State.Phase}
+	return hopsOf{d.Weight, d.StableCapacity, d.CanaryCapacity, d.WatchedRequeueAfter, d.State.Phase}
 }
 
 // stepChecked steps in at now and fails if Step modified in.
@@ -498,6 +498,68 @@ func notApplied(t tb, strat strategy.Strategy) strategy.State {
 	s = d.State
 	s.Observed.At = mt(t0)
 	return s
+}
+
+// TestStepPollBackoff: while a hop is not observed, RequeueAfter starts at
+// InitialPollInterval and is as long as the wait so far, so polls double up
+// to PollInterval; WatchedRequeueAfter, for a caller notified of every
+// change, is the poll interval throughout. Neither passes the progress
+// deadline.
+func TestStepPollBackoff(t *testing.T) {
+	ms := time.Millisecond
+	at := func(d time.Duration) time.Time { return t0.Add(d) }
+	slow := incremental
+	slow.PollInterval = 10 * time.Second
+	fixed := slow
+	fixed.InitialPollInterval = slow.PollInterval
+	first := slow
+	first.InitialPollInterval = 500 * ms
+	nearDeadline := slow
+	nearDeadline.ProgressDeadline = 3 * time.Second
+	tests := []struct {
+		name           string
+		strat          strategy.Incremental
+		now            time.Time
+		want, watched  time.Duration
+		wantRepairHops bool
+	}{
+		{"at the hop", slow, t0, 100 * ms, 10 * time.Second, false},
+		{"50ms after", slow, at(50 * ms), 100 * ms, 10 * time.Second, false},
+		{"100ms after", slow, at(100 * ms), 100 * ms, 10 * time.Second, false},
+		{"200ms after", slow, at(200 * ms), 200 * ms, 10 * time.Second, false},
+		{"400ms after", slow, at(400 * ms), 400 * ms, 10 * time.Second, false},
+		{"3.2s after", slow, at(3200 * ms), 3200 * ms, 10 * time.Second, false},
+		{"6.4s after: to the repair", slow, at(6400 * ms), 3600 * ms, 10 * time.Second, false},
+		{"9.95s after", slow, at(9950 * ms), 100 * ms, 10 * time.Second, false},
+		{"a fixed poll", fixed, at(200 * ms), 10 * time.Second, 10 * time.Second, false},
+		{"a first poll of 500ms", first, at(100 * ms), 500 * ms, 10 * time.Second, false},
+		{"a first poll of 500ms, later", first, at(800 * ms), 800 * ms, 10 * time.Second, false},
+		{"the deadline first", nearDeadline, at(2 * time.Second), time.Second, time.Second, false},
+		{"the deadline before the first poll", nearDeadline, at(2950 * ms), 50 * ms, 50 * ms, false},
+		// After a poll interval the hop is asked again (a lost write):
+		// from then on, polls are at the poll interval.
+		{"the repair", slow, at(10 * time.Second), 10 * time.Second, 10 * time.Second, true},
+		{"after the repair", slow, at(11 * time.Second), 10 * time.Second, 10 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := notApplied(t, tt.strat) // weight 10 asked at t0, not observed
+			d := stepChecked(t, tt.strat, s, tt.now)
+			if d.HasHops() != tt.wantRepairHops {
+				t.Fatalf("hops %+v, want hops: %v", hopsIn(d), tt.wantRepairHops)
+			}
+			if d.RequeueAfter != tt.want || d.WatchedRequeueAfter != tt.watched {
+				t.Errorf("RequeueAfter %v, WatchedRequeueAfter %v; want %v, %v", d.RequeueAfter, d.WatchedRequeueAfter, tt.want, tt.watched)
+			}
+		})
+	}
+	// A time-gated wait is exact for both callers.
+	s := notApplied(t, slow)
+	observe(&s, strategy.Decision{Weight: set(10)}, t0)
+	d := stepChecked(t, slow, s, t1)
+	if want := 2 * tick; d.RequeueAfter != want || d.WatchedRequeueAfter != want {
+		t.Errorf("waiting for the interval: RequeueAfter %v, WatchedRequeueAfter %v; want %v for both", d.RequeueAfter, d.WatchedRequeueAfter, want)
+	}
 }
 
 func TestStepProgressDeadline(t *testing.T) {

@@ -383,10 +383,18 @@ type Decision struct {
 	// capacity 0), and never together with another hop.
 	Deploy DeployTarget
 	// RequeueAfter is when to call Step again: the exact time until the next
-	// time-gated event, or the poll interval while waiting for an
-	// observation. Zero means nothing will happen without a new observation
-	// or command (terminal phases, indefinite pauses).
+	// time-gated event, or a poll while waiting for the world to show a hop.
+	// That poll starts at Options.InitialPollInterval after the hop and
+	// doubles while nothing changes, up to PollInterval (never past the
+	// progress deadline). Zero means nothing will happen without a new
+	// observation or command (terminal phases, indefinite pauses).
 	RequeueAfter time.Duration
+	// WatchedRequeueAfter is the requeue for a caller that is woken by every
+	// change of what its adapters observe (rollout.Notifier, or a
+	// controller's watches on the route and the workloads): the same as
+	// RequeueAfter, but waiting for the world polls only at PollInterval,
+	// since the change itself wakes the caller.
+	WatchedRequeueAfter time.Duration
 }
 
 // HasHops reports whether the decision asks any adapter for anything.

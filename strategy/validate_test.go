@@ -219,6 +219,12 @@ func TestValidateOptions(t *testing.T) {
 		{"poll at the floor", strategy.Options{PollInterval: strategy.MinPollInterval}, nil},
 		{"delay", strategy.Options{ScaleDownDelay: -1}, []string{"scaleDownDelay " + invalid}},
 		{"poll", strategy.Options{PollInterval: -1}, []string{"pollInterval " + invalid}},
+		{"first poll", strategy.Options{InitialPollInterval: -1}, []string{"initialPollInterval " + invalid}},
+		{"first poll below the floor", strategy.Options{InitialPollInterval: time.Millisecond}, []string{"initialPollInterval " + invalid}},
+		{"first poll over the default poll", strategy.Options{InitialPollInterval: 3 * time.Second}, []string{"initialPollInterval " + invalid}},
+		{"first poll over the poll", strategy.Options{PollInterval: time.Second, InitialPollInterval: 2 * time.Second}, []string{"initialPollInterval " + invalid}},
+		{"fixed poll", strategy.Options{PollInterval: time.Second, InitialPollInterval: time.Second}, nil},
+		{"first poll at the floor", strategy.Options{InitialPollInterval: strategy.MinPollInterval}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -392,6 +392,12 @@ func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 	}
 	opts.ScaleDownDelay = time.Duration(rapid.IntRange(0, 60).Draw(t, "scaleDownDelaySec")) * time.Second
 	opts.PollInterval = time.Duration(rapid.IntRange(0, 5).Draw(t, "pollSec")) * time.Second
+	// The first poll after a hop: the default (100ms, doubling) or a fixed
+	// poll. Derived from a draw already made rather than drawn, so that the
+	// failing cases saved under testdata/rapid replay as they were found.
+	if opts.ScaleDownDelay%(2*time.Second) != 0 && opts.PollInterval > 0 {
+		opts.InitialPollInterval = opts.PollInterval
+	}
 	minSurge := int32(1)
 	if mode != CapacityManaged {
 		minSurge = 0
