@@ -1,0 +1,91 @@
+package many
+
+import (
+	"flag"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/upshift-dev/upshift/internal/kubetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+
+var sizes = flag.String("many.n", "100,200,400,800", "comma-separated numbers of concurrent rollouts for BenchmarkConcurrentRollouts")
+
+// TestConcurrentRollouts runs 20 short rollouts at once in each variant,
+// the two variants in parallel (Incremental 25% every 250 ms, a 750 ms
+// plan), and checks that they all succeed. It checks no timing: under -race on a small machine they may
+// take several plans.
+func TestConcurrentRollouts(t *testing.T) {
+	for _, v := range []variant{notifyVariant, poll1sVariant} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			strat := strategyFor(v, 25, 250*time.Millisecond)
+			r := run(t, 20, v, strat, 250*time.Millisecond, time.Minute)
+			t.Log(r.summary(v))
+			if r.succeeded != r.n {
+				t.Fatalf("%d of %d rollouts succeeded", r.succeeded, r.n)
+			}
+			if r.api.watches != 0 && !v.notify {
+				t.Errorf("poll1s: %d watches; the wrapper should hide Notify", r.api.watches)
+			}
+			if v.notify && r.api.watches < int64(r.n) {
+				t.Errorf("notify: %d watches for %d rollouts", r.api.watches, r.n)
+			}
+		})
+	}
+}
+
+// BenchmarkConcurrentRollouts runs N concurrent rollouts (Incremental 10%
+// every 1 s, fixed capacity: a 9 s plan), their starts spread over one
+// second, against the one kube-apiserver of the package, for each N of
+// -many.n and each variant. Each sub-benchmark reports:
+//
+//	within1.2x    the fraction of rollouts that succeeded within 1.2x the plan
+//	p50-ratio     duration / plan, median
+//	p99-ratio     duration / plan, 99th percentile
+//	reads/rollout, writes/rollout, watches/rollout
+//	              the operator's API requests per rollout
+//	rec-p99-ms    the 99th percentile of a reconcile's latency (observe, step,
+//	              apply the hops; from rollout.Event.Time to the Observer)
+//	read-p99-ms, write-p99-ms
+//	              the 99th percentile of the operator's requests' latencies
+//	throttle-ms   the total time requests waited in client-go's rate limiter
+//	              (QPS 5000, Burst 10000)
+//
+// and logs the same figures as a row of the README's table.
+func BenchmarkConcurrentRollouts(b *testing.B) {
+	var ns []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n <= 0 {
+			b.Fatalf("-many.n: %q is not a positive number", f)
+		}
+		ns = append(ns, n)
+	}
+	for _, n := range ns {
+		for _, v := range []variant{notifyVariant, poll1sVariant} {
+			b.Run(v.name+"/N="+strconv.Itoa(n), func(b *testing.B) {
+				strat := strategyFor(v, 10, time.Second)
+				var r result
+				for b.Loop() {
+					r = run(b, n, v, strat, time.Second, 5*time.Minute)
+				}
+				b.ReportMetric(r.fractionWithin(), "within1.2x")
+				b.ReportMetric(r.ratio(0.5), "p50-ratio")
+				b.ReportMetric(r.ratio(0.99), "p99-ratio")
+				b.ReportMetric(r.perRollout(r.api.reads), "reads/rollout")
+				b.ReportMetric(r.perRollout(r.api.writes), "writes/rollout")
+				b.ReportMetric(r.perRollout(r.api.watches), "watches/rollout")
+				b.ReportMetric(ms(quantile(r.reconciles, 0.99)), "rec-p99-ms")
+				b.ReportMetric(ms(quantile(r.readLat, 0.99)), "read-p99-ms")
+				b.ReportMetric(ms(quantile(r.writeLat, 0.99)), "write-p99-ms")
+				b.ReportMetric(ms(r.throttled), "throttle-ms")
+				b.Log(r.summary(v))
+			})
+		}
+	}
+}
