@@ -102,7 +102,7 @@ func (r *run) conditions() {
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": "+st.Observed.Error)
+		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": ", st.Observed.Error)
 	case r.overdue:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
 	case r.failed:
@@ -129,13 +129,19 @@ func (r *run) conditions() {
 // setCond sets a condition, copying the slice before the first change so the
 // caller's state is never modified. LastTransitionTime comes from now.
 func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg string) {
+	r.setCondJoined(typ, status, reason, msg, "")
+}
+
+// setCondJoined is setCond with the message msg+more, joined only when the
+// condition changes: a Step that finds it in place allocates nothing.
+func (r *run) setCondJoined(typ string, status metav1.ConditionStatus, reason, msg, more string) {
 	st := r.st
 	for i := range st.Conditions {
 		c := &st.Conditions[i]
 		if c.Type != typ {
 			continue
 		}
-		if c.Status == status && c.Reason == reason && c.Message == msg {
+		if c.Status == status && c.Reason == reason && isJoined(c.Message, msg, more) {
 			return
 		}
 		r.copyConds()
@@ -143,14 +149,26 @@ func (r *run) setCond(typ string, status metav1.ConditionStatus, reason, msg str
 		if c.Status != status {
 			c.LastTransitionTime = seconds(r.now)
 		}
-		c.Status, c.Reason, c.Message = status, reason, msg
+		c.Status, c.Reason, c.Message = status, reason, msg+more
 		return
 	}
 	r.copyConds()
 	st.Conditions = append(st.Conditions, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg,
+		Type: typ, Status: status, Reason: reason, Message: msg + more,
 		LastTransitionTime: seconds(r.now),
 	})
+}
+
+// isJoined reports whether s is a+b, without joining them.
+func isJoined(s, a, b string) bool {
+	return len(s) == len(a)+len(b) && s[:len(a)] == a && s[len(a):] == b
+}
+
+// setJoined sets *dst to a+b, joining them only when *dst differs.
+func setJoined(dst *string, a, b string) {
+	if !isJoined(*dst, a, b) {
+		*dst = a + b
+	}
 }
 
 func (r *run) copyConds() {

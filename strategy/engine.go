@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"strconv"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +63,21 @@ func (r *run) finish() {
 	d.WatchedRequeueAfter = d.RequeueAfter
 	if r.polling && d.RequeueAfter == r.pollFull && d.RequeueAfter > 0 {
 		d.RequeueAfter = min(d.RequeueAfter, r.e.opts.pollWait(r.pollWaited))
+	}
+}
+
+// setShort sets *dst to "<role> ready capacity <ready> is below its traffic
+// <traffic>: holding", building the string only when *dst differs.
+func setShort(dst *string, role string, ready, traffic int32) {
+	var buf [80]byte
+	b := append(buf[:0], role...)
+	b = append(b, " ready capacity "...)
+	b = strconv.AppendInt(b, int64(ready), 10)
+	b = append(b, " is below its traffic "...)
+	b = strconv.AppendInt(b, int64(traffic), 10)
+	b = append(b, ": holding"...)
+	if string(b) != *dst {
+		*dst = string(b)
 	}
 }
 
@@ -200,7 +216,7 @@ func (r *run) failing() {
 	if st.FailingSince.IsZero() {
 		st.FailingSince = micro(r.now)
 	}
-	st.Message = "cannot observe the adapters: " + st.Observed.Error
+	setJoined(&st.Message, "cannot observe the adapters: ", st.Observed.Error)
 	wait := o.pollInterval()
 	if dl := o.progressDeadline(); dl > 0 {
 		end := after(st.FailingSince, dl)
@@ -517,7 +533,7 @@ func (r *run) progress() {
 		// The stable side lost readiness under its traffic: move nothing
 		// until it recovers (Degraded says why).
 		o := &st.Observed
-		st.Message = "stable ready capacity " + itoa(o.Stable.Ready) + " is below its traffic " + itoa(100-o.Weight) + ": holding"
+		setShort(&st.Message, "stable", o.Stable.Ready, 100-o.Weight)
 		r.d.RequeueAfter = e.opts.pollInterval()
 		return
 	}
@@ -525,7 +541,7 @@ func (r *run) progress() {
 		st.Message = msgUnhealthy
 		if r.canaryShort {
 			o := &st.Observed
-			st.Message = "canary ready capacity " + itoa(o.Canary.Ready) + " is below its traffic " + itoa(o.Weight) + ": holding"
+			setShort(&st.Message, "canary", o.Canary.Ready, o.Weight)
 		}
 		r.d.RequeueAfter = e.opts.pollInterval()
 		return
