@@ -43,7 +43,7 @@ const (
 
 // traefikBinary returns the cached Traefik binary, or skips t (fails it when
 // kubetest.Required) with a message naming hack/traefik.sh.
-func traefikBinary(t *testing.T) string {
+func traefikBinary(t testing.TB) string {
 	t.Helper()
 	bin := os.Getenv("UPSHIFT_TRAEFIK_BIN")
 	if bin == "" {
@@ -74,7 +74,7 @@ type backend struct {
 	hits atomic.Int64
 }
 
-func startBackend(t *testing.T, name string) *backend {
+func startBackend(t testing.TB, name string) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +94,7 @@ func startBackend(t *testing.T, name string) *backend {
 
 func (b *backend) host() string { return b.name + "." + backendDomain }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -115,7 +115,7 @@ type proxy struct {
 // API server, in a private mount namespace whose /etc/hosts maps the backends'
 // names to 127.0.0.1 and whose resolv.conf and nsswitch.conf keep every lookup
 // on loopback.
-func startTraefik(t *testing.T, env *kubetest.Env, backends ...*backend) *proxy {
+func startTraefik(t testing.TB, env *kubetest.Env, backends ...*backend) *proxy {
 	t.Helper()
 	bin := traefikBinary(t)
 	dir := t.TempDir()
@@ -205,7 +205,7 @@ exec "$@"`
 	}
 }
 
-func dumpFile(t *testing.T, path string) {
+func dumpFile(t testing.TB, path string) {
 	f, err := os.Open(path)
 	if err != nil {
 		return
@@ -222,7 +222,7 @@ func dumpFile(t *testing.T, path string) {
 // setup creates the GatewayClass, the Gateway on Traefik's entry point port,
 // the backends' headless Services with FQDN EndpointSlices, and an HTTPRoute
 // with all traffic on stable.
-func setup(t *testing.T, env *kubetest.Env, ns string, p *proxy, stable, canary *backend) gateway.RouteRef {
+func setup(t testing.TB, env *kubetest.Env, ns string, p *proxy, stable, canary *backend) gateway.RouteRef {
 	t.Helper()
 	ctx := context.Background()
 	c := env.Client
@@ -271,7 +271,7 @@ func backendRef(b *backend) gateway.Backend {
 	return gateway.Backend{Name: b.name, Port: servicePort}
 }
 
-func create(t *testing.T, c client.Client, obj client.Object) {
+func create(t testing.TB, c client.Client, obj client.Object) {
 	t.Helper()
 	if err := c.Create(context.Background(), obj); err != nil {
 		t.Fatalf("create %T %s: %v", obj, obj.GetName(), err)
@@ -282,7 +282,7 @@ func ptr[T any](v T) *T { return &v }
 
 // waitAccepted waits until Traefik has written Accepted and ResolvedRefs for
 // the route's current generation on every parent.
-func waitAccepted(t *testing.T, c client.Client, ref gateway.RouteRef) *gwv1.HTTPRoute {
+func waitAccepted(t testing.TB, c client.Client, ref gateway.RouteRef) *gwv1.HTTPRoute {
 	t.Helper()
 	deadline := time.Now().Add(propagationBudget)
 	var last string
