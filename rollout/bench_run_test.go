@@ -11,8 +11,10 @@ import (
 // BenchmarkRunVsPlan runs whole upgrades through Run on fakes that apply
 // every hop at once, in lockstep with a fake clock, and reports how long
 // each took on that clock against its Plan: "plan-ratio" with the fakes'
-// notifications, "poll2s-ratio" with them dropped (Run then waits for the
-// strategy's 2 s poll after every hop). For BlueGreen, whose plan takes no
+// notifications, "poll2s-ratio" with them dropped (Run, subscribed, then
+// waits for the strategy's 2 s poll after every hop: a fixed 2 s poll), and
+// "backoff-ratio" with adapters that cannot notify (Run polls fast after
+// every hop, from InitialPollInterval). For BlueGreen, whose plan takes no
 // time, it reports the durations in seconds instead.
 func BenchmarkRunVsPlan(b *testing.B) {
 	for _, bc := range []struct {
@@ -32,19 +34,15 @@ func BenchmarkRunVsPlan(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			var took [2]time.Duration
+			var took [3]time.Duration
 			for b.Loop() {
-				for i, notify := range []bool{true, false} {
-					how := dropped
-					if notify {
-						how = notified
-					}
+				for i, how := range []delivery{notified, dropped, unsupported} {
 					l := newLockstep(bc.strat, fake.Lag{}, how)
 					l.start(nil)
 					res := l.finish(b, 100000)
 					l.cancel()
 					if res.err != nil || res.s.Phase != strategy.PhaseSucceeded {
-						b.Fatalf("notify %v: Run ended %s (%s): %v", notify, res.s.Phase, res.s.Message, res.err)
+						b.Fatalf("%v: Run ended %s (%s): %v", how, res.s.Phase, res.s.Message, res.err)
 					}
 					took[i] = l.clock.Now().Sub(t0)
 				}
@@ -52,10 +50,12 @@ func BenchmarkRunVsPlan(b *testing.B) {
 			if plan.Duration == 0 {
 				b.ReportMetric(took[0].Seconds(), "notify-s")
 				b.ReportMetric(took[1].Seconds(), "poll2s-s")
+				b.ReportMetric(took[2].Seconds(), "backoff-s")
 				return
 			}
 			b.ReportMetric(float64(took[0])/float64(plan.Duration), "plan-ratio")
 			b.ReportMetric(float64(took[1])/float64(plan.Duration), "poll2s-ratio")
+			b.ReportMetric(float64(took[2])/float64(plan.Duration), "backoff-ratio")
 		})
 	}
 }
