@@ -1,0 +1,565 @@
+package replicas_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/internal/gatewaytest"
+	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/replicas"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// BenchmarkUpgradeOnKube runs whole upgrades (v1 on side A to v2 on side
+// B, the deploy hop included) through rollout.Runner.Run on the real clock
+// against a real kube-apiserver: the gateway Router on an HTTPRoute, a
+// Setter and a Deployer per Deployment (10 replicas each, the managed
+// capacity mode), the state in a gateway.AnnotationStore on the route. The
+// benchmark plays the Deployment controller (the pods of simController,
+// driven by a watch of the Deployments: it steps on every spec change, and
+// pods it starts become ready benchReadyDelay, 50 ms, later) and the
+// gateway controller (gatewaytest.Accept on every new generation of the
+// route, seen by a watch). Neither adds any other delay. Plan assumes
+// adapters that apply every hop at once: the ratio with notifications
+// shows what the API round trips, the watches and the 50 ms of readiness
+// per scale-up add.
+//
+// Each sub-benchmark runs three variants in the same run:
+//   - notify: the adapters as they are; Run subscribes to their
+//     notifications (the Router's watch of the route, the Setters' and
+//     Deployers' watches of the Deployments);
+//   - poll2s: every adapter wrapped so that it does not implement
+//     rollout.Notifier (the wrappers forward only the methods of
+//     TrafficRouter, CapacitySetter and Deployer), and the strategy's
+//     InitialPollInterval equal to its PollInterval (2 s): a fixed 2 s
+//     poll;
+//   - backoff: notifications hidden, the default InitialPollInterval (polls
+//     that start fast after a hop and double up to 2 s).
+//
+// It reports, per variant, the duration against strategy.Plan ("-ratio";
+// seconds, "-s", for a plan of 0 s), the API requests of the adapters and
+// the Store per upgrade, counted by a RoundTripper on their client: reads
+// (GET), writes (PUT, PATCH, POST, DELETE) and watches (a GET with
+// watch=true), and the state writes (Store.Save) per hop applied; it logs
+// the reconciles and the writes refused with a conflict (the simulated
+// controller writes the status of the Deployments the Setters scale).
+//
+// Each upgrade has a namespace of its own, and poll2s runs beside the
+// other two, so that one iteration takes about as long as poll2s (40 s for
+// Incremental 10 / 1s / surge 30):
+//
+//	go test -run X -bench UpgradeOnKube -benchtime 1x ./serve/replicas
+func BenchmarkUpgradeOnKube(b *testing.B) {
+	ctrllog.SetLogger(logr.Discard()) // the Router's client would otherwise warn, with a stack, after 30s
+	env := kubetest.Get(b)
+	for _, bc := range []struct {
+		name  string
+		strat func(strategy.Options) strategy.Strategy
+	}{
+		{"Incremental-10-1s-30", func(o strategy.Options) strategy.Strategy {
+			return strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 30, Options: o}
+		}},
+		{"Incremental-50-2s-50", func(o strategy.Options) strategy.Strategy {
+			return strategy.Incremental{StepPercent: 50, Interval: 2 * time.Second, MaxSurgePercent: 50, Options: o}
+		}},
+		{"BlueGreen", func(o strategy.Options) strategy.Strategy { return strategy.BlueGreen{Options: o} }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			plan, err := strategy.Plan(bc.strat(strategy.Options{}), strategy.PlanOptions{Start: t0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var res [len(benchVariants)]upgradeResult
+			for b.Loop() {
+				// poll2s, the longest and the lightest on the API
+				// server, runs beside notify and then backoff.
+				var failed goFailures
+				var wg sync.WaitGroup
+				for _, lane := range [][]int{{0, 2}, {1}} {
+					wg.Go(func() {
+						for _, i := range lane {
+							v := benchVariants[i]
+							res[i] = upgradeOnKube(goTB{TB: b, f: &failed}, env, bc.strat(v.opts), v.notify)
+						}
+					})
+				}
+				wg.Wait()
+				if err := failed.err(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			for i, v := range benchVariants {
+				r := res[i]
+				if plan.Duration == 0 {
+					b.ReportMetric(r.took.Seconds(), v.name+"-s")
+				} else {
+					b.ReportMetric(float64(r.took)/float64(plan.Duration), v.name+"-ratio")
+				}
+				b.ReportMetric(float64(r.reads), v.name+"-reads")
+				b.ReportMetric(float64(r.writes), v.name+"-writes")
+				b.ReportMetric(float64(r.watches), v.name+"-watches")
+				b.ReportMetric(float64(r.saves)/float64(r.hops), v.name+"-saves/hop")
+				b.Logf("%s: %v (plan %v, %d hops planned): %d reconciles, %d hops, %d saves, %d reads, %d writes (%d of them the store's, %d refused with a conflict), %d watches",
+					v.name, r.took.Round(time.Millisecond), plan.Duration, plan.Hops, r.reconciles, r.hops, r.saves, r.reads, r.writes, r.saves, r.conflicts, r.watches)
+			}
+		})
+	}
+}
+
+// benchVariants are the ways BenchmarkUpgradeOnKube runs each upgrade.
+var benchVariants = [...]struct {
+	name   string
+	notify bool
+	opts   strategy.Options
+}{
+	{"notify", true, strategy.Options{}},
+	{"poll2s", false, strategy.Options{PollInterval: 2 * time.Second, InitialPollInterval: 2 * time.Second}},
+	{"backoff", false, strategy.Options{}},
+}
+
+// benchReadyDelay is how long the simulated Deployment controller's new
+// pods take to become ready.
+const benchReadyDelay = 50 * time.Millisecond
+
+type upgradeResult struct {
+	took                    time.Duration
+	reads, writes, watches  int64
+	conflicts               int64
+	saves, hops, reconciles int
+}
+
+// upgradeOnKube runs one upgrade in a new namespace and returns what it
+// took; it fails b unless the upgrade succeeds with v2 serving all traffic
+// at full replicas.
+func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, notify bool) upgradeResult {
+	b.Helper()
+	ns := env.Namespace(b)
+	ctx := context.Background()
+	for _, side := range []struct {
+		name, revision string
+		replicas       int32
+	}{{"web-a", "v1", fullReplicas}, {"web-b", "", 0}} {
+		labels := map[string]string{"app": side.name}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: side.name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(side.replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:none"}}},
+				},
+			},
+		}
+		if side.revision != "" {
+			d.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
+			d.Spec.Template.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
+			d.Spec.Template.Spec.Containers[0].Image = "example.com/app:" + side.revision
+		}
+		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: "web", Gateway: "gw", A: backendA, B: backendB})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, rt); err != nil {
+		b.Fatal(err)
+	}
+	gatewaytest.Accept(b, env.Client, gateway.KindHTTPRoute, ns, "web")
+	ctrl := &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}
+	ctrl.pods["web-a"] = make([]simPod, fullReplicas)
+	for i := range ctrl.pods["web-a"] {
+		ctrl.pods["web-a"][i] = simPod{template: "v1", ready: true}
+	}
+	ctrl.step(b)
+
+	// The adapters and the Store talk through a counting client; the
+	// simulated controllers through the administrator's, not counted.
+	var counts requestCounts
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			res, err := rt.RoundTrip(req)
+			counts.count(req, res)
+			return res, err
+		})
+	})
+	cl := env.ClientsFor(b, cfg)
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	wc, err := client.NewWithWatch(cl.Config, client.Options{Scheme: env.Scheme}) // the Router's Notify watches
+	if err != nil {
+		b.Fatal(err)
+	}
+	router, err := gateway.NewRouter(wc, gateway.Config{Routes: []gateway.RouteRef{ref}, A: backendA, B: backendB})
+	if err != nil {
+		b.Fatal(err)
+	}
+	a := replicas.ForDeployment(cl.Kube, ns, "web-a", fullReplicas)
+	bs := replicas.ForDeployment(cl.Kube, ns, "web-b", fullReplicas)
+	store := &countingStore{Store: gateway.NewAnnotationStore(wc, ref)}
+	var hops, reconciles int
+	runner := &rollout.Runner{Strategy: strat, Router: router, A: a, B: bs,
+		DeployA: deployer(b, a), DeployB: deployer(b, bs), Store: store,
+		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+			reconciles++
+			hops += len(e.Applied)
+		})}
+	if !notify {
+		runner.Router = pollRouter{router}
+		runner.A, runner.B = pollSetter{a}, pollSetter{bs}
+		runner.DeployA, runner.DeployB = pollDeployer{runner.DeployA.(rollout.Deployer)}, pollDeployer{runner.DeployB.(rollout.Deployer)}
+	}
+	if err := runner.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	// Warm the counting clients up (discovery, the REST mapping of
+	// HTTPRoutes) before counting.
+	if _, err := router.Weights(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := a.Capacity(ctx); err != nil {
+		b.Fatal(err)
+	}
+	counts.reset()
+
+	bg, stop := context.WithCancel(ctx)
+	var failed goFailures
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		runDeploymentController(bg, goTB{TB: b, f: &failed}, env, ctrl)
+	}()
+	go func() {
+		defer wg.Done()
+		runGatewayController(bg, goTB{TB: b, f: &failed}, env, ns, "web")
+	}()
+	defer func() { stop(); wg.Wait() }()
+
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	start := time.Now()
+	s := strategy.State{}.Retarget("v1", start).Retarget("v2", start)
+	s, err = runner.Run(runCtx, s, nil)
+	took := time.Since(start)
+	stop()
+	wg.Wait()
+	if ferr := failed.err(); ferr != nil {
+		b.Fatalf("a simulated controller failed: %v", ferr)
+	}
+	if err != nil || s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+		b.Fatalf("Run ended %s on %s (side %s) after %v: %s: %v", s.Phase, s.StableRevision, s.StableSide, took, s.Message, err)
+	}
+	// The end: all traffic on web-b, at full replicas, all running v2.
+	w, err := router.Weights(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if w.Weights != (rollout.Weights{A: 0, B: 100}) {
+		b.Fatalf("route weights %+v at the end, want all on B", w.Weights)
+	}
+	if ready, allOn := ctrl.serving("web-b", "v2"); ready != fullReplicas || !allOn {
+		b.Fatalf("web-b has %d ready pods (all on v2: %v), want %d", ready, allOn, fullReplicas)
+	}
+	if ready, _ := ctrl.serving("web-a", "v1"); ready != 0 {
+		b.Fatalf("web-a still has %d ready pods", ready)
+	}
+	if notify && counts.watches.Load() < 5 {
+		b.Fatalf("%d watches: some adapter of the route and the two Deployments could not notify", counts.watches.Load())
+	}
+	r := upgradeResult{took: took, reads: counts.reads.Load(), writes: counts.writes.Load(), watches: counts.watches.Load(),
+		conflicts: counts.conflicts.Load(),
+		saves:     int(store.saves.Load()), hops: hops, reconciles: reconciles}
+	if r.hops == 0 {
+		b.Fatal("no hop applied")
+	}
+	return r
+}
+
+// requestCounts counts the API requests of a client, by kind. Requests
+// outside a namespace (discovery) are not counted.
+type requestCounts struct {
+	reads, writes, watches atomic.Int64
+	conflicts              atomic.Int64 // writes refused with 409 Conflict
+}
+
+func (c *requestCounts) count(req *http.Request, res *http.Response) {
+	if !strings.Contains(req.URL.Path, "/namespaces/") {
+		return
+	}
+	if res != nil && res.StatusCode == http.StatusConflict {
+		c.conflicts.Add(1)
+	}
+	switch {
+	case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+		c.watches.Add(1)
+	case req.Method == http.MethodGet:
+		c.reads.Add(1)
+	default:
+		c.writes.Add(1)
+	}
+}
+
+func (c *requestCounts) reset() {
+	c.reads.Store(0)
+	c.writes.Store(0)
+	c.watches.Store(0)
+	c.conflicts.Store(0)
+}
+
+// countingStore counts the saves of a rollout.Store.
+type countingStore struct {
+	rollout.Store
+	saves atomic.Int64
+}
+
+func (s *countingStore) Save(ctx context.Context, st strategy.State) error {
+	s.saves.Add(1)
+	return s.Store.Save(ctx, st)
+}
+
+// pollRouter, pollSetter and pollDeployer forward only the methods of the
+// adapter interfaces, hiding rollout.Notifier: Run then polls.
+type pollRouter struct{ r rollout.TrafficRouter }
+
+func (p pollRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
+	return p.r.SetWeights(ctx, w)
+}
+
+func (p pollRouter) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	return p.r.Weights(ctx)
+}
+
+type pollSetter struct{ s rollout.CapacitySetter }
+
+func (p pollSetter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) error {
+	return p.s.SetCapacity(ctx, r)
+}
+
+func (p pollSetter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
+	return p.s.Capacity(ctx)
+}
+
+type pollDeployer struct{ d rollout.Deployer }
+
+func (p pollDeployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	return p.d.Revision(ctx, expect)
+}
+
+func (p pollDeployer) Deploy(ctx context.Context, revision string) error {
+	return p.d.Deploy(ctx, revision)
+}
+
+// goFailures collects the failures of helpers that run in goroutines of
+// their own, where a benchmark must not call FailNow.
+type goFailures struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (f *goFailures) err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return errors.Join(f.errs...)
+}
+
+// goTB is a testing.TB for such a goroutine: Fatal and Fatalf record the
+// failure and end the goroutine (runtime.Goexit), which the benchmark
+// reports once Run returns.
+type goTB struct {
+	testing.TB
+	f *goFailures
+}
+
+func (g goTB) Helper() {}
+
+func (g goTB) Fatal(args ...any) { g.fail(fmt.Sprint(args...)) }
+
+func (g goTB) Fatalf(format string, args ...any) { g.fail(fmt.Sprintf(format, args...)) }
+
+func (g goTB) fail(msg string) {
+	g.f.mu.Lock()
+	g.f.errs = append(g.f.errs, errors.New(msg))
+	g.f.mu.Unlock()
+	runtime.Goexit()
+}
+
+// runDeploymentController plays the Deployment controller until ctx ends:
+// it watches the namespace's Deployments and steps ctrl when one's spec
+// changed (its generation is ahead of the status), and again
+// benchReadyDelay after a step that left pods starting, when they become
+// ready.
+func runDeploymentController(ctx context.Context, t goTB, env *kubetest.Env, ctrl *simController) {
+	deps := env.Kube.AppsV1().Deployments(ctrl.ns)
+	ready := time.NewTimer(time.Hour)
+	ready.Stop()
+	step := func() {
+		stepRetrying(ctx, t, ctrl)
+		for _, pods := range ctrl.pods {
+			for _, p := range pods {
+				if !p.ready {
+					ready.Reset(benchReadyDelay)
+					return
+				}
+			}
+		}
+	}
+	for ctx.Err() == nil {
+		list, err := deps.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Fatalf("controller: listing Deployments: %v", err)
+			}
+			return
+		}
+		w, err := deps.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Fatalf("controller: watching Deployments: %v", err)
+			}
+			return
+		}
+		step() // whatever changed before the watch
+	events:
+		for {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					break events // closed by the server: watch again
+				}
+				if d, isDep := ev.Object.(*appsv1.Deployment); isDep && d.Generation != d.Status.ObservedGeneration {
+					step()
+				}
+			case <-ready.C:
+				step()
+			}
+		}
+	}
+}
+
+// stepRetrying is simController.step for a controller that runs beside the
+// adapters: each Deployment's status is computed from a fresh read, again
+// after a write conflict with an adapter's write of the spec, and written
+// only when it changed.
+func stepRetrying(ctx context.Context, t goTB, c *simController) {
+	for _, name := range []string{"web-a", "web-b"} {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			d, err := c.cs.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			want, current := *d.Spec.Replicas, templateRevision(d)
+			var pods []simPod
+			for _, p := range c.pods[name] {
+				if p.template == current {
+					p.ready = true // started at an earlier step
+					pods = append(pods, p)
+				}
+			}
+			if int32(len(pods)) > want {
+				pods = pods[:want]
+			}
+			for int32(len(pods)) < want {
+				pods = append(pods, simPod{template: current})
+			}
+			st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+			for _, p := range pods {
+				st.Replicas++
+				st.UpdatedReplicas++
+				if p.ready {
+					st.ReadyReplicas++
+					st.AvailableReplicas++
+				}
+			}
+			if !apiequality.Semantic.DeepEqual(d.Status, st) {
+				d.Status = st
+				if _, err := c.cs.AppsV1().Deployments(c.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+					return err
+				}
+			}
+			c.pods[name] = pods
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			t.Fatalf("controller: %s: %v", name, err)
+		}
+	}
+}
+
+// runGatewayController plays the gateway controller until ctx ends: it
+// watches the route and accepts every generation it has not accepted yet.
+func runGatewayController(ctx context.Context, t goTB, env *kubetest.Env, ns, name string) {
+	routes := env.Gateway.GatewayV1().HTTPRoutes(ns)
+	for ctx.Err() == nil {
+		w, err := routes.Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Fatalf("gateway: watching %s/%s: %v", ns, name, err)
+			}
+			return
+		}
+	events:
+		for {
+			select {
+			case <-ctx.Done():
+				w.Stop()
+				return
+			case ev, ok := <-w.ResultChan():
+				if !ok {
+					break events
+				}
+				if rt, isRoute := ev.Object.(*gwv1.HTTPRoute); isRoute && ev.Type != watch.Deleted && !acceptedNow(rt) {
+					gatewaytest.Accept(t, env.Client, gateway.KindHTTPRoute, ns, name)
+				}
+			}
+		}
+	}
+}
+
+// acceptedNow reports whether every parent of rt accepted its current
+// generation.
+func acceptedNow(rt *gwv1.HTTPRoute) bool {
+	if len(rt.Status.Parents) == 0 {
+		return false
+	}
+	for _, p := range rt.Status.Parents {
+		ok := false
+		for _, c := range p.Conditions {
+			if c.Type == "Accepted" && c.ObservedGeneration == rt.Generation {
+				ok = true
+			}
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
