@@ -6,7 +6,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/internal/watchloop"
 )
@@ -20,10 +22,13 @@ type subscription struct {
 // Notify implements rollout.Notifier: it watches each managed route, by
 // name (a field selector metadata.name=<name> in the route's namespace, so
 // RBAC needs watch on those resourceNames only), and calls wake on every
-// event of a route: a change of its weights, of its annotations, and of its
-// status, which is how the data plane reports that it has accepted the
-// weights. It also calls wake when a SettleDelay that Weights started
-// ends, since no event marks it.
+// event of a route that changes what Weights reports: its spec (another
+// writer's weights) and its status, which is how the data plane reports
+// that it has accepted the weights. Events of the Router's own writes and
+// changes of annotations alone (the AnnotationStore's state) wake nobody.
+// With a SettleDelay, the event that shows a generation accepted starts
+// the settling and the wake comes when it ends (no event marks it), as
+// it does when Weights is the first to see the acceptance.
 //
 // Each watch is re-established when the server closes it, resuming from
 // the last resourceVersion seen (a watch that cannot resume reports the
@@ -45,7 +50,10 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 		start := func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return r.api.watch(ctx, ref, opts)
 		}
-		if err := watchloop.Start(ctx, ref.Name, start, wake, &r.watches, r.watchOpts); err != nil {
+		opts := r.watchOpts
+		opts.Own = &r.own
+		opts.Changed = func(prev, next runtime.Object) bool { return r.changed(ref, prev, next) }
+		if err := watchloop.Start(ctx, ref.Name, start, wake, &r.watches, opts); err != nil {
 			cancel()
 			return fmt.Errorf("gateway: %s: %w", ref, err)
 		}
@@ -64,6 +72,43 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 	})
 	_ = cancel
 	return nil
+}
+
+// changed decides whether an event of route ref wakes the subscribers: only
+// a change of its spec or its status does (not the AnnotationStore's state,
+// nor another writer's annotations), and the Router's own writes do not
+// either (watchloop.Options.Own). When the event is the data plane
+// accepting the route's generation and a SettleDelay applies, the settling
+// starts now, when the status was written, rather than at the next read,
+// and the wake comes when it ends: reconciling in between would only read
+// "settling".
+func (r *Router) changed(ref RouteRef, prev, next runtime.Object) bool {
+	if !watchloop.SpecOrStatusChanged(prev, next) {
+		return false
+	}
+	if r.cfg.SettleDelay == 0 {
+		return true
+	}
+	var rt route
+	switch o := next.(type) {
+	case *gwv1.HTTPRoute:
+		rt.http = o
+	case *gwv1.GRPCRoute:
+		rt.grpc = o
+	default:
+		return true
+	}
+	ok, _, rejected := r.accepted(ref, rt)
+	return ok || rejected != nil || !r.settling(ref, rt.meta().Generation)
+}
+
+// settling reports whether the SettleDelay of generation gen of ref has
+// begun and not ended (its end wakes the subscribers).
+func (r *Router) settling(ref RouteRef, gen int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a, ok := r.seen[ref]
+	return ok && a.generation == gen && r.cfg.Clock.Now().Sub(a.at) < r.cfg.SettleDelay
 }
 
 // wakeAfterLocked wakes every live subscription once d has passed on the

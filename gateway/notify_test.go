@@ -39,10 +39,11 @@ func waitWatching(t *testing.T, r *gateway.Router, want int64) {
 	}
 }
 
-// TestNotifyWakesOnWeightsAndStatus: with either client, a write of the
-// weights, of the status (the data plane accepting them) and of an
-// annotation (a saved state) each wake the subscriber; cancelling ctx
-// stops every watch.
+// TestNotifyWakesOnWeightsAndStatus: with either client, the status the
+// data plane writes when it accepts the weights wakes the subscriber, and
+// so do weights written by someone else; the Router's own weight writes
+// and an annotation (a saved state) wake nobody; cancelling ctx stops
+// every watch.
 func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 	env := kubetest.Get(t)
 	for _, flavour := range []string{"controller-runtime", "clientset"} {
@@ -68,8 +69,9 @@ func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			waitWatching(t, router, 1)
+			w.Drain() // the first event of the watch
 			for i, weights := range []rollout.Weights{{A: 90, B: 10}, {A: 50, B: 50}} {
-				w.After(t, "weights", func() {
+				w.Quiet(t, "the Router's own weights", func() {
 					if err := router.SetWeights(ctx, weights); err != nil {
 						t.Fatal(err)
 					}
@@ -80,8 +82,17 @@ func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 					t.Fatalf("hop %d: %+v, %v", i, st, err)
 				}
 			}
+			other, err := gateway.NewRouterForClientset(env.Gateway, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.After(t, "another writer's weights", func() {
+				if err := other.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
+					t.Fatal(err)
+				}
+			})
 			store := gateway.NewAnnotationStoreForClientset(env.Gateway, ref)
-			w.After(t, "annotation", func() {
+			w.Quiet(t, "annotation", func() {
 				if err := store.Save(ctx, strategy.NewState("v1", "v2")); err != nil {
 					t.Fatal(err)
 				}
@@ -197,8 +208,12 @@ func TestNotifyReestablishes(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	w.After(t, "weights after the watches were re-established", func() {
-		if err := router.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
+	other, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: refs, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.After(t, "weights (another writer's) after the watches were re-established", func() {
+		if err := other.SetWeights(ctx, rollout.Weights{A: 70, B: 30}); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -228,7 +243,8 @@ func TestNotifyWithoutWatch(t *testing.T) {
 }
 
 // TestNotifySettleDelay: the end of a SettleDelay, which no event marks,
-// wakes the subscriber.
+// wakes the subscriber, whether Weights or the watch saw the acceptance
+// first.
 func TestNotifySettleDelay(t *testing.T) {
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
@@ -253,5 +269,19 @@ func TestNotifySettleDelay(t *testing.T) {
 	w.After(t, "settle delay", func() { clock.Advance(5 * time.Second) })
 	if st, err := router.Weights(ctx); err != nil || !st.Accepted {
 		t.Fatalf("settled: %+v, %v", st, err)
+	}
+
+	// The status the data plane writes for new weights starts the
+	// settling when the watch sees it, before anyone reads the route:
+	// that event wakes nobody, the end of the settling does.
+	w.Quiet(t, "the Router's own weights", func() {
+		if err := router.SetWeights(ctx, rollout.Weights{A: 60, B: 40}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	w.Quiet(t, "the status of the new generation (settling)", func() { playController(t, env.Client, ref) })
+	w.After(t, "the end of the settling", func() { clock.Advance(5 * time.Second) })
+	if st, err := router.Weights(ctx); err != nil || !st.Accepted || st.Weights != (rollout.Weights{A: 60, B: 40}) {
+		t.Fatalf("settled, with no read while settling: %+v, %v", st, err)
 	}
 }

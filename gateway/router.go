@@ -102,6 +102,9 @@ type Router struct {
 	watches watchloop.Stats
 	// watchOpts tune the watches (tests shorten them).
 	watchOpts watchloop.Options
+	// own remembers the resourceVersions of the Router's writes, whose
+	// watch events wake nobody.
+	own watchloop.Own
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -173,7 +176,13 @@ func (c countedRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
 }
 
 func (c countedRoutes) update(ctx context.Context, rt route) error {
+	end := c.r.own.Begin()
 	err := c.api.update(ctx, rt)
+	if err == nil {
+		end(rt.meta().ResourceVersion)
+	} else {
+		end("")
+	}
 	c.r.mu.Lock()
 	switch {
 	case err == nil:

@@ -55,3 +55,20 @@ func (w Waker) After(t testing.TB, what string, write func()) time.Duration {
 		return 0
 	}
 }
+
+// QuietBound is how long a write that must wake nobody is watched for a
+// wake, in the notification tests of the adapters.
+const QuietBound = 500 * time.Millisecond
+
+// Quiet runs write and fails t when it wakes the notifier within
+// QuietBound.
+func (w Waker) Quiet(t testing.TB, what string, write func()) {
+	t.Helper()
+	w.Drain()
+	write()
+	select {
+	case <-w:
+		t.Fatalf("%s: woke the subscriber, and should not", what)
+	case <-time.After(QuietBound):
+	}
+}

@@ -2,20 +2,27 @@
 // the adapters that notify (gateway, serve/replicas): it re-establishes the
 // watch when the server closes it, resumes from the last resourceVersion
 // seen, backs off while the API server refuses, and calls wake on every
-// change of the object.
+// change of the object that the adapter reports (Options.Changed), except
+// the adapter's own writes (Options.Own).
 package watchloop
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -42,6 +49,124 @@ type Options struct {
 	// one failed or closed without delivering anything; 0 means 100 ms
 	// and 30 s.
 	MinBackoff, MaxBackoff time.Duration
+	// Changed reports whether next differs from prev in anything the
+	// adapter reports; an event that changes nothing else (another
+	// writer's annotation, managed fields) wakes nobody. nil: every event
+	// wakes. The first event a loop sees always wakes.
+	Changed func(prev, next runtime.Object) bool
+	// Own holds the resourceVersions of the adapter's own writes: the
+	// event of such a write, in the middle of a watch, wakes nobody (the
+	// writer knows what it wrote, and the world has not answered yet).
+	Own *Own
+}
+
+// Own remembers the resourceVersions of an adapter's latest writes. Safe
+// for concurrent use; the zero value is ready.
+//
+// The watch may deliver the event of a write before the write's answer
+// reaches the writer, so a write is announced first: Begin before sending
+// it, and the func Begin returns with the resourceVersion the write
+// returned ("" if it failed). An event that arrives while writes are in
+// flight waits for them (at most OwnWait) before it is judged.
+type Own struct {
+	mu       sync.Mutex
+	rvs      [32]string
+	next     int
+	inFlight int
+	done     chan struct{} // closed when inFlight drops to 0
+}
+
+// OwnWait bounds how long an event waits for the adapter's writes in
+// flight to return before it wakes anyway.
+const OwnWait = 5 * time.Second
+
+// Begin announces a write; call the func it returns with the
+// resourceVersion the write returned, or "" when it failed.
+func (o *Own) Begin() (end func(rv string)) {
+	if o == nil {
+		return func(string) {}
+	}
+	o.mu.Lock()
+	if o.inFlight == 0 {
+		o.done = make(chan struct{})
+	}
+	o.inFlight++
+	o.mu.Unlock()
+	var once sync.Once
+	return func(rv string) {
+		once.Do(func() {
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			if rv != "" {
+				o.rvs[o.next%len(o.rvs)] = rv
+				o.next++
+			}
+			if o.inFlight--; o.inFlight == 0 {
+				close(o.done)
+			}
+		})
+	}
+}
+
+// take reports whether rv is one of the adapter's writes, forgetting it,
+// after the writes in flight have returned (or OwnWait, or ctx, passed).
+func (o *Own) take(ctx context.Context, rv string) bool {
+	if o == nil || rv == "" {
+		return false
+	}
+	o.mu.Lock()
+	if o.inFlight > 0 {
+		done := o.done
+		o.mu.Unlock()
+		t := time.NewTimer(OwnWait)
+		select {
+		case <-done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		o.mu.Lock()
+	}
+	defer o.mu.Unlock()
+	for i, v := range o.rvs {
+		if v == rv {
+			o.rvs[i] = ""
+			return true
+		}
+	}
+	return false
+}
+
+// SpecOrStatusChanged reports whether the spec or the status of two
+// versions of an object differ (semantic equality: quantities and times
+// compare by value). It handles typed objects with Spec and Status fields
+// and unstructured ones; any other object counts as changed.
+func SpecOrStatusChanged(prev, next runtime.Object) bool {
+	if pu, ok := prev.(*unstructured.Unstructured); ok {
+		nu, ok := next.(*unstructured.Unstructured)
+		return !ok || !equality.Semantic.DeepEqual(pu.Object["spec"], nu.Object["spec"]) ||
+			!equality.Semantic.DeepEqual(pu.Object["status"], nu.Object["status"])
+	}
+	pv, nv := reflect.ValueOf(prev), reflect.ValueOf(next)
+	if pv.Kind() != reflect.Pointer || nv.Kind() != reflect.Pointer || pv.Type() != nv.Type() || pv.IsNil() || nv.IsNil() ||
+		pv.Elem().Kind() != reflect.Struct {
+		return true
+	}
+	for _, f := range []string{"Spec", "Status"} {
+		a, b := pv.Elem().FieldByName(f), nv.Elem().FieldByName(f)
+		if !a.IsValid() || !equality.Semantic.DeepEqual(a.Interface(), b.Interface()) {
+			return true
+		}
+	}
+	return false
+}
+
+// AnnotationsChanged reports whether the annotations of two versions of an
+// object differ.
+func AnnotationsChanged(prev, next runtime.Object) bool {
+	pm, err1 := meta.Accessor(prev)
+	nm, err2 := meta.Accessor(next)
+	return err1 != nil || err2 != nil || !maps.Equal(pm.GetAnnotations(), nm.GetAnnotations())
 }
 
 // NameSelector is the field selector of a watch on the object named name:
@@ -96,6 +221,7 @@ type loop struct {
 	stats *Stats
 	opt   Options
 	rv    string // the last resourceVersion seen; "" to start afresh
+	prev  runtime.Object
 }
 
 func (l *loop) open(ctx context.Context) (watch.Interface, error) {
@@ -167,9 +293,16 @@ func (l *loop) consume(ctx context.Context, w watch.Interface) bool {
 				return delivered
 			}
 			switch ev.Type {
-			case watch.Added, watch.Modified, watch.Deleted:
+			case watch.Added, watch.Modified:
 				delivered = true
 				l.remember(ev)
+				if l.relevant(ctx, ev) {
+					l.wake()
+				}
+			case watch.Deleted:
+				delivered = true
+				l.remember(ev)
+				l.prev = nil
 				l.wake()
 			case watch.Bookmark:
 				delivered = true
@@ -182,6 +315,24 @@ func (l *loop) consume(ctx context.Context, w watch.Interface) bool {
 			}
 		}
 	}
+}
+
+// relevant reports whether an added or modified object should wake: not
+// the event of the adapter's own write in the middle of a watch (each
+// event there is one write, so it holds that write alone), nor one that
+// changes nothing the adapter reports.
+func (l *loop) relevant(ctx context.Context, ev watch.Event) bool {
+	prev := l.prev
+	l.prev = ev.Object
+	if prev == nil {
+		return true
+	}
+	if ev.Type == watch.Modified && l.opt.Own != nil {
+		if m, err := meta.Accessor(ev.Object); err == nil && l.opt.Own.take(ctx, m.GetResourceVersion()) {
+			return false
+		}
+	}
+	return l.opt.Changed == nil || l.opt.Changed(prev, ev.Object)
 }
 
 func (l *loop) remember(ev watch.Event) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime"
+
 	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 )
@@ -14,9 +16,9 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // field selector metadata.name=<name> in its namespace: the typed
 // clientset for a Deployment or a StatefulSet, the dynamic client for
 // ForScalable), so RBAC needs watch on that resourceName only, and calls
-// wake on every event of the workload: its spec and annotations, and its
-// status, which is how its controller reports replicas ready and a
-// template rolled out.
+// wake on every event that changes the workload's spec, annotations or
+// status (how its controller reports replicas ready and a template rolled
+// out), not on one that changes only its bookkeeping (managed fields).
 //
 // The watch is re-established when the server closes it, resuming from the
 // last resourceVersion seen (a watch that cannot resume reports the
@@ -30,7 +32,11 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	if s == nil || s.watch == nil {
 		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet or ForScalable", ErrInvalid)
 	}
-	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, s.watchOpts); err != nil {
+	opts := s.watchOpts
+	opts.Changed = func(prev, next runtime.Object) bool {
+		return watchloop.SpecOrStatusChanged(prev, next) || watchloop.AnnotationsChanged(prev, next)
+	}
+	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
 	return nil
