@@ -61,6 +61,11 @@
 // volatile, so a rollout that waits writes nothing, and an upgrade writes
 // its state about once per hop (Run does the same with its Store).
 //
+// Each reconcile reads every adapter once. Adapters that read the same
+// object (a capacity setter and a revision reader of one Deployment or one
+// Ray cluster) share that read through ReadOnce: the Runner observes with
+// a context from WithReads, so a reconcile costs one GET per object.
+//
 // Logging goes through the logr.Logger in the context (the controller-runtime
 // convention); each applied hop is logged at V(1). Events and metrics go
 // through the Observer, which sees every reconcile: the state before and

@@ -200,7 +200,7 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 		return d.State, 0, err
 	}
 	failingSince := s.FailingSince
-	obs, err := r.observe(ctx, &s, now)
+	obs, err := r.observe(WithReads(ctx), &s, now)
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
 	}

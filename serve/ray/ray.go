@@ -593,7 +593,7 @@ func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 // runs, or while the adapter does not know it (after a restart, before
 // Deployer.Revision recognised it) every application the cluster runs.
 func (r *Ray) Observe(ctx context.Context) (Observation, error) {
-	d, err := r.get(ctx)
+	d, err := rollout.ReadOnce(ctx, r, r.get) // shared with the Deployer's read in one reconcile
 	if err != nil {
 		return Observation{}, err
 	}

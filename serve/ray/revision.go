@@ -124,7 +124,7 @@ func (dp *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisi
 		}
 		want = c
 	}
-	d, err := r.get(ctx)
+	d, err := rollout.ReadOnce(ctx, r, r.get) // shared with the Ray's read in one reconcile
 	if err != nil {
 		return rollout.RevisionStatus{}, err
 	}

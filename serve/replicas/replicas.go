@@ -363,7 +363,7 @@ func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
 // count, and whether the workload has settled: its controller has seen the
 // current generation and every wanted replica is updated and available.
 func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
-	w, err := s.get(ctx)
+	w, err := rollout.ReadOnce(ctx, s, s.get) // shared with the Deployer's read in one reconcile
 	if err != nil {
 		return rollout.CapacityStatus{}, s.wrap(err)
 	}

@@ -210,7 +210,7 @@ func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisio
 	if err := d.check(); err != nil {
 		return rollout.RevisionStatus{}, err
 	}
-	w, err := d.s.get(ctx)
+	w, err := rollout.ReadOnce(ctx, d.s, d.s.get) // shared with the Setter's read in one reconcile
 	if err != nil {
 		return rollout.RevisionStatus{}, d.s.wrap(err)
 	}
