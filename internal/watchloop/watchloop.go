@@ -108,8 +108,9 @@ func (o *Own) Begin() (end func(rv string)) {
 	}
 }
 
-// take reports whether rv is one of the adapter's writes, forgetting it,
-// after the writes in flight have returned (or OwnWait, or ctx, passed).
+// take reports whether rv is one of the adapter's writes, after the writes
+// in flight have returned (or OwnWait, or ctx, passed). Several watches of
+// one object (a Setter's and its Deployer's) may share one Own.
 func (o *Own) take(ctx context.Context, rv string) bool {
 	if o == nil || rv == "" {
 		return false
@@ -128,10 +129,9 @@ func (o *Own) take(ctx context.Context, rv string) bool {
 		o.mu.Lock()
 	}
 	defer o.mu.Unlock()
-	for i, v := range o.rvs {
+	for _, v := range o.rvs {
 		if v == rv {
-			o.rvs[i] = ""
-			return true
+			return true // kept: another watch of the same object may ask too
 		}
 	}
 	return false

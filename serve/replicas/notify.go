@@ -18,7 +18,9 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // ForScalable), so RBAC needs watch on that resourceName only, and calls
 // wake on every event that changes the workload's spec, annotations or
 // status (how its controller reports replicas ready and a template rolled
-// out), not on one that changes only its bookkeeping (managed fields).
+// out), not on one that changes only its bookkeeping (managed fields), nor
+// on the Setter's (or its Deployers') own writes: the wake comes when the
+// workload's controller answers them.
 //
 // The watch is re-established when the server closes it, resuming from the
 // last resourceVersion seen (a watch that cannot resume reports the
@@ -33,6 +35,7 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet or ForScalable", ErrInvalid)
 	}
 	opts := s.watchOpts
+	opts.Own = &s.own
 	opts.Changed = func(prev, next runtime.Object) bool {
 		return watchloop.SpecOrStatusChanged(prev, next) || watchloop.AnnotationsChanged(prev, next)
 	}

@@ -34,8 +34,9 @@ func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 }
 
 // TestNotifyDeployment: the Setter and the Deployer of a Deployment wake
-// on a write of its replicas, of its template and of its status; another
-// Deployment wakes nobody; ctx stops the watch.
+// on a write of its status (its controller answering) and of its replicas
+// by someone else, not on their own writes of its replicas and template;
+// another Deployment wakes nobody; ctx stops the watch.
 func TestNotifyDeployment(t *testing.T) {
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
@@ -53,18 +54,26 @@ func TestNotifyDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWatching(t, s, 2)
-	w.After(t, "deploy (Setter)", func() {
+	wd.Drain() // the first event of each watch
+	w.Quiet(t, "the Deployer's own deploy", func() {
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatal(err)
 		}
 	})
 	wd.After(t, "status (Deployer)", func() { playDeployment(t, env.Kube, ns, "web", -1) })
-	w.After(t, "capacity", func() {
+	w.Drain()
+	w.Quiet(t, "the Setter's own capacity", func() {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
 	})
 	w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	w.After(t, "replicas written by someone else", func() {
+		other := replicas.ForDeployment(env.Kube, ns, "web", 4)
+		if err := other.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
+			t.Fatal(err)
+		}
+	})
 
 	w.Drain()
 	deployment(t, env.Kube, ns, "other", 2)
@@ -78,7 +87,9 @@ func TestNotifyDeployment(t *testing.T) {
 }
 
 // TestNotifyStatefulSetAndScalable: a status write wakes the Setter of a
-// StatefulSet and of a scalable kind (through the dynamic client).
+// StatefulSet and of a scalable kind (through the dynamic client), and the
+// scalable Setter's own writes (the scale subresource, then its
+// annotation) do not.
 func TestNotifyStatefulSetAndScalable(t *testing.T) {
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
@@ -118,7 +129,8 @@ func TestNotifyStatefulSetAndScalable(t *testing.T) {
 	if err := sc.Notify(ctx, ws.Wake); err != nil {
 		t.Fatal(err)
 	}
-	ws.After(t, "scale", func() {
+	ws.Drain() // the first event of the watch
+	ws.Quiet(t, "its own scale", func() {
 		if err := sc.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}

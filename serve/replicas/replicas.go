@@ -60,6 +60,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 
@@ -124,8 +125,11 @@ type Setter struct {
 	watch     watchloop.Func
 	watches   watchloop.Stats
 	watchOpts watchloop.Options // tests shorten them
-	mu        sync.Mutex
-	full      int32
+	// own remembers the resourceVersions of the Setter's (and its
+	// Deployers') writes, whose watch events wake nobody.
+	own  watchloop.Own
+	mu   sync.Mutex
+	full int32
 	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
 	// 5. Conflicts that outlast them return an error matching
 	// rollout.ErrConflict.
@@ -166,7 +170,9 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 		}
 		w.setReplica = func(n int32) { d.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
-			_, err := cs.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+			end := s.own.Begin()
+			out, err := cs.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
+			end(resourceVersion(out, err))
 			return err
 		}
 		return w, nil
@@ -193,7 +199,9 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 		}
 		w.setReplica = func(n int32) { ss.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
-			_, err := cs.AppsV1().StatefulSets(namespace).Update(ctx, ss, metav1.UpdateOptions{})
+			end := s.own.Begin()
+			out, err := cs.AppsV1().StatefulSets(namespace).Update(ctx, ss, metav1.UpdateOptions{})
+			end(resourceVersion(out, err))
 			return err
 		}
 		return w, nil
@@ -241,7 +249,10 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespa
 				return err
 			}
 			sc.SetResourceVersion(meta.ResourceVersion)
-			if _, err := res.Update(ctx, sc, metav1.UpdateOptions{}, "scale"); err != nil {
+			end := s.own.Begin()
+			scaled, err := res.Update(ctx, sc, metav1.UpdateOptions{}, "scale")
+			end(resourceVersion(scaled, err))
+			if err != nil {
 				return err
 			}
 			fresh, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -249,12 +260,22 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespa
 				return err
 			}
 			fresh.SetAnnotations(meta.Annotations)
-			_, err = res.Update(ctx, fresh, metav1.UpdateOptions{})
+			end = s.own.Begin()
+			out, err := res.Update(ctx, fresh, metav1.UpdateOptions{})
+			end(resourceVersion(out, err))
 			return err
 		}
 		return w, nil
 	}
 	return s
+}
+
+// resourceVersion is the resourceVersion a write returned, "" if it failed.
+func resourceVersion(obj metav1.Object, err error) string {
+	if err != nil || obj == nil || reflect.ValueOf(obj).IsNil() {
+		return ""
+	}
+	return obj.GetResourceVersion()
 }
 
 func replicasOf(p *int32) int32 {
