@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/upshift-dev/upshift/internal/watchloop"
@@ -16,11 +17,11 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // field selector metadata.name=<name> in its namespace: the typed
 // clientset for a Deployment or a StatefulSet, the dynamic client for
 // ForScalable), so RBAC needs watch on that resourceName only, and calls
-// wake on every event that changes the workload's spec, annotations or
-// status (how its controller reports replicas ready and a template rolled
-// out), not on one that changes only its bookkeeping (managed fields), nor
-// on the Setter's (or its Deployers') own writes: the wake comes when the
-// workload's controller answers them.
+// wake on every event that changes what the Setter or its Deployers report
+// (the capacity asked, the ready share, settled, failing, the revision and
+// whether it rolled out; see reportChanged): not on a status write that
+// changes none of them, nor on the Setter's (or its Deployers') own
+// writes: the wake comes when the workload's controller answers them.
 //
 // The watch is re-established when the server closes it, resuming from the
 // last resourceVersion seen (a watch that cannot resume reports the
@@ -36,9 +37,7 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	}
 	opts := s.watchOpts
 	opts.Own = &s.own
-	opts.Changed = func(prev, next runtime.Object) bool {
-		return watchloop.SpecOrStatusChanged(prev, next) || watchloop.AnnotationsChanged(prev, next)
-	}
+	opts.Changed = s.reportChanged
 	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
@@ -53,4 +52,24 @@ func (d *Deployer) Notify(ctx context.Context, wake func()) error {
 		return err
 	}
 	return d.s.Notify(ctx, wake)
+}
+
+// reportChanged reports whether what the Setter and its Deployers report
+// differs between two versions of the workload: its capacity status (the
+// capacity asked, the ready share, settled, failing), its revision
+// annotation and pod template, and whether it has rolled out. A status
+// write of its controller that changes none of them (the generation seen,
+// pods created but not ready yet) wakes nobody: a reconcile would observe
+// what the last one did.
+func (s *Setter) reportChanged(prev, next runtime.Object) bool {
+	pw, nw := s.from(prev), s.from(next)
+	if pw == nil || nw == nil {
+		return true
+	}
+	pc, perr := s.capacityOf(pw)
+	nc, nerr := s.capacityOf(nw)
+	return pc != nc || (perr == nil) != (nerr == nil) ||
+		pw.meta.Annotations[RevisionAnnotation] != nw.meta.Annotations[RevisionAnnotation] ||
+		pw.rolledOut() != nw.rolledOut() ||
+		!apiequality.Semantic.DeepEqual(pw.template, nw.template)
 }

@@ -35,7 +35,8 @@ func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 
 // TestNotifyDeployment: the Setter and the Deployer of a Deployment wake
 // on a write of its status (its controller answering) and of its replicas
-// by someone else, not on their own writes of its replicas and template;
+// by someone else, not on their own writes of its replicas and template,
+// nor on a status write that changes nothing they report;
 // another Deployment wakes nobody; ctx stops the watch.
 func TestNotifyDeployment(t *testing.T) {
 	env := kubetest.Get(t)
@@ -68,6 +69,17 @@ func TestNotifyDeployment(t *testing.T) {
 		}
 	})
 	w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+	w.Quiet(t, "a status write that changes nothing the Setter reports", func() {
+		d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := int32(1)
+		d.Status.CollisionCount = &one
+		if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
 	w.After(t, "replicas written by someone else", func() {
 		other := replicas.ForDeployment(env.Kube, ns, "web", 4)
 		if err := other.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {

@@ -69,6 +69,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
@@ -117,6 +118,9 @@ type Setter struct {
 	ref  string
 	name string // the workload's
 	get  func(ctx context.Context) (*workload, error)
+	// from reads a workload from an object of the watch (nil if it is not
+	// one), without the write functions.
+	from func(obj runtime.Object) *workload
 	// templated: the workload has a pod template (a Deployment or a
 	// StatefulSet), so a Deployer can be built.
 	templated bool
@@ -148,26 +152,18 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
 	}
+	s.from = func(obj runtime.Object) *workload {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			return deploymentWorkload(d)
+		}
+		return nil
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas), template: &d.Spec.Template, paused: d.Spec.Paused}
-		w.status = status{
-			observedGeneration: d.Status.ObservedGeneration, replicas: d.Status.Replicas,
-			updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas,
-			revisionsMatch: true,
-		}
-		if d.Status.TerminatingReplicas != nil {
-			w.status.terminating = *d.Status.TerminatingReplicas
-		}
-		for _, c := range d.Status.Conditions {
-			if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse ||
-				c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
-				w.status.failing, w.status.failMessage = true, c.Reason+": "+c.Message
-			}
-		}
+		w := deploymentWorkload(d)
 		w.setReplica = func(n int32) { d.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
 			end := s.own.Begin()
@@ -180,23 +176,74 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 	return s
 }
 
+// deploymentWorkload reads a Deployment (without the write functions).
+func deploymentWorkload(d *appsv1.Deployment) *workload {
+	w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas), template: &d.Spec.Template, paused: d.Spec.Paused}
+	w.status = status{
+		observedGeneration: d.Status.ObservedGeneration, replicas: d.Status.Replicas,
+		updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas,
+		revisionsMatch: true,
+	}
+	if d.Status.TerminatingReplicas != nil {
+		w.status.terminating = *d.Status.TerminatingReplicas
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse ||
+			c.Type == appsv1.DeploymentReplicaFailure && c.Status == corev1.ConditionTrue {
+			w.status.failing, w.status.failMessage = true, c.Reason+": "+c.Message
+		}
+	}
+	return w
+}
+
+// statefulSetWorkload reads a StatefulSet (without the write functions).
+func statefulSetWorkload(ss *appsv1.StatefulSet) *workload {
+	w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas), template: &ss.Spec.Template}
+	w.status = status{
+		observedGeneration: ss.Status.ObservedGeneration, replicas: ss.Status.Replicas,
+		updated: ss.Status.UpdatedReplicas, ready: ss.Status.ReadyReplicas, available: ss.Status.AvailableReplicas,
+		revisionsMatch: ss.Status.UpdateRevision == "" || ss.Status.CurrentRevision == ss.Status.UpdateRevision,
+	}
+	return w
+}
+
+// scalableWorkload reads a workload of any kind with a scale subresource
+// (without the write functions).
+func scalableWorkload(u *unstructured.Unstructured) *workload {
+	meta := &metav1.ObjectMeta{Generation: u.GetGeneration(), Annotations: u.GetAnnotations(), ResourceVersion: u.GetResourceVersion()}
+	spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+	st := func(f string) int32 { v, _, _ := unstructured.NestedInt64(u.Object, "status", f); return int32(v) }
+	og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+	w := &workload{meta: meta, replicas: int32(spec)}
+	w.status = status{observedGeneration: og, replicas: st("replicas"), updated: st("updatedReplicas"),
+		ready: st("readyReplicas"), available: st("availableReplicas"), revisionsMatch: true}
+	if _, found, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas"); !found {
+		w.status.available = w.status.ready
+	}
+	if _, found, _ := unstructured.NestedInt64(u.Object, "status", "updatedReplicas"); !found {
+		w.status.updated = w.status.replicas
+	}
+	return w
+}
+
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
 	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
 	}
+	s.from = func(obj runtime.Object) *workload {
+		if ss, ok := obj.(*appsv1.StatefulSet); ok {
+			return statefulSetWorkload(ss)
+		}
+		return nil
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas), template: &ss.Spec.Template}
-		w.status = status{
-			observedGeneration: ss.Status.ObservedGeneration, replicas: ss.Status.Replicas,
-			updated: ss.Status.UpdatedReplicas, ready: ss.Status.ReadyReplicas, available: ss.Status.AvailableReplicas,
-			revisionsMatch: ss.Status.UpdateRevision == "" || ss.Status.CurrentRevision == ss.Status.UpdateRevision,
-		}
+		w := statefulSetWorkload(ss)
 		w.setReplica = func(n int32) { ss.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
 			end := s.own.Begin()
@@ -219,24 +266,19 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespa
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
 	}
+	s.from = func(obj runtime.Object) *workload {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return scalableWorkload(u)
+		}
+		return nil
+	}
 	s.get = func(ctx context.Context) (*workload, error) {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
 		}
-		meta := &metav1.ObjectMeta{Generation: u.GetGeneration(), Annotations: u.GetAnnotations(), ResourceVersion: u.GetResourceVersion()}
-		spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
-		st := func(f string) int32 { v, _, _ := unstructured.NestedInt64(u.Object, "status", f); return int32(v) }
-		og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-		w := &workload{meta: meta, replicas: int32(spec)}
-		w.status = status{observedGeneration: og, replicas: st("replicas"), updated: st("updatedReplicas"),
-			ready: st("readyReplicas"), available: st("availableReplicas"), revisionsMatch: true}
-		if _, found, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas"); !found {
-			w.status.available = w.status.ready
-		}
-		if _, found, _ := unstructured.NestedInt64(u.Object, "status", "updatedReplicas"); !found {
-			w.status.updated = w.status.replicas
-		}
+		w := scalableWorkload(u)
+		meta := w.meta
 		var replicas int32
 		w.setReplica = func(n int32) { replicas = n }
 		w.update = func(ctx context.Context) error {
@@ -388,6 +430,11 @@ func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	if err != nil {
 		return rollout.CapacityStatus{}, s.wrap(err)
 	}
+	return s.capacityOf(w)
+}
+
+// capacityOf is what Capacity reports of w.
+func (s *Setter) capacityOf(w *workload) (rollout.CapacityStatus, error) {
 	full, err := s.fullCount(w)
 	if err != nil {
 		return rollout.CapacityStatus{}, err
