@@ -54,10 +54,8 @@ var (
 type apiCounter struct {
 	reads, writes, watches, conflicts, tooMany, failed atomic.Int64
 
-	mu                  sync.Mutex
-	readLat, writeLat   []time.Duration
-	measuring           bool
-	readBase, writeBase int
+	mu                sync.Mutex
+	readLat, writeLat []time.Duration
 }
 
 func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {

@@ -99,21 +99,11 @@ func countedRouter(tb testing.TB, w *world, settle time.Duration) (*gateway.Rout
 // the Router's Notify (a *gateway.Router is embedded).
 type writeRecorder struct {
 	*gateway.Router
-	mu     sync.Mutex
-	writes []weightWrite
+	writeLog
 }
 
 func (r *writeRecorder) SetWeights(ctx context.Context, w rollout.Weights) error {
-	at := time.Now()
-	err := r.Router.SetWeights(ctx, w)
-	if err == nil {
-		r.mu.Lock()
-		if n := len(r.writes); n == 0 || r.writes[n-1].canary != w.B {
-			r.writes = append(r.writes, weightWrite{at: at, canary: w.B})
-		}
-		r.mu.Unlock()
-	}
-	return err
+	return r.record(w, func() error { return r.Router.SetWeights(ctx, w) })
 }
 
 // pollOnly forwards only the rollout.TrafficRouter methods: the Runner

@@ -126,8 +126,7 @@ func absDiff(a, b int) int {
 // recordingRouter records when each new weight is written.
 type recordingRouter struct {
 	rollout.TrafficRouter
-	mu     sync.Mutex
-	writes []weightWrite
+	writeLog
 }
 
 type weightWrite struct {
@@ -136,14 +135,26 @@ type weightWrite struct {
 }
 
 func (r *recordingRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
+	return r.record(w, func() error { return r.TrafficRouter.SetWeights(ctx, w) })
+}
+
+// writeLog records the weight writes that change the canary weight, with
+// the instant each began.
+type writeLog struct {
+	mu     sync.Mutex
+	writes []weightWrite
+}
+
+// record runs write, and records w if it succeeded.
+func (l *writeLog) record(w rollout.Weights, write func() error) error {
 	at := time.Now()
-	err := r.TrafficRouter.SetWeights(ctx, w)
+	err := write()
 	if err == nil {
-		r.mu.Lock()
-		if n := len(r.writes); n == 0 || r.writes[n-1].canary != w.B {
-			r.writes = append(r.writes, weightWrite{at: at, canary: w.B})
+		l.mu.Lock()
+		if n := len(l.writes); n == 0 || l.writes[n-1].canary != w.B {
+			l.writes = append(l.writes, weightWrite{at: at, canary: w.B})
 		}
-		r.mu.Unlock()
+		l.mu.Unlock()
 	}
 	return err
 }

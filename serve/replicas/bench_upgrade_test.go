@@ -14,7 +14,6 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -158,39 +157,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	b.Helper()
 	ns := env.Namespace(b)
 	ctx := context.Background()
-	for _, side := range []struct {
-		name, revision string
-		replicas       int32
-	}{{"web-a", "v1", fullReplicas}, {"web-b", "", 0}} {
-		labels := map[string]string{"app": side.name}
-		d := &appsv1.Deployment{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: side.name},
-			Spec: appsv1.DeploymentSpec{
-				Replicas: new(side.replicas),
-				Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: labels},
-					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:none"}}},
-				},
-			},
-		}
-		if side.revision != "" {
-			d.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
-			d.Spec.Template.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
-			d.Spec.Template.Spec.Containers[0].Image = "example.com/app:" + side.revision
-		}
-		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: "web", Gateway: "gw", A: backendA, B: backendB})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, rt); err != nil {
-		b.Fatal(err)
-	}
-	gatewaytest.Accept(b, env.Client, gateway.KindHTTPRoute, ns, "web")
+	createSides(b, env, ns)
 	ctrl := &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}
 	ctrl.pods["web-a"] = make([]simPod, fullReplicas)
 	for i := range ctrl.pods["web-a"] {
@@ -476,29 +443,7 @@ func stepRetrying(ctx context.Context, t goTB, c *simController) {
 			if err != nil {
 				return err
 			}
-			want, current := *d.Spec.Replicas, templateRevision(d)
-			var pods []simPod
-			for _, p := range c.pods[name] {
-				if p.template == current {
-					p.ready = true // started at an earlier step
-					pods = append(pods, p)
-				}
-			}
-			if int32(len(pods)) > want {
-				pods = pods[:want]
-			}
-			for int32(len(pods)) < want {
-				pods = append(pods, simPod{template: current})
-			}
-			st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
-			for _, p := range pods {
-				st.Replicas++
-				st.UpdatedReplicas++
-				if p.ready {
-					st.ReadyReplicas++
-					st.AvailableReplicas++
-				}
-			}
+			pods, st := c.next(name, d)
 			if !apiequality.Semantic.DeepEqual(d.Status, st) {
 				d.Status = st
 				if _, err := c.cs.AppsV1().Deployments(c.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {

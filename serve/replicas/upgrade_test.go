@@ -62,35 +62,43 @@ func (c *simController) step(t testing.TB) {
 	ctx := context.Background()
 	for _, name := range []string{"web-a", "web-b"} {
 		d := getDeployment(t, c.cs, c.ns, name)
-		want, current := *d.Spec.Replicas, templateRevision(d)
-		var pods []simPod
-		for _, p := range c.pods[name] {
-			if p.template == current {
-				p.ready = true // started at an earlier step
-				pods = append(pods, p)
-			}
-		}
-		if int32(len(pods)) > want {
-			pods = pods[:want]
-		}
-		for int32(len(pods)) < want {
-			pods = append(pods, simPod{template: current})
-		}
+		pods, st := c.next(name, d)
 		c.pods[name] = pods
-		st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
-		for _, p := range pods {
-			st.Replicas++
-			st.UpdatedReplicas++
-			if p.ready {
-				st.ReadyReplicas++
-				st.AvailableReplicas++
-			}
-		}
 		d.Status = st
 		if _, err := c.cs.AppsV1().Deployments(c.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
 			t.Fatalf("controller: %s: %v", name, err)
 		}
 	}
+}
+
+// next is one step of Deployment name as it is now (d): the pods it would
+// run (those of an older template stopped, extra ones stopped, missing ones
+// started, the ones started at an earlier step ready) and its status.
+func (c *simController) next(name string, d *appsv1.Deployment) ([]simPod, appsv1.DeploymentStatus) {
+	want, current := *d.Spec.Replicas, templateRevision(d)
+	var pods []simPod
+	for _, p := range c.pods[name] {
+		if p.template == current {
+			p.ready = true // started at an earlier step
+			pods = append(pods, p)
+		}
+	}
+	if int32(len(pods)) > want {
+		pods = pods[:want]
+	}
+	for int32(len(pods)) < want {
+		pods = append(pods, simPod{template: current})
+	}
+	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+	for _, p := range pods {
+		st.Replicas++
+		st.UpdatedReplicas++
+		if p.ready {
+			st.ReadyReplicas++
+			st.AvailableReplicas++
+		}
+	}
+	return pods, st
 }
 
 // serving reports the ready pods of a Deployment and whether all of them
@@ -196,13 +204,12 @@ var (
 	backendB = gateway.Backend{Name: "web-b", Port: 80}
 )
 
-func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
-	t.Helper()
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
+// createSides creates the two Deployments and the route of a test in ns:
+// side A runs the first revision, created with it; side B starts empty,
+// running nothing upshift recognises. The route is accepted.
+func createSides(tb testing.TB, env *kubetest.Env, ns string) {
+	tb.Helper()
 	ctx := context.Background()
-	// Side A runs the first revision, created with it; side B starts
-	// empty, running nothing upshift recognises.
 	for _, side := range []struct {
 		name, revision string
 		replicas       int32
@@ -225,17 +232,24 @@ func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
 			d.Spec.Template.Spec.Containers[0].Image = "example.com/app:" + side.revision
 		}
 		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
 	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: "web", Gateway: "gw", A: backendA, B: backendB})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	if err := env.Client.Create(ctx, rt); err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	gatewaytest.Accept(t, env.Client, gateway.KindHTTPRoute, ns, "web")
+	gatewaytest.Accept(tb, env.Client, gateway.KindHTTPRoute, ns, "web")
+}
+
+func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
+	t.Helper()
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	createSides(t, env, ns)
 	router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{{Namespace: ns, Name: "web"}}, A: backendA, B: backendB})
 	if err != nil {
 		t.Fatal(err)
