@@ -1,0 +1,203 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// Release moves a service between two Deployments behind an HTTPRoute,
+// one revision at a time: changing spec.revision starts a rollout from the
+// revision running now to the new one, with the strategy of spec.strategy.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rel
+// +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`
+// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.rollout.stableRevision`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.rollout.phase`
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.rollout.observed.weight`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Release struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ReleaseSpec   `json:"spec,omitempty"`
+	Status ReleaseStatus `json:"status,omitempty"`
+}
+
+// ReleaseSpec is what the user asks for.
+type ReleaseSpec struct {
+	// Revision is the revision to run. The first one is the revision side
+	// A's Deployment runs when the Release is created; every later one is
+	// deployed by the operator on the idle side and rolled out.
+	// +kubebuilder:validation:MinLength=1
+	Revision string `json:"revision"`
+
+	// Image is the image of a revision.
+	Image ImageTemplate `json:"image"`
+
+	// Strategy is how a new revision is rolled out.
+	Strategy ReleaseStrategy `json:"strategy"`
+
+	// Replicas is the replica count of a side at 100 percent capacity.
+	// +kubebuilder:validation:Minimum=1
+	Replicas int32 `json:"replicas"`
+
+	// A and B are the two sides the revisions alternate between.
+	A Side `json:"a"`
+	B Side `json:"b"`
+
+	// Route is the HTTPRoute, in the Release's namespace, whose weights
+	// move traffic between the two sides' Services.
+	Route RouteRef `json:"route"`
+
+	// Controls command the current rollout.
+	// +optional
+	Controls Controls `json:"controls,omitempty"`
+}
+
+// ImageTemplate maps a revision to a container image.
+type ImageTemplate struct {
+	// Container is the name of the container whose image is set.
+	// +kubebuilder:validation:MinLength=1
+	Container string `json:"container"`
+	// Template is the image with {revision} where the revision goes, e.g.
+	// registry.example/shop:{revision}.
+	// +kubebuilder:validation:Pattern=`\{revision\}`
+	Template string `json:"template"`
+}
+
+// Side is one of the two sides: a Deployment and the Service in front of
+// it, as the route names it.
+type Side struct {
+	// Deployment is the name of the side's Deployment.
+	// +kubebuilder:validation:MinLength=1
+	Deployment string `json:"deployment"`
+	// Service is the name of the Service the route sends the side's
+	// traffic to (a backendRef of the route).
+	// +kubebuilder:validation:MinLength=1
+	Service string `json:"service"`
+	// Port is the backendRef's port; 0 when the route names none.
+	// +optional
+	Port int32 `json:"port,omitempty"`
+}
+
+// RouteRef names an HTTPRoute in the Release's namespace.
+type RouteRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// SettleDelay is waited after the gateway reports the route's weights
+	// accepted, before they count as applied.
+	// +optional
+	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+}
+
+// ReleaseStrategy holds exactly one strategy.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.incremental) ? 1 : 0) + (has(self.canary) ? 1 : 0) + (has(self.blueGreen) ? 1 : 0) == 1",message="set exactly one of incremental, canary and blueGreen"
+type ReleaseStrategy struct {
+	// +optional
+	Incremental *IncrementalStrategy `json:"incremental,omitempty"`
+	// +optional
+	Canary *CanaryStrategy `json:"canary,omitempty"`
+	// +optional
+	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+}
+
+// Get returns the strategy that is set, nil for none.
+func (s *ReleaseStrategy) Get() strategy.Strategy {
+	switch {
+	case s.Incremental != nil:
+		return s.Incremental.Incremental
+	case s.Canary != nil:
+		return s.Canary.Canary
+	case s.BlueGreen != nil:
+		return s.BlueGreen.BlueGreen
+	}
+	return nil
+}
+
+// IncrementalStrategy is a strategy.Incremental.
+//
+// TEMPORARY: the wrapper types exist only because the strategy types have
+// no DeepCopy yet (see deepcopy.go); once they do, ReleaseStrategy holds
+// *strategy.Incremental and the others directly.
+//
+// +kubebuilder:object:generate=false
+type IncrementalStrategy struct {
+	strategy.Incremental `json:",inline"`
+}
+
+// CanaryStrategy is a strategy.Canary. TEMPORARY, see IncrementalStrategy.
+//
+// +kubebuilder:object:generate=false
+type CanaryStrategy struct {
+	strategy.Canary `json:",inline"`
+}
+
+// BlueGreenStrategy is a strategy.BlueGreen. TEMPORARY, see
+// IncrementalStrategy.
+//
+// +kubebuilder:object:generate=false
+type BlueGreenStrategy struct {
+	strategy.BlueGreen `json:",inline"`
+}
+
+// Controls command the current rollout by editing the spec. Each change
+// is applied once, and recorded in status.appliedControls:
+//
+//   - paused true pauses the rollout; back to false resumes it;
+//   - abort true aborts it (walks traffic and capacity back to the stable
+//     side); back to false retries it from the first step;
+//   - promote raised by one finishes the current step now (a pause, a
+//     gate); promoteFull raised by one walks to 100 now, skipping the
+//     remaining steps. Both stay capacity-safe.
+type Controls struct {
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// +optional
+	Abort bool `json:"abort,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Promote int32 `json:"promote,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	PromoteFull int32 `json:"promoteFull,omitempty"`
+}
+
+// ConditionReleased is True when the stable side runs spec.revision with
+// all traffic and nothing is left to do: `kubectl wait
+// --for=condition=Released release/NAME` waits for an upgrade to finish.
+const ConditionReleased = "Released"
+
+// ReleaseStatus is what the operator reports.
+type ReleaseStatus struct {
+	// ObservedGeneration is the generation of the spec the status
+	// reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions are the rollout's conditions (Progressing, Paused,
+	// Degraded, Available) and Released, each with the observedGeneration
+	// of the spec it reflects, for kubectl wait.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Rollout is the whole state of the current (or last) rollout: the
+	// operator resumes from it after a restart.
+	// +optional
+	Rollout strategy.State `json:"rollout,omitempty"`
+	// AppliedControls are the controls last applied to the rollout.
+	// +optional
+	AppliedControls Controls `json:"appliedControls,omitempty"`
+}
+
+// ReleaseList is a list of Releases.
+//
+// +kubebuilder:object:root=true
+type ReleaseList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Release `json:"items"`
+}

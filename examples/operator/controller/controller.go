@@ -1,0 +1,370 @@
+// Package controller is the reconciler of the example operator: it drives
+// one rollout.Runner per Release over the Release's two Deployments and
+// its HTTPRoute, and keeps the rollout's state in the Release's status.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/upshift-dev/upshift/clock"
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/replicas"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// The operator's permissions, from which controller-gen generates
+// config/rbac/role.yaml. Bind it with a RoleBinding in the namespace the
+// operator manages (or a ClusterRoleBinding to manage all of them).
+//
+// +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases/status,verbs=get;update
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
+
+// Index keys of Releases by the objects they name.
+const (
+	indexDeployment = "spec.deployment"
+	indexRoute      = "spec.route.name"
+)
+
+// ConditionInvalidSpec is the reason of the Degraded condition of a
+// Release whose spec cannot be rolled out.
+const ReasonInvalidSpec = "InvalidSpec"
+
+// Reconciler reconciles Releases.
+type Reconciler struct {
+	// Client is the manager's client; its reads of HTTPRoutes must not
+	// be cached (see main.go), so that the Router's writes never retry
+	// from a stale cache.
+	Client client.Client
+	// Reader reads the Release itself from the API server (the manager's
+	// APIReader): its status holds the rollout's state, and a reconcile
+	// must never start from a state older than the last one written.
+	Reader client.Reader
+	// Kube is the clientset of the serve/replicas Setters and Deployers.
+	Kube     kubernetes.Interface
+	Recorder events.EventRecorder
+	Metrics  *Metrics
+	// Clock is the source of time; nil is clock.Real.
+	Clock clock.Clock
+
+	mu      sync.Mutex
+	runners map[types.NamespacedName]*cachedRunner
+}
+
+// cachedRunner is the Runner of one generation of a Release: the gateway
+// Router remembers when it first saw the route accepted (the settle
+// delay), so it lives as long as the spec does not change.
+type cachedRunner struct {
+	uid        types.UID
+	generation int64
+	runner     *rollout.Runner
+	err        error
+	release    *v1alpha1.Release // the object the Observer's events regard
+}
+
+// SetupWithManager registers the reconciler: it reconciles a Release when
+// its spec changes, and when one of its Deployments or its HTTPRoute
+// changes (a Deployment's pods becoming ready, the gateway accepting the
+// route), so the Runner is Watched and polls only at the poll interval.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &v1alpha1.Release{}, indexDeployment, func(o client.Object) []string {
+		rel := o.(*v1alpha1.Release)
+		return []string{rel.Spec.A.Deployment, rel.Spec.B.Deployment}
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &v1alpha1.Release{}, indexRoute, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.Release).Spec.Route.Name}
+	}); err != nil {
+		return err
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("release").
+		// The status is ours: only spec changes (and creation, deletion)
+		// of the Release itself need a reconcile.
+		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexDeployment))).
+		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexRoute))).
+		Complete(r)
+}
+
+// releasesNaming maps an object to the Releases whose spec names it.
+func (r *Reconciler) releasesNaming(index string) handler.MapFunc {
+	return func(ctx context.Context, o client.Object) []ctrl.Request {
+		var list v1alpha1.ReleaseList
+		if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace()), client.MatchingFields{index: o.GetName()}); err != nil {
+			log.FromContext(ctx).Error(err, "listing the Releases of", "object", o.GetName())
+			return nil
+		}
+		reqs := make([]ctrl.Request, len(list.Items))
+		for i := range list.Items {
+			reqs[i] = ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		}
+		return reqs
+	}
+}
+
+// Reconcile applies the spec's controls and revision to the rollout, lets
+// the Runner take one step, and writes the status when something a person
+// or a decision needs changed.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	var rel v1alpha1.Release
+	if err := r.Reader.Get(ctx, req.NamespacedName, &rel); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	defer func() { r.Metrics.took(rel.Namespace, rel.Name, time.Since(start)) }()
+	if !rel.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	runner, err := r.runnerFor(&rel)
+	if err != nil {
+		return ctrl.Result{}, r.invalid(ctx, &rel, err)
+	}
+	now := clock.OrReal(r.Clock).Now()
+	state := rel.Status.Rollout
+	cmds, applied := Commands(rel.Spec.Controls, rel.Status.AppliedControls)
+	for _, cmd := range cmds {
+		state = cmd(state, now)
+	}
+	state = state.Retarget(rel.Spec.Revision, now)
+	next, requeue, rerr := runner.ReconcileAt(ctx, state, now)
+	if rerr != nil {
+		// The Runner's state already carries the error (Degraded,
+		// counted toward the progress deadline) and requeue is the retry.
+		log.FromContext(ctx).Info("reconcile failed; retrying", "error", rerr.Error(), "after", requeue)
+	}
+	status := v1alpha1.ReleaseStatus{
+		ObservedGeneration: rel.Generation,
+		Rollout:            next,
+		AppliedControls:    applied,
+		Conditions:         mirror(rel.Status.Conditions, &next, rel.Spec.Revision, rel.Generation, now),
+	}
+	if statusChanged(&rel.Status, &status) {
+		rel.Status = status
+		if err := r.Client.Status().Update(ctx, &rel); err != nil {
+			// A conflict: someone changed the Release since it was read.
+			// The next reconcile starts again from what is stored;
+			// a hop already applied is observed as such.
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// statusChanged reports whether next must be written over prev: the
+// rollout's state changed in anything but its volatile fields
+// (strategy.Changed), or the conditions, the generation or the applied
+// controls did. A rollout that waits writes nothing.
+func statusChanged(prev, next *v1alpha1.ReleaseStatus) bool {
+	return strategy.Changed(&prev.Rollout, &next.Rollout) ||
+		prev.ObservedGeneration != next.ObservedGeneration ||
+		prev.AppliedControls != next.AppliedControls ||
+		!reflect.DeepEqual(prev.Conditions, next.Conditions)
+}
+
+// mirror returns the status conditions: the rollout's, and Released, each
+// with observedGeneration, the transition times of unchanged conditions
+// kept from prev.
+func mirror(prev []metav1.Condition, s *strategy.State, revision string, generation int64, now time.Time) []metav1.Condition {
+	conds := make([]metav1.Condition, 0, len(s.Conditions)+1)
+	for _, c := range s.Conditions {
+		c.ObservedGeneration = generation
+		conds = append(conds, c)
+	}
+	released := metav1.Condition{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionFalse, Reason: string(s.Phase),
+		Message: fmt.Sprintf("%s runs on the stable side; %s is asked for", s.StableRevision, revision)}
+	if s.Phase == "" {
+		released.Reason = strategy.ReasonIdle
+	}
+	if s.StableRevision == revision && (s.Idle() || s.Phase == strategy.PhaseSucceeded || s.Phase == strategy.PhaseRolledBack) {
+		released.Status, released.Message = metav1.ConditionTrue, revision+" runs on the stable side with all traffic"
+	}
+	released.ObservedGeneration = generation
+	conds = append(conds, released)
+	return keepTransitions(prev, conds, now)
+}
+
+// keepTransitions sets each condition's LastTransitionTime: prev's when
+// its status is unchanged, now when it changed or is new.
+func keepTransitions(prev, conds []metav1.Condition, now time.Time) []metav1.Condition {
+	for i := range conds {
+		if old := apimeta.FindStatusCondition(prev, conds[i].Type); old != nil && old.Status == conds[i].Status {
+			conds[i].LastTransitionTime = old.LastTransitionTime
+		} else if conds[i].LastTransitionTime.IsZero() || old != nil {
+			conds[i].LastTransitionTime = metav1.NewTime(now.Truncate(time.Second))
+		}
+	}
+	return conds
+}
+
+// invalid reports a spec that cannot be rolled out: Degraded with reason
+// InvalidSpec and a warning event. Nothing is retried before the spec
+// changes.
+func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err error) error {
+	now := clock.OrReal(r.Clock).Now()
+	conds := append([]metav1.Condition(nil), rel.Status.Conditions...)
+	apimeta.SetStatusCondition(&conds, metav1.Condition{Type: strategy.ConditionDegraded, Status: metav1.ConditionTrue,
+		Reason: ReasonInvalidSpec, Message: err.Error(), ObservedGeneration: rel.Generation})
+	status := rel.Status
+	status.Conditions, status.ObservedGeneration = keepTransitions(rel.Status.Conditions, conds, now), rel.Generation
+	if !statusChanged(&rel.Status, &status) {
+		return nil
+	}
+	r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Validate", "%v", err)
+	rel.Status = status
+	return r.Client.Status().Update(ctx, rel)
+}
+
+// runnerFor returns the Runner of the Release's current generation.
+func (r *Reconciler) runnerFor(rel *v1alpha1.Release) (*rollout.Runner, error) {
+	key := client.ObjectKeyFromObject(rel)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c := r.runners[key]; c != nil && c.uid == rel.UID && c.generation == rel.Generation {
+		return c.runner, c.err
+	}
+	c := &cachedRunner{uid: rel.UID, generation: rel.Generation, release: rel.DeepCopy()}
+	c.runner, c.err = r.newRunner(c.release)
+	if r.runners == nil {
+		r.runners = map[types.NamespacedName]*cachedRunner{}
+	}
+	r.runners[key] = c
+	return c.runner, c.err
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.runners, key)
+	r.mu.Unlock()
+	r.Metrics.forget(key.Namespace, key.Name)
+}
+
+// newRunner builds the Runner of a Release: the gateway Router over the
+// route, and a Setter and a Deployer per side.
+func (r *Reconciler) newRunner(rel *v1alpha1.Release) (*rollout.Runner, error) {
+	strat := rel.Spec.Strategy.Get()
+	if strat == nil {
+		return nil, errors.New("spec.strategy: set one of incremental, canary and blueGreen")
+	}
+	cfg := gateway.Config{
+		Routes: []gateway.RouteRef{{Kind: gateway.KindHTTPRoute, Namespace: rel.Namespace, Name: rel.Spec.Route.Name}},
+		A:      gateway.Backend{Name: rel.Spec.A.Service, Port: rel.Spec.A.Port},
+		B:      gateway.Backend{Name: rel.Spec.B.Service, Port: rel.Spec.B.Port},
+	}
+	if d := rel.Spec.Route.SettleDelay; d != nil {
+		cfg.SettleDelay = d.Duration
+	}
+	router, err := gateway.NewRouter(r.Client, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("spec.route: %w", err)
+	}
+	runner := &rollout.Runner{Strategy: strat, Router: router, Clock: r.Clock, Watched: true,
+		Observer: r.observer(rel)}
+	fixed := strat.Shared().Capacity == strategy.CapacityFixed
+	a, b, err := r.sides(rel, fixed)
+	if err != nil {
+		return nil, err
+	}
+	runner.DeployA, runner.DeployB = a.deployer, b.deployer
+	if !fixed {
+		runner.A, runner.B = a.setter, b.setter
+	}
+	if err := runner.Validate(); err != nil {
+		return nil, fmt.Errorf("spec.strategy: %w", err)
+	}
+	return runner, nil
+}
+
+// side is the capacity setter and the deployer of one Deployment.
+type side struct {
+	setter   rollout.CapacitySetter
+	deployer rollout.Deployer
+}
+
+// sides builds the Setters and Deployers of the Release's two
+// Deployments. It is the one place that does: serve/replicas builds them
+// over a clientset; constructors over the manager's client can replace
+// the clientset here alone.
+func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err error) {
+	image := rel.Spec.Image
+	if !strings.Contains(image.Template, "{revision}") {
+		return a, b, fmt.Errorf("spec.image.template %q: want {revision} where the revision goes", image.Template)
+	}
+	template := replicas.Image(image.Container, func(rev string) string {
+		return strings.ReplaceAll(image.Template, "{revision}", rev)
+	})
+	var out [2]side
+	for i, name := range []string{rel.Spec.A.Deployment, rel.Spec.B.Deployment} {
+		s := replicas.ForDeployment(r.Kube, rel.Namespace, name, rel.Spec.Replicas)
+		d, err := s.Deployer(template)
+		if err != nil {
+			return a, b, err
+		}
+		d.FixedCapacity = fixed
+		out[i] = side{setter: s, deployer: d}
+	}
+	return out[0], out[1], nil
+}
+
+// observer records a Kubernetes Event for every hop, phase change and
+// abort, and the metrics of every reconcile.
+func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
+	return rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+		r.Metrics.reconciled(rel.Namespace, rel.Name, e)
+		for _, h := range e.Applied {
+			r.Recorder.Eventf(rel, nil, corev1.EventTypeNormal, "Hop", "Apply", "%s", h)
+		}
+		if e.After.Phase != e.Before.Phase {
+			typ := corev1.EventTypeNormal
+			if e.After.Phase == strategy.PhaseAborting || e.After.Phase == strategy.PhaseAborted {
+				typ = corev1.EventTypeWarning
+			}
+			from := string(e.Before.Phase)
+			if from == "" {
+				from = "Idle"
+			}
+			r.Recorder.Eventf(rel, nil, typ, "Phase"+string(e.After.Phase), "Step", "%s -> %s (%s to %s): %s",
+				from, e.After.Phase, e.After.StableRevision, e.After.CanaryRevision, e.After.Message)
+		}
+		if e.After.Aborted != nil && e.Before.Aborted == nil {
+			r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, "Aborted", "Abort", "%s to %s aborted: %s",
+				e.After.StableRevision, e.After.CanaryRevision, e.After.Aborted.Reason)
+		}
+		if e.Err != nil {
+			r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%v", e.Err)
+		}
+	})
+}

@@ -1,0 +1,136 @@
+// Command operator is an example Kubernetes operator built on upshift and
+// controller-runtime, meant to be copied as the start of your own. It
+// reconciles Releases (api/v1alpha1): each names two Deployments (sides A
+// and B) and the HTTPRoute in front of them, and a change of
+// spec.revision rolls the new revision out on the idle side with the
+// Release's strategy, moving the route's weights and the Deployments'
+// replicas in safe hops. The rollout's state lives in the Release's
+// status, so a restarted operator resumes where it stopped; several
+// replicas run with leader election.
+//
+//	go run ./examples/operator -namespace shop -metrics-bind-address :8080
+//
+// Install config/crd and bind config/rbac/role.yaml to the operator's
+// ServiceAccount first; generate.sh regenerates both from the code.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/examples/operator/controller"
+)
+
+// Config holds the flags.
+type Config struct {
+	Namespace      string
+	MetricsAddr    string
+	ProbeAddr      string
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	Verbose        bool
+}
+
+func main() {
+	var cfg Config
+	flag.StringVar(&cfg.Namespace, "namespace", "", "the namespace whose Releases are managed (default: all namespaces)")
+	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0: off)")
+	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0: off)")
+	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "run with leader election, so that only one replica reconciles")
+	flag.StringVar(&cfg.LeaseNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: -namespace, or the Pod's)")
+	flag.DurationVar(&cfg.LeaseDuration, "lease-duration", 15*time.Second, "how long a standby waits before taking over a Lease that is not renewed")
+	flag.DurationVar(&cfg.RenewDeadline, "renew-deadline", 10*time.Second, "how long the leader tries to renew its Lease before it stops leading")
+	flag.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
+	flag.BoolVar(&cfg.Verbose, "v", false, "log every applied hop")
+	flag.Parse() // also -kubeconfig, registered by controller-runtime
+	level := slog.LevelInfo
+	if cfg.Verbose {
+		level = slog.LevelDebug
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+	if err := run(ctrl.SetupSignalHandler(), cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg Config) error {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, gwv1.Install, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return err
+		}
+	}
+	rc, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	if cfg.LeaseNamespace == "" {
+		cfg.LeaseNamespace = cfg.Namespace
+	}
+	opts := ctrl.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
+		HealthProbeBindAddress:        cfg.ProbeAddr,
+		LeaderElection:                cfg.LeaderElect,
+		LeaderElectionID:              "upshift-release-operator",
+		LeaderElectionNamespace:       cfg.LeaseNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &cfg.LeaseDuration,
+		RenewDeadline:                 &cfg.RenewDeadline,
+		RetryPeriod:                   &cfg.RetryPeriod,
+		// The gateway Router reads the route before each write of its
+		// weights, with the route's resourceVersion: a read from the
+		// cache could be older than the Router's last write and make it
+		// retry. The watch of routes still goes through the cache.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&gwv1.HTTPRoute{}}}},
+	}
+	if cfg.Namespace != "" {
+		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}}
+	}
+	mgr, err := ctrl.NewManager(rc, opts)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	r := &controller.Reconciler{
+		Client:   mgr.GetClient(),
+		Reader:   mgr.GetAPIReader(),
+		Kube:     kube,
+		Recorder: mgr.GetEventRecorder("upshift-release-operator"),
+		Metrics:  controller.NewMetrics(nil),
+	}
+	if err := r.SetupWithManager(ctx, mgr); err != nil {
+		return err
+	}
+	if cfg.ProbeAddr != "0" {
+		if err := errors.Join(mgr.AddHealthzCheck("healthz", healthz.Ping), mgr.AddReadyzCheck("readyz", healthz.Ping)); err != nil {
+			return err
+		}
+	}
+	ctrl.Log.Info("starting", "namespace", cfg.Namespace, "leaderElection", cfg.LeaderElect, "lease", cfg.LeaseNamespace)
+	return mgr.Start(ctx)
+}
