@@ -131,6 +131,13 @@ func run(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	go func() {
+		select {
+		case <-mgr.Elected():
+			ctrl.Log.Info("elected: this replica reconciles")
+		case <-ctx.Done():
+		}
+	}()
 	ctrl.Log.Info("starting", "namespace", cfg.Namespace, "leaderElection", cfg.LeaderElect, "lease", cfg.LeaseNamespace)
 	return mgr.Start(ctx)
 }

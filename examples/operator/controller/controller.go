@@ -160,7 +160,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		state = cmd(state, now)
 	}
 	state = state.Retarget(rel.Spec.Revision, now)
-	next, requeue, rerr := runner.ReconcileAt(ctx, state, now)
+	next, requeue, rerr := runner.ReconcileAt(context.WithValue(ctx, storedKey{}, &rel.Status.Rollout), state, now)
 	if rerr != nil {
 		// The Runner's state already carries the error (Degraded,
 		// counted toward the progress deadline) and requeue is the retry.
@@ -339,13 +339,27 @@ func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err er
 	return out[0], out[1], nil
 }
 
+// storedKey is the context key of the state as stored in the status,
+// for the Observer.
+type storedKey struct{}
+
 // observer records a Kubernetes Event for every hop, phase change and
 // abort, and the metrics of every reconcile.
 func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
-	return rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+	return rollout.ObserverFunc(func(ctx context.Context, e rollout.Event) {
+		if stored, ok := ctx.Value(storedKey{}).(*strategy.State); ok {
+			// Compare with the state as stored, before the spec's
+			// commands: an abort or a pause is a change of this
+			// reconcile too.
+			e.Before = *stored
+		}
 		r.Metrics.reconciled(rel.Namespace, rel.Name, e)
 		for _, h := range e.Applied {
-			r.Recorder.Eventf(rel, nil, corev1.EventTypeNormal, "Hop", "Apply", "%s", h)
+			// events.k8s.io folds Events of the same reason and action
+			// into one series that keeps the first note, so the hop is
+			// the action: each distinct hop is an Event of its own, and
+			// one applied again counts in its series.
+			r.Recorder.Eventf(rel, nil, corev1.EventTypeNormal, "Hop", h.String(), "%s", h)
 		}
 		if e.After.Phase != e.Before.Phase {
 			typ := corev1.EventTypeNormal

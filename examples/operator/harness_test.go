@@ -1,0 +1,634 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/internal/gatewaytest"
+	"github.com/upshift-dev/upshift/internal/kubetest"
+)
+
+// The tests run the operator binary, built once per package, as a
+// ServiceAccount bound to the generated ClusterRole (config/rbac) by a
+// RoleBinding in the test's namespace, against a real kube-apiserver with
+// the generated CRD (config/crd). The test plays the kubelet and the
+// Deployment controller (world.kubelet) and the gateway (world.gateway).
+
+const fullReplicas = 4
+
+var (
+	binDir   string
+	build    sync.Once
+	bin      string
+	buildErr error
+	install  sync.Once
+	instErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		var err error
+		if binDir, err = os.MkdirTemp("", "upshift-operator-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(binDir)
+		return kubetest.Main(m)
+	}()
+	os.Exit(code)
+}
+
+// operatorBinary builds the operator once, with -race when the test runs
+// with it.
+func operatorBinary(t *testing.T) string {
+	t.Helper()
+	build.Do(func() {
+		bin = filepath.Join(binDir, "operator")
+		args := []string{"build", "-o", bin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return bin
+}
+
+// installAPI installs the generated CRD and ClusterRole once.
+func installAPI(env *kubetest.Env) error {
+	install.Do(func() {
+		if _, instErr = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{"config/crd"}, ErrorIfPathMissing: true}); instErr != nil {
+			return
+		}
+		var role rbacv1.ClusterRole
+		raw, err := os.ReadFile("config/rbac/role.yaml")
+		if err != nil {
+			instErr = err
+			return
+		}
+		if instErr = yaml.UnmarshalStrict(bytes.TrimPrefix(raw, []byte("---\n")), &role); instErr != nil {
+			return
+		}
+		instErr = env.Client.Create(context.Background(), &role)
+	})
+	return instErr
+}
+
+var scheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, gwv1.Install, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}()
+
+// world is one test's namespace: two Deployments, an HTTPRoute, the
+// stand-ins for the kubelet and the gateway, and the operators.
+type world struct {
+	t    *testing.T
+	env  *kubetest.Env
+	c    client.Client // administrator, with the Release kind
+	ns   string
+	kcfg string // the operator's kubeconfig file
+	ctx  context.Context
+
+	mu sync.Mutex
+	// weights is every distinct split of the route's weights, "A/B".
+	weights []string
+	// templates counts the pod template revisions each Deployment was
+	// seen with, in order.
+	templates map[string][]string
+	pods      map[string][]simPod
+}
+
+type simPod struct {
+	template string
+	ready    bool
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	env := kubetest.Get(t)
+	if err := installAPI(env); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &world{t: t, env: env, c: c, ns: env.Namespace(t), ctx: ctx,
+		templates: map[string][]string{}, pods: map[string][]simPod{}}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	w.createSides()
+	w.kcfg = w.serviceAccount()
+	wg.Add(2)
+	go func() { defer wg.Done(); w.kubelet() }()
+	go func() { defer wg.Done(); w.gateway() }()
+	return w
+}
+
+// createSides creates web-a running v1 with all replicas ready, web-b at
+// 0 replicas running nothing, and the route, all traffic on web-a.
+func (w *world) createSides() {
+	ctx := context.Background()
+	for _, side := range []struct {
+		name, image string
+		replicas    int32
+	}{{"web-a", "example.com/app:v1", fullReplicas}, {"web-b", "example.com/app:none", 0}} {
+		labels := map[string]string{"app": side.name}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: side.name},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(side.replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: side.image}}},
+				},
+			},
+		}
+		if err := w.c.Create(ctx, d); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	pods := make([]simPod, fullReplicas)
+	for i := range pods {
+		pods[i] = simPod{template: "example.com/app:v1", ready: true}
+	}
+	w.pods["web-a"] = pods
+	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: w.ns, Name: "web", Gateway: "gw",
+		A: gateway.Backend{Name: "web-a", Port: 80}, B: gateway.Backend{Name: "web-b", Port: 80}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.c.Create(ctx, rt); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// serviceAccount creates the operator's ServiceAccount, binds the
+// generated ClusterRole to it in the namespace, and writes its
+// kubeconfig file.
+func (w *world) serviceAccount() string {
+	t := w.t
+	sa := w.env.ServiceAccount(t, w.ns, "upshift-operator")
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "upshift-release-operator"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "upshift-release-operator"},
+		Subjects:   []rbacv1.Subject{sa.Subject},
+	}
+	if err := w.c.Create(context.Background(), binding); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until RBAC's cache allows what the operator does first.
+	user := "system:serviceaccount:" + w.ns + ":upshift-operator"
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: w.ns, Verb: "update",
+				Group: "operator.upshift.dev", Resource: "releases", Subresource: "status"}}}
+		got, err := w.env.Kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Status.Allowed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the RoleBinding never took effect")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cfg := sa.Config
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator", Namespace: w.ns}
+	kc.CurrentContext = "test"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*kc, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// kubelet plays the Deployment controller and the kubelet for web-a and
+// web-b: every tick it stops the pods of an older template and extra
+// pods, starts missing ones, which are ready at the next tick, and writes
+// the status when it changes.
+func (w *world) kubelet() {
+	tick := time.NewTicker(30 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, name := range []string{"web-a", "web-b"} {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				var d appsv1.Deployment
+				if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: name}, &d); err != nil {
+					return err
+				}
+				st := w.step(name, &d)
+				if equalStatus(d.Status, st) {
+					return nil
+				}
+				d.Status = st
+				return w.c.Status().Update(w.ctx, &d)
+			})
+			if err != nil && w.ctx.Err() == nil {
+				w.t.Errorf("kubelet: %s: %v", name, err)
+			}
+		}
+	}
+}
+
+func equalStatus(a, b appsv1.DeploymentStatus) bool {
+	return a.ObservedGeneration == b.ObservedGeneration && a.Replicas == b.Replicas && a.UpdatedReplicas == b.UpdatedReplicas &&
+		a.ReadyReplicas == b.ReadyReplicas && a.AvailableReplicas == b.AvailableReplicas
+}
+
+// step moves the pods of Deployment name one tick toward d's spec.
+func (w *world) step(name string, d *appsv1.Deployment) appsv1.DeploymentStatus {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	image := d.Spec.Template.Spec.Containers[0].Image
+	if ts := w.templates[name]; len(ts) == 0 || ts[len(ts)-1] != image {
+		w.templates[name] = append(ts, image)
+	}
+	var pods []simPod
+	for _, p := range w.pods[name] {
+		if p.template == image {
+			p.ready = true
+			pods = append(pods, p)
+		}
+	}
+	want := *d.Spec.Replicas
+	if int32(len(pods)) > want {
+		pods = pods[:want]
+	}
+	for int32(len(pods)) < want {
+		pods = append(pods, simPod{template: image})
+	}
+	w.pods[name] = pods
+	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+	for _, p := range pods {
+		st.Replicas++
+		st.UpdatedReplicas++
+		if p.ready {
+			st.ReadyReplicas++
+			st.AvailableReplicas++
+		}
+	}
+	return st
+}
+
+// gateway plays the gateway: it accepts every generation of the route,
+// and records every distinct split of its weights.
+func (w *world) gateway() {
+	rv := ""
+	for w.ctx.Err() == nil {
+		wi, err := w.env.Gateway.GatewayV1().HTTPRoutes(w.ns).Watch(w.ctx, metav1.ListOptions{ResourceVersion: rv})
+		if err != nil {
+			if w.ctx.Err() == nil {
+				w.t.Errorf("gateway: watch: %v", err)
+			}
+			return
+		}
+		for ev := range wi.ResultChan() {
+			rt, ok := ev.Object.(*gwv1.HTTPRoute)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			rv = rt.ResourceVersion
+			w.record(rt)
+			if !accepted(rt) {
+				gatewaytest.Accept(errorTB{w.t}, w.c, gateway.KindHTTPRoute, w.ns, rt.Name)
+			}
+		}
+		wi.Stop()
+	}
+}
+
+func (w *world) record(rt *gwv1.HTTPRoute) {
+	var a, b int32
+	for _, ref := range rt.Spec.Rules[0].BackendRefs {
+		if ref.Weight == nil {
+			continue
+		}
+		if ref.Name == "web-a" {
+			a = *ref.Weight
+		} else {
+			b = *ref.Weight
+		}
+	}
+	split := fmt.Sprintf("%d/%d", a, b)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := len(w.weights); n == 0 || w.weights[n-1] != split {
+		w.weights = append(w.weights, split)
+	}
+}
+
+func accepted(rt *gwv1.HTTPRoute) bool {
+	if len(rt.Status.Parents) != len(rt.Spec.ParentRefs) {
+		return false
+	}
+	for _, p := range rt.Status.Parents {
+		for _, c := range p.Conditions {
+			if c.ObservedGeneration != rt.Generation {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// errorTB reports a gateway failure without stopping the goroutine's
+// test from another goroutine.
+type errorTB struct{ t *testing.T }
+
+func (e errorTB) Helper() {}
+func (e errorTB) Fatalf(format string, args ...any) {
+	e.t.Errorf(format, args...)
+}
+
+// history returns the route's weight splits so far.
+func (w *world) history() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.weights...)
+}
+
+// templatesOf returns the pod template revisions a Deployment was seen
+// with.
+func (w *world) templatesOf(name string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.templates[name]...)
+}
+
+// operator is one operator process.
+type operator struct {
+	cmd     *exec.Cmd
+	log     string
+	metrics string // host:port
+	done    chan struct{}
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start starts an operator process for the world's namespace.
+func (w *world) start(name string) *operator {
+	t := w.t
+	t.Helper()
+	o := &operator{log: filepath.Join(t.TempDir(), name+".log"), metrics: freePort(t), done: make(chan struct{})}
+	f, err := os.Create(o.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.cmd = exec.Command(operatorBinary(t), "-namespace", w.ns, "-metrics-bind-address", o.metrics,
+		"-health-probe-bind-address", "0", "-lease-duration", "3s", "-renew-deadline", "2s", "-retry-period", "500ms", "-v")
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+w.kcfg)
+	o.cmd.Stdout, o.cmd.Stderr = f, f
+	o.cmd.SysProcAttr = procAttr()
+	if err := o.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = o.cmd.Wait(); f.Close(); close(o.done) }()
+	t.Cleanup(func() {
+		o.stop()
+		if t.Failed() {
+			raw, _ := os.ReadFile(o.log)
+			if len(raw) > 6000 {
+				raw = raw[len(raw)-6000:]
+			}
+			t.Logf("operator %s log (tail):\n%s", name, raw)
+		}
+	})
+	return o
+}
+
+// kill kills the process at once, as a node failure would.
+func (o *operator) kill() {
+	_ = o.cmd.Process.Signal(syscall.SIGKILL)
+	<-o.done
+}
+
+// stop asks the process to stop, then kills it.
+func (o *operator) stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		o.kill()
+	}
+}
+
+// logHas reports whether the process logged s.
+func (o *operator) logHas(s string) bool {
+	raw, _ := os.ReadFile(o.log)
+	return bytes.Contains(raw, []byte(s))
+}
+
+// scrape returns the metrics endpoint's text.
+func (o *operator) scrape(t *testing.T) string {
+	t.Helper()
+	res, err := http.Get("http://" + o.metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(raw)
+}
+
+// release returns a Release of the world's Deployments and route.
+func (w *world) release(revision string, s v1alpha1.ReleaseStrategy) *v1alpha1.Release {
+	return &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "web"},
+		Spec: v1alpha1.ReleaseSpec{
+			Revision: revision,
+			Image:    v1alpha1.ImageTemplate{Container: "app", Template: "example.com/app:{revision}"},
+			Strategy: s,
+			Replicas: fullReplicas,
+			A:        v1alpha1.Side{Deployment: "web-a", Service: "web-a", Port: 80},
+			B:        v1alpha1.Side{Deployment: "web-b", Service: "web-b", Port: 80},
+			Route:    v1alpha1.RouteRef{Name: "web"},
+		},
+	}
+}
+
+// get reads the Release.
+func (w *world) get() *v1alpha1.Release {
+	w.t.Helper()
+	var rel v1alpha1.Release
+	if err := w.c.Get(context.Background(), client.ObjectKey{Namespace: w.ns, Name: "web"}, &rel); err != nil {
+		w.t.Fatal(err)
+	}
+	return &rel
+}
+
+// edit changes the Release's spec.
+func (w *world) edit(change func(*v1alpha1.ReleaseSpec)) {
+	w.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		rel := w.get()
+		change(&rel.Spec)
+		return w.c.Update(context.Background(), rel)
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// waitFor waits until cond holds on the Release, as kubectl wait would.
+func (w *world) waitFor(what string, timeout time.Duration, cond func(*v1alpha1.Release) bool) *v1alpha1.Release {
+	w.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		rel := w.get()
+		if cond(rel) {
+			return rel
+		}
+		if time.Now().After(deadline) {
+			s := rel.Status.Rollout
+			w.t.Fatalf("waited %v for %s: phase %q, weight %d, stable %s on side %s, canary %s: %s; conditions %+v; route %v",
+				timeout, what, s.Phase, s.Observed.Weight, s.StableRevision, s.StableSide, s.CanaryRevision, s.Message,
+				rel.Status.Conditions, w.history())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// condition reports whether the Release has condition typ at status,
+// for its current generation (what kubectl wait --for=condition checks).
+func condition(rel *v1alpha1.Release, typ string, status metav1.ConditionStatus) bool {
+	c := apimeta.FindStatusCondition(rel.Status.Conditions, typ)
+	return c != nil && c.Status == status && c.ObservedGeneration == rel.Generation
+}
+
+// released: kubectl wait --for=condition=Released.
+func released(rel *v1alpha1.Release) bool {
+	return condition(rel, v1alpha1.ConditionReleased, metav1.ConditionTrue)
+}
+
+// checkForward checks that the route's canary weight only ever moved
+// forward from 0 to 100, by at most step, and no split repeated: no hop
+// was applied twice, none was lost.
+func checkForward(t *testing.T, history []string, canary string, step int32) {
+	t.Helper()
+	seen := map[string]bool{}
+	prev := int32(0)
+	for i, split := range history {
+		var a, b int32
+		if _, err := fmt.Sscanf(split, "%d/%d", &a, &b); err != nil {
+			t.Fatal(err)
+		}
+		w := b
+		if canary == "A" {
+			w = a
+		}
+		switch {
+		case seen[split]:
+			t.Errorf("route %v: split %s repeated", history, split)
+		case i > 0 && (w <= prev || w-prev > step):
+			t.Errorf("route %v: canary weight %d after %d, want a step of 1..%d forward", history, w, prev, step)
+		}
+		seen[split], prev = true, w
+	}
+	if prev != 100 {
+		t.Errorf("route %v: the canary weight ends at %d, want 100", history, prev)
+	}
+}
+
+// eventNotes returns "Reason: note" of every Event about the Release.
+func (w *world) eventNotes() []string {
+	w.t.Helper()
+	list, err := w.env.Kube.EventsV1().Events(w.ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Release" && e.Regarding.Name == "web" {
+			out = append(out, e.Reason+": "+e.Note)
+		}
+	}
+	return out
+}
+
+func containsAll(t *testing.T, what string, got []string, want ...string) {
+	t.Helper()
+	joined := strings.Join(got, "\n")
+	for _, s := range want {
+		if !strings.Contains(joined, s) {
+			t.Errorf("%s: no %q in\n%s", what, s, joined)
+		}
+	}
+}
+
+func create(t *testing.T, c client.Client, obj client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,196 @@
+package main_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// elected is what a replica logs when it becomes the leader.
+const elected = "elected: this replica reconciles"
+
+func incremental(step int32, interval time.Duration) v1alpha1.ReleaseStrategy {
+	return v1alpha1.ReleaseStrategy{Incremental: &v1alpha1.IncrementalStrategy{Incremental: strategy.Incremental{
+		StepPercent: step, Interval: interval, MaxSurgePercent: step,
+		Options: strategy.Options{PollInterval: time.Second}}}}
+}
+
+// TestUpgrade: a Release created at v1 adopts what side A runs; v2
+// deploys on side B at 0 replicas, ramps in steps of 25 and ends with all
+// traffic on side B. The status, the Events and the metrics tell it.
+func TestUpgrade(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	op := w.start("operator")
+	create(t, w.c, w.release("v1", incremental(25, 500*time.Millisecond)))
+	w.waitFor("v1 released", 30*time.Second, released)
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	rel := w.waitFor("v2 released", 60*time.Second, released)
+	s := rel.Status.Rollout
+	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+		t.Fatalf("ended %s on %s (side %s): %s", s.Phase, s.StableRevision, s.StableSide, s.Message)
+	}
+	if rel.Status.ObservedGeneration != rel.Generation {
+		t.Errorf("observedGeneration %d, generation %d", rel.Status.ObservedGeneration, rel.Generation)
+	}
+	checkForward(t, w.history(), "B", 25)
+	if got := w.templatesOf("web-b"); strings.Join(got, " ") != "example.com/app:none example.com/app:v2" {
+		t.Errorf("web-b ran %q, want none then v2", got)
+	}
+	containsAll(t, "events", w.eventNotes(),
+		"Hop: deploy v2 on side B",
+		"Hop: weight 25 (A=75 B=25)",
+		"Hop: weight 100 (A=0 B=100)",
+		"Hop: stable capacity 0 (side A)",
+		"PhaseProgressing: Idle -> Progressing (v1 to v2)",
+		"PhaseCompleting: Progressing -> Completing",
+		"PhaseSucceeded: Completing -> Succeeded (v2 to v2)")
+	m := op.scrape(t)
+	label := `namespace="` + w.ns + `",release="web"`
+	containsAll(t, "metrics", strings.Split(m, "\n"),
+		`upshift_release_phase{namespace="`+w.ns+`",phase="Succeeded",release="web"} 1`,
+		`upshift_release_phase{namespace="`+w.ns+`",phase="Progressing",release="web"} 0`,
+		`upshift_release_weight_percent{`+label+`} 0`,
+		`upshift_release_capacity_percent{`+label+`,role="stable"} 100`,
+		`upshift_release_ready_capacity_percent{`+label+`,role="stable"} 100`,
+		`upshift_release_hops_total{kind="deploy",`+label+`} 1`,
+		`upshift_release_hops_total{kind="weight",`+label+`} 4`,
+		`upshift_release_reconcile_seconds_count{`+label+`}`,
+		`controller_runtime_reconcile_total{controller="release"`)
+	if strings.Contains(m, "upshift_release_aborts_total{"+label+"} 1") {
+		t.Error("an abort was counted")
+	}
+}
+
+// TestControls: pause, resume, promote, abort, retry and promote-full, each
+// by editing spec.controls, on a Canary with pauses.
+func TestControls(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	op := w.start("operator")
+	canary := v1alpha1.ReleaseStrategy{Canary: &v1alpha1.CanaryStrategy{Canary: strategy.Canary{
+		MaxSurgePercent: 25,
+		Steps: []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed(),
+			strategy.SetWeight(50), strategy.Pause(time.Hour), strategy.SetWeight(75), strategy.Pause(time.Hour),
+			strategy.SetWeight(100)},
+		Options: strategy.Options{PollInterval: time.Second}}}}
+	create(t, w.c, w.release("v1", canary))
+	w.waitFor("v1 released", 30*time.Second, released)
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	at := func(weight int32, phase strategy.Phase) func(*v1alpha1.Release) bool {
+		return func(rel *v1alpha1.Release) bool {
+			s := &rel.Status.Rollout
+			return rel.Status.ObservedGeneration == rel.Generation && s.Phase == phase && s.Observed.Weight == weight &&
+				s.Desired.Weight == weight
+		}
+	}
+	w.waitFor("the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Promote = 1 })
+	w.waitFor("promoted to the 1h pause at 50", 30*time.Second, at(50, strategy.PhasePaused))
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Paused = true })
+	w.waitFor("a manual pause", 30*time.Second, func(rel *v1alpha1.Release) bool {
+		return rel.Status.AppliedControls.Paused && rel.Status.Rollout.PauseReason == strategy.ReasonManualPause &&
+			condition(rel, strategy.ConditionPaused, metav1.ConditionTrue)
+	})
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Paused = false })
+	w.waitFor("resumed, back in the 1h pause", 30*time.Second, func(rel *v1alpha1.Release) bool {
+		return !rel.Status.AppliedControls.Paused && !rel.Status.Rollout.Paused && at(50, strategy.PhasePaused)(rel)
+	})
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Promote = 2 })
+	w.waitFor("promoted to the 1h pause at 75", 30*time.Second, at(75, strategy.PhasePaused))
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Abort = true })
+	rel := w.waitFor("aborted", 30*time.Second, at(0, strategy.PhaseAborted))
+	if s := rel.Status.Rollout; s.StableRevision != "v1" || s.StableSide != strategy.SideA || s.Aborted == nil {
+		t.Fatalf("aborted with stable %s on side %s, aborted %+v", s.StableRevision, s.StableSide, s.Aborted)
+	}
+	if released(rel) {
+		t.Error("Released while v2 is aborted")
+	}
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Abort = false })
+	w.waitFor("retried to the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.PromoteFull = 1 })
+	rel = w.waitFor("v2 released", 30*time.Second, released)
+	if s := rel.Status.Rollout; s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+		t.Fatalf("ended with stable %s on side %s", s.StableRevision, s.StableSide)
+	}
+	t.Logf("route: %v", w.history())
+	containsAll(t, "events", w.eventNotes(),
+		"PhasePaused: Progressing -> Paused",
+		"PhaseAborting: Paused -> Aborting",
+		"Aborted: v1 to v2 aborted: aborted by spec.controls.abort",
+		"PhaseAborted: Aborting -> Aborted")
+	containsAll(t, "metrics", strings.Split(op.scrape(t), "\n"),
+		`upshift_release_aborts_total{namespace="`+w.ns+`",release="web"} 1`)
+}
+
+// TestKilledMidRollout: the operator is killed (SIGKILL) mid-rollout and
+// started again: the new process resumes from the Release's status, and
+// the route's weights show every hop once, in order.
+func TestKilledMidRollout(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	op := w.start("first")
+	create(t, w.c, w.release("v1", incremental(10, 300*time.Millisecond)))
+	w.waitFor("v1 released", 30*time.Second, released)
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	w.waitFor("weight 30", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Observed.Weight >= 30 })
+	op.kill()
+	at := w.history()
+	time.Sleep(500 * time.Millisecond)
+	if got := w.history(); len(got) != len(at) {
+		t.Fatalf("the route changed after the kill: %v, then %v", at, got)
+	}
+	second := w.start("second")
+	w.waitFor("v2 released", 60*time.Second, released)
+	if !second.logHas(elected) {
+		t.Error("the second process never logged that it acquired the lease")
+	}
+	t.Logf("killed at %v; route %v", at[len(at)-1], w.history())
+	checkForward(t, w.history(), "B", 10)
+	if got := w.templatesOf("web-b"); strings.Join(got, " ") != "example.com/app:none example.com/app:v2" {
+		t.Errorf("web-b ran %q, want none then v2 (deployed once)", got)
+	}
+}
+
+// TestLeaderTakeover: two replicas; the one that holds the lease rolls
+// out, the other waits; the leader is killed mid-rollout and the other
+// takes over when the lease expires, and finishes.
+func TestLeaderTakeover(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ops := []*operator{w.start("one"), w.start("two")}
+	create(t, w.c, w.release("v1", incremental(20, 500*time.Millisecond)))
+	w.waitFor("v1 released", 30*time.Second, released)
+	var leader, standby *operator
+	switch {
+	case ops[0].logHas(elected) && !ops[1].logHas(elected):
+		leader, standby = ops[0], ops[1]
+	case ops[1].logHas(elected) && !ops[0].logHas(elected):
+		leader, standby = ops[1], ops[0]
+	default:
+		t.Fatal("want exactly one replica leading")
+	}
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	w.waitFor("weight 20", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Observed.Weight >= 20 })
+	if standby.logHas(elected) {
+		t.Fatal("the standby acquired the lease while the leader ran")
+	}
+	leader.kill()
+	killed := time.Now()
+	w.waitFor("v2 released", 60*time.Second, released)
+	if !standby.logHas(elected) {
+		t.Fatal("the standby never acquired the lease")
+	}
+	t.Logf("the standby finished %v after the leader was killed; route %v", time.Since(killed).Round(time.Millisecond), w.history())
+	checkForward(t, w.history(), "B", 20)
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main_test
+
+import "syscall"
+
+func procAttr() *syscall.SysProcAttr { return nil }
