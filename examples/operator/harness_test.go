@@ -438,7 +438,7 @@ func (w *world) start(name string) *operator {
 		t.Fatal(err)
 	}
 	o.cmd = exec.Command(operatorBinary(t), "-namespace", w.ns, "-metrics-bind-address", o.metrics,
-		"-health-probe-bind-address", "0", "-lease-duration", "3s", "-renew-deadline", "2s", "-retry-period", "500ms", "-v")
+		"-health-probe-bind-address", "0", "-lease-duration", "4s", "-renew-deadline", "3s", "-retry-period", "500ms", "-v")
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+w.kcfg)
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	o.cmd.SysProcAttr = procAttr()

@@ -145,6 +145,7 @@ func TestKilledMidRollout(t *testing.T) {
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
 	w.waitFor("weight 30", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Observed.Weight >= 30 })
 	op.kill()
+	time.Sleep(300 * time.Millisecond) // the watch delivers the last write before the kill
 	at := w.history()
 	time.Sleep(500 * time.Millisecond)
 	if got := w.history(); len(got) != len(at) {
