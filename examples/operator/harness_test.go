@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	crlog "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/yaml"
 
@@ -58,6 +60,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	crlog.SetLogger(logr.Discard()) // the test's own clients log nothing
 	code := func() int {
 		var err error
 		if binDir, err = os.MkdirTemp("", "upshift-operator-"); err != nil {
@@ -393,6 +396,41 @@ type errorTB struct{ t *testing.T }
 func (e errorTB) Helper() {}
 func (e errorTB) Fatalf(format string, args ...any) {
 	e.t.Errorf(format, args...)
+}
+
+// countWrites counts the writes of the Release from now on, until the
+// returned func is called, which returns the count.
+func (w *world) countWrites() func() int {
+	w.t.Helper()
+	var list v1alpha1.ReleaseList
+	if err := w.c.List(context.Background(), &list, client.InNamespace(w.ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	wc, err := client.NewWithWatch(w.env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	wi, err := wc.Watch(context.Background(), &v1alpha1.ReleaseList{}, client.InNamespace(w.ns),
+		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	n := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range wi.ResultChan() {
+			if ev.Type == watch.Modified {
+				n++
+			}
+		}
+	}()
+	return func() int {
+		time.Sleep(200 * time.Millisecond) // the last events
+		wi.Stop()
+		<-done
+		return n
+	}
 }
 
 // history returns the route's weight splits so far.

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,10 @@ func TestUpgrade(t *testing.T) {
 	op := w.start("operator")
 	create(t, w.c, w.release("v1", incremental(25, 500*time.Millisecond)))
 	w.waitFor("v1 released", 30*time.Second, released)
+	writes := w.countWrites()
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
 	rel := w.waitFor("v2 released", 60*time.Second, released)
+	nWrites := writes() - 1 // the edit of the spec
 	s := rel.Status.Rollout
 	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
 		t.Fatalf("ended %s on %s (side %s): %s", s.Phase, s.StableRevision, s.StableSide, s.Message)
@@ -62,6 +65,18 @@ func TestUpgrade(t *testing.T) {
 		`upshift_release_hops_total{kind="weight",`+label+`} 4`,
 		`upshift_release_reconcile_seconds_count{`+label+`}`,
 		`controller_runtime_reconcile_total{controller="release"`)
+	var reconciles int
+	for _, line := range strings.Split(m, "\n") {
+		if rest, ok := strings.CutPrefix(line, "upshift_release_reconcile_seconds_count{"+label+"} "); ok {
+			reconciles, _ = strconv.Atoi(rest)
+		}
+	}
+	// The status is written when the state changes (strategy.Changed),
+	// about once per hop, not on every reconcile.
+	t.Logf("%d status writes, %d reconciles (both releases), route %v", nWrites, reconciles, w.history())
+	if nWrites >= reconciles-1 {
+		t.Errorf("%d status writes for %d reconciles: want fewer writes than reconciles", nWrites, reconciles)
+	}
 	if strings.Contains(m, "upshift_release_aborts_total{"+label+"} 1") {
 		t.Error("an abort was counted")
 	}
