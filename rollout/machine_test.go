@@ -94,15 +94,15 @@ func newMachine(t *rapid.T) *machine {
 	}
 	opts.UnhealthyAction = rapid.SampledFrom([]strategy.UnhealthyAction{strategy.UnhealthyAbort, strategy.UnhealthyPause}).Draw(t, "unhealthyAction")
 	if rapid.Bool().Draw(t, "deadline") {
-		opts.ProgressDeadline = time.Duration(rapid.IntRange(5, 60).Draw(t, "deadlineSec")) * time.Second
+		opts.ProgressDeadline = metav1.Duration{Duration: time.Duration(rapid.IntRange(5, 60).Draw(t, "deadlineSec")) * time.Second}
 		opts.AbortOnProgressDeadline = rapid.Bool().Draw(t, "abortOnDeadline")
 	}
-	opts.ScaleDownDelay = time.Duration(rapid.IntRange(0, 30).Draw(t, "scaleDownDelaySec")) * time.Second
+	opts.ScaleDownDelay = metav1.Duration{Duration: time.Duration(rapid.IntRange(0, 30).Draw(t, "scaleDownDelaySec")) * time.Second}
 	surge := rapid.Int32Range(1, 100).Draw(t, "surge")
 	var strat strategy.Strategy
 	if rapid.Bool().Draw(t, "incremental") {
 		strat = strategy.Incremental{StepPercent: rapid.Int32Range(1, surge).Draw(t, "step"),
-			Interval: time.Duration(rapid.IntRange(1, 60).Draw(t, "intervalSec")) * time.Second, MaxSurgePercent: surge, Options: opts}
+			Interval: metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 60).Draw(t, "intervalSec")) * time.Second}, MaxSurgePercent: surge, Options: opts}
 	} else {
 		var steps []strategy.CanaryStep
 		for i, n := 0, rapid.IntRange(0, 5).Draw(t, "steps"); i < n; i++ {
@@ -487,11 +487,11 @@ func (m *machine) checkProgress(t *rapid.T, before strategy.State) {
 		m.writes, m.progressAt, m.backDebt = writes, now, 0
 		return
 	}
-	deadline := m.opts.ProgressDeadline
+	deadline := m.opts.ProgressDeadline.Duration
 	if deadline == 0 {
 		deadline = strategy.DefaultProgressDeadline
 	}
-	slack := 4*time.Minute + m.opts.ScaleDownDelay + 2*m.backDebt // intervals and timed pauses are at most 2 minutes here
+	slack := 4*time.Minute + m.opts.ScaleDownDelay.Duration + 2*m.backDebt // intervals and timed pauses are at most 2 minutes here
 	since := m.progressAt
 	for _, at := range []metav1.MicroTime{m.s.StartedAt, m.s.HopAt, m.s.StepStartedAt, m.s.LastCommandAt, m.s.PausedAt, m.s.ReachedAt} {
 		if at.Time.After(since) {

@@ -6,6 +6,8 @@ import (
 
 	"pgregory.net/rapid"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -27,14 +29,14 @@ func TestRunObservesEveryHopWithinOneNotification(t *testing.T) {
 		surge := rapid.Int32Range(10, 100).Draw(t, "surge")
 		strat := strategy.Incremental{
 			StepPercent:     rapid.Int32Range(10, surge).Draw(t, "step"),
-			Interval:        time.Duration(rapid.IntRange(1, 30).Draw(t, "intervalSec")) * time.Second,
+			Interval:        metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 30).Draw(t, "intervalSec")) * time.Second},
 			MaxSurgePercent: surge,
 		}
 		lag := time.Duration(rapid.IntRange(0, 1000).Draw(t, "lagMs")) * time.Millisecond
 		how := rapid.SampledFrom([]delivery{notified, dropped, unsupported}).Draw(t, "delivery")
 		fixedPoll := how == unsupported && rapid.Bool().Draw(t, "fixedPoll")
 		if fixedPoll {
-			strat.InitialPollInterval = strategy.DefaultPollInterval
+			strat.InitialPollInterval = metav1.Duration{Duration: strategy.DefaultPollInterval}
 		}
 		plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
 		if err != nil {

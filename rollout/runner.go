@@ -141,8 +141,8 @@ func (r *Runner) retryAfter() time.Duration {
 	if r.RetryInterval > 0 {
 		return r.RetryInterval
 	}
-	if opts := r.Strategy.Shared(); opts.PollInterval > 0 {
-		return opts.PollInterval
+	if opts := r.Strategy.Shared(); opts.PollInterval.Duration > 0 {
+		return opts.PollInterval.Duration
 	}
 	return strategy.DefaultPollInterval
 }

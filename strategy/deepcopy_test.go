@@ -205,7 +205,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	c := strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(20), strategy.Gate("g"), strategy.Pause(time.Minute), strategy.SetWeight(60)},
 		MaxSurgePercent: 30,
-		Options:         strategy.Options{ScaleDownDelay: time.Minute},
+		Options:         strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}},
 	}
 	s := strategy.NewState("v1", "v2")
 	now := t0.Add(987654321 * time.Nanosecond) // not on a microsecond

@@ -1,7 +1,8 @@
 // Package strategy is the deterministic core of upshift: it decides, from a
 // rollout's State and the current instant, the next hop of an upgrade.
 //
-//	d := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}.Step(state, now)
+//	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
+//	d := inc.Step(state, now)
 //	// apply d.StableCapacity / d.CanaryCapacity / d.Weight, store d.State,
 //	// call again after d.RequeueAfter (d.WatchedRequeueAfter when
 //	// every change of the route and the workloads wakes you)

@@ -571,7 +571,7 @@ func (r *run) progress() {
 				return
 			}
 		case s.Pause != nil && s.Pause.Duration != nil:
-			end := after(st.StepStartedAt, *s.Pause.Duration)
+			end := after(st.StepStartedAt, s.Pause.Duration.Duration)
 			if !st.PromoteRequested && r.now.Before(end) {
 				st.Phase = PhasePaused
 				st.Message = msgPausedStep
@@ -635,7 +635,7 @@ func (r *run) complete() {
 	}
 	drain, release := r.e.mode.completion()
 	if drain && st.Desired.StableCapacity > 0 {
-		if end := after(st.ReachedAt, o.ScaleDownDelay); r.now.Before(end) {
+		if end := after(st.ReachedAt, o.ScaleDownDelay.Duration); r.now.Before(end) {
 			st.Message = msgScaleDownDelay
 			r.d.RequeueAfter = end.Sub(r.now)
 			return

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -90,17 +91,17 @@ type Options struct {
 	// if AbortOnProgressDeadline. Pauses (timed or waiting for Resume) and
 	// step intervals are exempt. 0 means DefaultProgressDeadline; set
 	// NoProgressDeadline to disable it.
-	ProgressDeadline        time.Duration `json:"progressDeadline,omitempty"`
-	AbortOnProgressDeadline bool          `json:"abortOnProgressDeadline,omitempty"`
+	ProgressDeadline        metav1.Duration `json:"progressDeadline,omitempty"`
+	AbortOnProgressDeadline bool            `json:"abortOnProgressDeadline,omitempty"`
 	// NoProgressDeadline disables the progress deadline: a rollout may then
 	// wait for the world without end, reported only by its Message.
 	NoProgressDeadline bool `json:"noProgressDeadline,omitempty"`
 	// ScaleDownDelay is how long the stable side keeps its capacity after
 	// all traffic is observed on the canary.
-	ScaleDownDelay time.Duration `json:"scaleDownDelay,omitempty"`
+	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitempty"`
 	// PollInterval is the requeue while waiting for an observation; 0 means
 	// DefaultPollInterval, and a set value must be at least MinPollInterval.
-	PollInterval time.Duration `json:"pollInterval,omitempty"`
+	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
 	// InitialPollInterval is the first requeue while waiting for the world
 	// to show a hop (or to act after a command or the start of a step):
 	// each later requeue waits as long as it has been since then, so polls
@@ -109,7 +110,7 @@ type Options struct {
 	// never polls fast. 0 means DefaultInitialPollInterval; a set value must
 	// be at least MinPollInterval and at most PollInterval (equal to it:
 	// a fixed poll).
-	InitialPollInterval time.Duration `json:"initialPollInterval,omitempty"`
+	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitempty"`
 }
 
 // progressDeadline is the deadline in force; 0 when disabled.
@@ -117,10 +118,10 @@ func (o *Options) progressDeadline() time.Duration {
 	switch {
 	case o.NoProgressDeadline:
 		return 0
-	case o.ProgressDeadline == 0:
+	case o.ProgressDeadline.Duration == 0:
 		return DefaultProgressDeadline
 	}
-	return o.ProgressDeadline
+	return o.ProgressDeadline.Duration
 }
 
 func (o *Options) unhealthyThreshold() int32 {
@@ -131,18 +132,18 @@ func (o *Options) unhealthyThreshold() int32 {
 }
 
 func (o *Options) pollInterval() time.Duration {
-	if o.PollInterval == 0 {
+	if o.PollInterval.Duration == 0 {
 		return DefaultPollInterval
 	}
-	return o.PollInterval
+	return o.PollInterval.Duration
 }
 
 // initialPollInterval is the first poll after a hop in force.
 func (o *Options) initialPollInterval() time.Duration {
-	if o.InitialPollInterval == 0 {
+	if o.InitialPollInterval.Duration == 0 {
 		return min(DefaultInitialPollInterval, o.pollInterval())
 	}
-	return o.InitialPollInterval
+	return o.InitialPollInterval.Duration
 }
 
 // pollWait is the requeue while polling for the world after waiting for
@@ -192,29 +193,29 @@ func (o *Options) validate(root string, surge int32) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("unhealthyAction"), o.UnhealthyAction,
 			[]string{string(UnhealthyAbort), string(UnhealthyPause)}))
 	}
-	if o.ProgressDeadline < 0 {
-		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must not be negative"))
+	if o.ProgressDeadline.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.Duration.String(), "must not be negative"))
 	}
 	if o.AbortOnProgressDeadline && o.NoProgressDeadline {
 		errs = append(errs, field.Invalid(p.Child("abortOnProgressDeadline"), true, "needs a progress deadline; noProgressDeadline disables it"))
 	}
-	if o.NoProgressDeadline && o.ProgressDeadline != 0 {
-		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must be 0 when noProgressDeadline is set"))
+	if o.NoProgressDeadline && o.ProgressDeadline.Duration != 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.Duration.String(), "must be 0 when noProgressDeadline is set"))
 	}
-	if o.ScaleDownDelay < 0 {
-		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.String(), "must not be negative"))
+	if o.ScaleDownDelay.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.Duration.String(), "must not be negative"))
 	}
-	if o.PollInterval < 0 {
-		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must not be negative"))
-	} else if o.PollInterval > 0 && o.PollInterval < MinPollInterval {
-		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
+	if o.PollInterval.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.Duration.String(), "must not be negative"))
+	} else if o.PollInterval.Duration > 0 && o.PollInterval.Duration < MinPollInterval {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.Duration.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
 	}
-	switch ip := o.InitialPollInterval; {
+	switch ip := o.InitialPollInterval.Duration; {
 	case ip < 0:
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not be negative"))
 	case ip > 0 && ip < MinPollInterval:
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
-	case o.PollInterval >= 0 && ip > o.pollInterval():
+	case o.PollInterval.Duration >= 0 && ip > o.pollInterval():
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not exceed pollInterval ("+o.pollInterval().String()+")"))
 	}
 	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -42,9 +43,9 @@ type Strategy interface {
 // be set, except MaxSurgePercent in the Fixed capacity mode). Safe for
 // concurrent use once built: Step does not modify it.
 type Incremental struct {
-	StepPercent     int32         `json:"stepPercent"`
-	Interval        time.Duration `json:"interval"`
-	MaxSurgePercent int32         `json:"maxSurgePercent"`
+	StepPercent     int32           `json:"stepPercent"`
+	Interval        metav1.Duration `json:"interval"`
+	MaxSurgePercent int32           `json:"maxSurgePercent"`
 	Options         `json:",inline"`
 }
 
@@ -53,7 +54,7 @@ type Incremental struct {
 func (in Incremental) Validate() error { return toError(in.validate()) }
 
 func (in *Incremental) validate() field.ErrorList {
-	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval > 0 &&
+	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval.Duration > 0 &&
 		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
 		(in.MaxSurgePercent >= in.StepPercent || in.Capacity == CapacityFixed) &&
 		optionsLookValid(&in.Options, in.MaxSurgePercent) {
@@ -63,8 +64,8 @@ func (in *Incremental) validate() field.ErrorList {
 	if e := validPercent(field.NewPath("incremental", "stepPercent"), in.StepPercent, 1); e != nil {
 		errs = append(errs, e)
 	}
-	if in.Interval <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("incremental", "interval"), in.Interval.String(), "must be positive"))
+	if in.Interval.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("incremental", "interval"), in.Interval.Duration.String(), "must be positive"))
 	}
 	errs = append(errs, validateSurge("incremental", in.MaxSurgePercent, in.Capacity)...)
 	if in.Capacity != CapacityFixed && in.MaxSurgePercent >= 1 && in.MaxSurgePercent <= 100 &&
@@ -96,9 +97,12 @@ func optionsLookValid(o *Options, surge int32) bool {
 			o.AbortRamp == AbortEmergency && o.Capacity != CapacityReplicas) &&
 		o.UnhealthyThreshold >= 0 &&
 		(o.UnhealthyAction == UnhealthyAbort || o.UnhealthyAction == UnhealthyPause) &&
-		o.ProgressDeadline >= 0 && (!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline == 0) &&
-		o.ScaleDownDelay >= 0 && (o.PollInterval == 0 || o.PollInterval >= MinPollInterval) &&
-		(o.InitialPollInterval == 0 || o.InitialPollInterval >= MinPollInterval && o.InitialPollInterval <= o.pollInterval())
+		o.ProgressDeadline.Duration >= 0 &&
+		(!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline.Duration == 0) &&
+		o.ScaleDownDelay.Duration >= 0 &&
+		(o.PollInterval.Duration == 0 || o.PollInterval.Duration >= MinPollInterval) &&
+		(o.InitialPollInterval.Duration == 0 ||
+			o.InitialPollInterval.Duration >= MinPollInterval && o.InitialPollInterval.Duration <= o.pollInterval())
 }
 
 // Step decides the next hop. See Strategy.
@@ -108,7 +112,7 @@ func (in Incremental) Step(s State, now time.Time) Decision {
 		mode:     moverFor(in.Capacity),
 		surge:    in.MaxSurgePercent,
 		stepPct:  in.StepPercent,
-		interval: in.Interval,
+		interval: in.Interval.Duration,
 	}
 	if errs := in.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
@@ -157,7 +161,7 @@ type CanaryStep struct {
 
 // PauseStep is a pause; a nil Duration waits until Resume.
 type PauseStep struct {
-	Duration *time.Duration `json:"duration,omitempty"`
+	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // GateStep waits for the verdict of the named gate (see Observation.Gates).
@@ -170,7 +174,9 @@ func SetWeight(w int32) CanaryStep { return CanaryStep{SetWeight: &w} }
 
 // Pause returns a step that waits d from the moment the previous step was
 // observed complete.
-func Pause(d time.Duration) CanaryStep { return CanaryStep{Pause: &PauseStep{Duration: &d}} }
+func Pause(d time.Duration) CanaryStep {
+	return CanaryStep{Pause: &PauseStep{Duration: &metav1.Duration{Duration: d}}}
+}
 
 // PauseUntilResumed returns a step that waits for the Resume command.
 func PauseUntilResumed() CanaryStep { return CanaryStep{Pause: &PauseStep{}} }
@@ -204,7 +210,7 @@ func (c *Canary) stepsLookValid() bool {
 				return false
 			}
 		case st.SetWeight == nil && st.Pause != nil && st.Gate == nil:
-			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
+			if st.Pause.Duration != nil && st.Pause.Duration.Duration <= 0 {
 				return false
 			}
 		case st.SetWeight == nil && st.Pause == nil && st.Gate != nil:
@@ -236,8 +242,8 @@ func (c *Canary) validate() field.ErrorList {
 		}
 		if st.Pause != nil {
 			n++
-			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
-				errs = append(errs, field.Invalid(p.Child("pause", "duration"), st.Pause.Duration.String(),
+			if st.Pause.Duration != nil && st.Pause.Duration.Duration <= 0 {
+				errs = append(errs, field.Invalid(p.Child("pause", "duration"), st.Pause.Duration.Duration.String(),
 					"must be positive; use PauseUntilResumed for a pause without end"))
 			}
 		}
@@ -284,7 +290,7 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 		case st.Pause != nil:
 			mix(2)
 			if st.Pause.Duration != nil {
-				mix(uint64(*st.Pause.Duration))
+				mix(uint64(st.Pause.Duration.Duration))
 			} else {
 				mix(^uint64(0))
 			}

@@ -195,7 +195,7 @@ func upgradeReplicas(t *testing.T, env *kubetest.Env, ns string, strat strategy.
 func TestReplicaModeUpgrade(t *testing.T) {
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
-	strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
+	strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20,
 		Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
 	end, n := upgradeReplicas(t, env, ns, strat, -1)
 	if end.Phase != strategy.PhaseSucceeded {
@@ -215,8 +215,8 @@ func TestReplicaModeUpgrade(t *testing.T) {
 func TestStalledCanaryEndsDegraded(t *testing.T) {
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
-	strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
-		Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: 2 * time.Minute, AbortOnProgressDeadline: true}}
+	strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20,
+		Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: metav1.Duration{Duration: 2 * time.Minute}, AbortOnProgressDeadline: true}}
 	end, n := upgradeReplicas(t, env, ns, strat, 0)
 	if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadline {
 		t.Fatalf("ended %s (%+v) after %d reconciles", end.Phase, end.Aborted, n)
