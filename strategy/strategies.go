@@ -42,10 +42,25 @@ type Strategy interface {
 // The zero value is invalid (StepPercent, Interval and MaxSurgePercent must
 // be set, except MaxSurgePercent in the Fixed capacity mode). Safe for
 // concurrent use once built: Step does not modify it.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity == 'Fixed') || !has(self.maxSurgePercent) || self.maxSurgePercent < 1 || self.maxSurgePercent >= self.stepPercent",message="must not exceed maxSurgePercent (when that is set) unless capacity is Fixed: traffic could never catch up with capacity",fieldPath=".stepPercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Incremental struct {
-	StepPercent     int32           `json:"stepPercent"`
-	Interval        metav1.Duration `json:"interval"`
-	MaxSurgePercent int32           `json:"maxSurgePercent"`
+	// StepPercent is the most the canary weight rises per Interval.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	StepPercent int32 `json:"stepPercent"`
+	// Interval is the least time between two weight hops ("1m30s").
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive",reason="FieldValueInvalid"
+	Interval metav1.Duration `json:"interval"`
+	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
+	// moves; at least StepPercent unless capacity is Fixed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxSurgePercent int32 `json:"maxSurgePercent"`
 	Options         `json:",inline"`
 }
 
@@ -123,6 +138,8 @@ func (in Incremental) Step(s State, now time.Time) Decision {
 // BlueGreen provisions the whole canary next to the stable side, moves all
 // traffic in one hop, then scales the stable side down: Incremental with
 // StepPercent 100 and MaxSurgePercent 100. The zero value is valid.
+//
+// +kubebuilder:object:generate=true
 type BlueGreen struct {
 	Options `json:",inline"`
 }
@@ -148,24 +165,41 @@ func (b BlueGreen) Step(s State, now time.Time) Decision {
 
 // CanaryStep is one step of a Canary strategy. Exactly one field is set;
 // build steps with SetWeight, Pause, PauseUntilResumed and Gate.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.setWeight) ? 1 : 0) + (has(self.pause) ? 1 : 0) + (has(self.gate) ? 1 : 0) == 1",message="exactly one of setWeight, pause and gate must be set",reason="FieldValueInvalid"
 type CanaryStep struct {
 	// SetWeight walks traffic (and capacity, safely) to this canary weight.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	SetWeight *int32 `json:"setWeight,omitempty"`
 	// Pause waits. With a Duration it is timed from the moment the previous
 	// step was observed complete; without one it waits for Resume.
+	// +optional
 	Pause *PauseStep `json:"pause,omitempty"`
 	// Gate waits for a verdict on the named gate: pass -> next step,
 	// fail -> abort, inconclusive -> pause until Resume.
+	// +optional
 	Gate *GateStep `json:"gate,omitempty"`
 }
 
 // PauseStep is a pause; a nil Duration waits until Resume.
+//
+// +kubebuilder:object:generate=true
 type PauseStep struct {
+	// Duration of a timed pause ("30s"); unset waits for Resume.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive; leave it unset for a pause without end",reason="FieldValueInvalid"
 	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // GateStep waits for the verdict of the named gate (see Observation.Gates).
+//
+// +kubebuilder:object:generate=true
 type GateStep struct {
+	// Name of the gate whose verdict the step waits for.
+	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 }
 
@@ -192,9 +226,20 @@ func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name
 // The zero value (no steps) is valid in the Fixed capacity mode and promotes
 // straight to 100; otherwise MaxSurgePercent must be set. Safe for concurrent
 // use once built.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Canary struct {
-	Steps           []CanaryStep `json:"steps"`
-	MaxSurgePercent int32        `json:"maxSurgePercent"`
+	// Steps are walked in order; an implicit last step promotes to 100.
+	// +optional
+	Steps []CanaryStep `json:"steps"`
+	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
+	// moves; at least 1 in the managed capacity mode.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxSurgePercent int32 `json:"maxSurgePercent"`
 	Options         `json:",inline"`
 }
 
