@@ -119,7 +119,7 @@ type Options struct {
 	// NoProgressDeadline to disable it.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
-	ProgressDeadline metav1.Duration `json:"progressDeadline,omitempty"`
+	ProgressDeadline metav1.Duration `json:"progressDeadline,omitzero"`
 	// AbortOnProgressDeadline aborts the rollout when the progress deadline
 	// passes, rather than only reporting Degraded.
 	// +optional
@@ -132,12 +132,12 @@ type Options struct {
 	// all traffic is observed on the canary.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
-	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitempty"`
+	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitzero"`
 	// PollInterval is the requeue while waiting for an observation; 0 means
 	// DefaultPollInterval, and a set value must be at least MinPollInterval.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
-	PollInterval metav1.Duration `json:"pollInterval,omitempty"`
+	PollInterval metav1.Duration `json:"pollInterval,omitzero"`
 	// InitialPollInterval is the first requeue while waiting for the world
 	// to show a hop (or to act after a command or the start of a step):
 	// each later requeue waits as long as it has been since then, so polls
@@ -148,7 +148,7 @@ type Options struct {
 	// a fixed poll).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
-	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitempty"`
+	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitzero"`
 }
 
 // progressDeadline is the deadline in force; 0 when disabled.

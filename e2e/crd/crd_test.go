@@ -249,7 +249,11 @@ const (
 	required = "Required value"
 )
 
-var invalidCases = []invalidCase{
+// invalidCases has the options' cases once for each strategy, so that the
+// test fails if a marker is lost from any of the three embeddings.
+var invalidCases = append(ownCases, optionCases()...)
+
+var ownCases = []invalidCase{
 	// Incremental.
 	{"step 0", inc(func(s *strategy.Incremental) { s.StepPercent = 0 }), "spec.incremental.stepPercent", gte1},
 	{"step 101", inc(func(s *strategy.Incremental) {
@@ -274,43 +278,6 @@ var invalidCases = []invalidCase{
 	{"replicas that can never move", inc(func(s *strategy.Incremental) {
 		s.Capacity, s.MaxSurgePercent = strategy.CapacityReplicas, 0
 	}), "spec.incremental.maxUnavailablePercent", "replicas can never move"},
-	// Options, through each strategy.
-	{"unknown capacity mode", inc(func(s *strategy.Incremental) { s.Capacity = "Sideways" }), "spec.incremental.capacity", notSupp},
-	{"unknown capacity mode, canary", can(func(s *strategy.Canary) { s.Capacity = "Sideways" }), "spec.canary.capacity", notSupp},
-	{"unknown capacity mode, bluegreen", bg(func(s *strategy.BlueGreen) { s.Capacity = "Sideways" }), "spec.blueGreen.capacity", notSupp},
-	{"maxUnavailable 101", inc(func(s *strategy.Incremental) { s.Capacity, s.MaxUnavailablePercent = strategy.CapacityReplicas, 101 }),
-		"spec.incremental.maxUnavailablePercent", lte100},
-	{"maxUnavailable negative", inc(func(s *strategy.Incremental) { s.Capacity, s.MaxUnavailablePercent = strategy.CapacityReplicas, -1 }),
-		"spec.incremental.maxUnavailablePercent", gte0},
-	{"maxUnavailable outside replicas", can(func(s *strategy.Canary) { s.MaxUnavailablePercent = 10 }),
-		"spec.canary.maxUnavailablePercent", "only applies to the Replicas capacity mode"},
-	{"unknown abort ramp", bg(func(s *strategy.BlueGreen) { s.AbortRamp = "Slow" }), "spec.blueGreen.abortRamp", notSupp},
-	{"emergency without a router", bg(func(s *strategy.BlueGreen) {
-		s.AbortRamp, s.Capacity = strategy.AbortEmergency, strategy.CapacityReplicas
-	}),
-		"spec.blueGreen.abortRamp", "the Replicas mode has none"},
-	{"unhealthy threshold negative", can(func(s *strategy.Canary) { s.UnhealthyThreshold = -1 }), "spec.canary.unhealthyThreshold", gte0},
-	{"unknown unhealthy action", can(func(s *strategy.Canary) { s.UnhealthyAction = "Shrug" }), "spec.canary.unhealthyAction", notSupp},
-	{"progress deadline negative", inc(func(s *strategy.Incremental) { s.ProgressDeadline = d(-time.Second) }),
-		"spec.incremental.progressDeadline", "must not be negative"},
-	{"abort on a disabled deadline", inc(func(s *strategy.Incremental) { s.AbortOnProgressDeadline, s.NoProgressDeadline = true, true }),
-		"spec.incremental.abortOnProgressDeadline", "noProgressDeadline disables it"},
-	{"deadline set and disabled", inc(func(s *strategy.Incremental) { s.ProgressDeadline, s.NoProgressDeadline = d(time.Minute), true }),
-		"spec.incremental.progressDeadline", "must be 0 when noProgressDeadline is set"},
-	{"scale-down delay negative", bg(func(s *strategy.BlueGreen) { s.ScaleDownDelay = d(-time.Second) }),
-		"spec.blueGreen.scaleDownDelay", "must not be negative"},
-	{"poll interval negative", inc(func(s *strategy.Incremental) { s.PollInterval = d(-time.Second) }),
-		"spec.incremental.pollInterval", "at least 100ms"},
-	{"poll interval too short", bg(func(s *strategy.BlueGreen) { s.PollInterval = d(50 * time.Millisecond) }),
-		"spec.blueGreen.pollInterval", "at least 100ms"},
-	{"initial poll interval too short", can(func(s *strategy.Canary) { s.InitialPollInterval = d(50 * time.Millisecond) }),
-		"spec.canary.initialPollInterval", "at least 100ms"},
-	{"initial poll above poll", inc(func(s *strategy.Incremental) {
-		s.PollInterval, s.InitialPollInterval = d(time.Second), d(2*time.Second)
-	}),
-		"spec.incremental.initialPollInterval", "must not exceed pollInterval"},
-	{"initial poll above the default poll", inc(func(s *strategy.Incremental) { s.InitialPollInterval = d(3 * time.Second) }),
-		"spec.incremental.initialPollInterval", "must not exceed pollInterval"},
 	// Canary steps.
 	{"step with two actions", can(func(s *strategy.Canary) {
 		s.Steps = append(s.Steps, strategy.CanaryStep{SetWeight: i32(50), Pause: &strategy.PauseStep{Duration: dp(time.Minute)}})
@@ -329,6 +296,55 @@ var invalidCases = []invalidCase{
 	// The spec of the test type itself.
 	{"two strategies", v1alpha1.RolloutSpec{Revision: "v2", BlueGreen: &strategy.BlueGreen{},
 		Canary: &strategy.Canary{Options: strategy.Options{Capacity: strategy.CapacityFixed}}}, "spec", "at most one of incremental, canary and blueGreen"},
+}
+
+// optionCases are the rules of Options, each through each strategy.
+func optionCases() []invalidCase {
+	cases := []struct {
+		name  string
+		mut   func(*strategy.Options)
+		field string
+		msg   string
+	}{
+		{"unknown capacity mode", func(o *strategy.Options) { o.Capacity = "Sideways" }, "capacity", notSupp},
+		{"maxUnavailable 101", func(o *strategy.Options) { o.Capacity, o.MaxUnavailablePercent = strategy.CapacityReplicas, 101 },
+			"maxUnavailablePercent", lte100},
+		{"maxUnavailable negative", func(o *strategy.Options) { o.Capacity, o.MaxUnavailablePercent = strategy.CapacityReplicas, -1 },
+			"maxUnavailablePercent", gte0},
+		{"maxUnavailable outside replicas", func(o *strategy.Options) { o.MaxUnavailablePercent = 10 },
+			"maxUnavailablePercent", "only applies to the Replicas capacity mode"},
+		{"unknown abort ramp", func(o *strategy.Options) { o.AbortRamp = "Slow" }, "abortRamp", notSupp},
+		{"emergency without a router", func(o *strategy.Options) {
+			o.AbortRamp, o.Capacity = strategy.AbortEmergency, strategy.CapacityReplicas
+		},
+			"abortRamp", "the Replicas mode has none"},
+		{"unhealthy threshold negative", func(o *strategy.Options) { o.UnhealthyThreshold = -1 }, "unhealthyThreshold", gte0},
+		{"unknown unhealthy action", func(o *strategy.Options) { o.UnhealthyAction = "Shrug" }, "unhealthyAction", notSupp},
+		{"progress deadline negative", func(o *strategy.Options) { o.ProgressDeadline = d(-time.Second) },
+			"progressDeadline", "must not be negative"},
+		{"abort on a disabled deadline", func(o *strategy.Options) { o.AbortOnProgressDeadline, o.NoProgressDeadline = true, true },
+			"abortOnProgressDeadline", "noProgressDeadline disables it"},
+		{"deadline set and disabled", func(o *strategy.Options) { o.ProgressDeadline, o.NoProgressDeadline = d(time.Minute), true },
+			"progressDeadline", "must be 0 when noProgressDeadline is set"},
+		{"scale-down delay negative", func(o *strategy.Options) { o.ScaleDownDelay = d(-time.Second) },
+			"scaleDownDelay", "must not be negative"},
+		{"poll interval negative", func(o *strategy.Options) { o.PollInterval = d(-time.Second) }, "pollInterval", "at least 100ms"},
+		{"poll interval too short", func(o *strategy.Options) { o.PollInterval = d(50 * time.Millisecond) }, "pollInterval", "at least 100ms"},
+		{"initial poll interval too short", func(o *strategy.Options) { o.InitialPollInterval = d(50 * time.Millisecond) },
+			"initialPollInterval", "at least 100ms"},
+		{"initial poll above poll", func(o *strategy.Options) { o.PollInterval, o.InitialPollInterval = d(time.Second), d(2*time.Second) },
+			"initialPollInterval", "must not exceed pollInterval"},
+		{"initial poll above the default poll", func(o *strategy.Options) { o.InitialPollInterval = d(3 * time.Second) },
+			"initialPollInterval", "must not exceed pollInterval"},
+	}
+	var out []invalidCase
+	for _, c := range cases {
+		out = append(out,
+			invalidCase{c.name + ", incremental", inc(func(s *strategy.Incremental) { c.mut(&s.Options) }), "spec.incremental." + c.field, c.msg},
+			invalidCase{c.name + ", canary", can(func(s *strategy.Canary) { c.mut(&s.Options) }), "spec.canary." + c.field, c.msg},
+			invalidCase{c.name + ", bluegreen", bg(func(s *strategy.BlueGreen) { c.mut(&s.Options) }), "spec.blueGreen." + c.field, c.msg})
+	}
+	return out
 }
 
 // TestInvalidSpecsRejected: each invalid spec is rejected by the API server
