@@ -290,6 +290,8 @@ var ownCases = []invalidCase{
 	{"gate without a name", can(func(s *strategy.Canary) { s.Steps[1] = strategy.Gate("") }), "spec.canary.steps[1].gate.name", "at least 1 chars long"},
 	{"canary surge 0, managed", can(func(s *strategy.Canary) { s.MaxSurgePercent = 0 }),
 		"spec.canary.maxSurgePercent", "must be at least 1 in the managed capacity mode"},
+	{"canary surge negative", can(func(s *strategy.Canary) { s.MaxSurgePercent, s.Capacity = -1, strategy.CapacityFixed }),
+		"spec.canary.maxSurgePercent", gte0},
 	{"canary surge 101", can(func(s *strategy.Canary) { s.MaxSurgePercent = 101 }), "spec.canary.maxSurgePercent", lte100},
 	{"canary replicas that can never move", can(func(s *strategy.Canary) { s.Capacity, s.MaxSurgePercent = strategy.CapacityReplicas, 0 }),
 		"spec.canary.maxUnavailablePercent", "replicas can never move"},
