@@ -217,6 +217,15 @@
 // that instant: time that runs backwards never causes progress, nor a panic.
 // now must be a real instant, not the zero time.
 //
+// Commands and Step must therefore share one clock. A state stamped by
+// another (a command given time.Now() while the steps run on a test clock)
+// holds every time-gated event until now reaches the stamp. When a recorded
+// instant is more than MaxClockSkew (a minute) ahead of now, Step still
+// decides as above but reports Degraded with reason ClockSkew, and
+// State.CheckClock returns a *ClockSkewError (errors.Is ErrClockSkew)
+// naming the field, which the Runner of package rollout returns; a smaller
+// skew, as between the clocks of two machines, is absorbed.
+//
 // # When to step again
 //
 // Decision.RequeueAfter is the exact time until the next time-gated event
