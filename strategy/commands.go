@@ -26,7 +26,7 @@ func (s State) Pause(now time.Time) State { return s.pause(ReasonManualPause, no
 // pause is Pause with the reason recorded (ManualPause, or ControlPause for
 // the pause Control.Paused holds).
 func (s State) pause(reason string, now time.Time) State {
-	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting || s.Paused {
+	if !s.holdable() || s.Paused {
 		return s
 	}
 	s = s.command(now)

@@ -163,7 +163,7 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 			s = next
 			applied = append(applied, Applied{Command: CommandPause})
 		}
-	case c.Paused && (s.PauseReason == ReasonPauseStep || s.PauseReason == ReasonGateInconclusive):
+	case c.Paused && s.holdable() && (s.PauseReason == ReasonPauseStep || s.PauseReason == ReasonGateInconclusive):
 		// Take the step's pause over, so that a Promote requested
 		// meanwhile does not pass it before the spec is un-paused. The
 		// step pauses again once this pause ends (it was not resumed).
@@ -171,10 +171,17 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 		s.PauseReason, s.PausedAt = ReasonControlPause, s.LastCommandAt
 		applied = append(applied, Applied{Command: CommandPause})
 	case !c.Paused && s.Paused && s.PauseReason == ReasonControlPause:
-		s = s.Resume(now)
-		applied = append(applied, Applied{Command: CommandResume})
+		if next := s.Resume(now); !next.Paused {
+			s = next
+			applied = append(applied, Applied{Command: CommandResume})
+		}
 	}
 	return s, applied
+}
+
+// holdable reports whether Pause applies to the rollout's phase.
+func (s *State) holdable() bool {
+	return !s.Idle() && !s.Phase.Terminal() && s.Phase != PhaseAborting
 }
 
 // commandChanged reports whether a command changed anything in the state
