@@ -56,7 +56,9 @@ type Control struct {
 	// Resume ends the pause in force (State.Resume): a PauseUntilResumed
 	// step, an inconclusive gate, a pause for an unhealthy canary or a
 	// manual pause, once for each new value. It does not end the pause
-	// that Paused holds.
+	// that Paused holds: seen while Paused holds the rollout (a step's
+	// pause taken over included), it is used up without effect (Ignored).
+	// Promote, which is kept until the spec is un-paused, passes the step.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Resume string `json:"resume,omitempty"`
@@ -110,9 +112,9 @@ type Applied struct {
 //	s, applied := s.Control(spec.Control, now)
 //	// record an Event for each of applied, then step (Runner.ReconcileAt(ctx, s, now))
 //
-// The order within one call: Retry, then Abort (both new: the rollout ends
-// up aborted, whatever its phase), PromoteFull, Promote, Resume, and last
-// Paused.
+// The order within one call: Retry, then Abort (both new: the abort wins,
+// as a rollout that can be retried can be aborted), PromoteFull, Promote,
+// Resume, and last Paused.
 //
 // Paused holds the rollout with a pause of its own (reason ControlPause).
 // Un-pausing resumes that pause only: never a manual pause made by the Pause
