@@ -11,16 +11,37 @@
 //
 //	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 //		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
+//		now := c.runner.Now() // one instant, from the Runner's clock, for everything below
 //		// A new object's zero state adopts the revision as running; a new
-//		// revision later starts a rollout. Take now from the Runner's clock.
-//		obj.Status.Rollout = obj.Status.Rollout.Retarget(obj.Spec.Revision, c.clock.Now())
-//		next, requeue, err := c.runner.Reconcile(ctx, obj.Status.Rollout)
+//		// revision later starts a rollout.
+//		s := obj.Status.Rollout.Retarget(obj.Spec.Revision, now)
+//		s, applied := s.Control(obj.Spec.Control, now) // paused, abort, promote... (strategy.Control)
+//		for _, a := range applied {
+//			c.recorder.Event(obj, "Normal", a.Command, a.Token)
+//		}
+//		next, requeue, err := c.runner.ReconcileAt(ctx, s, now)
 //		obj.Status.Rollout = next // store it even when err != nil: nothing is lost
 //		if uerr := c.Status().Update(ctx, obj); uerr != nil {
 //			return ctrl.Result{}, uerr
 //		}
 //		return ctrl.Result{RequeueAfter: requeue}, err
 //	}
+//
+// The clock. Commands record when they happened, and every recorded instant
+// bounds the strategy's clock from below (time that runs backwards counts as
+// no time passing). A command stamped by another clock than the Runner's
+// (time.Now() in a controller whose Runner runs on a fake.Clock, or the
+// controller's own clock field next to a Runner given another) puts the
+// state ahead of the Runner, and every interval, pause and deadline then
+// waits until the Runner's clock reaches the stamp. So take one now per
+// reconcile from Runner.Now and give it to the commands and to ReconcileAt,
+// as above; Run applies its commands at its own clock. A state stamped more
+// than strategy.MaxClockSkew (a minute) ahead of the Runner's now fails
+// loudly: ReconcileAt still reconciles it (the stamp counts as now, which
+// is safe) but returns a *strategy.ClockSkewError (errors.Is
+// strategy.ErrClockSkew) naming the field, logs it, and the state reports
+// Degraded with reason ClockSkew. A smaller skew (clocks of two machines)
+// is absorbed.
 //
 // Revisions. Each side runs a revision. Set DeployA and DeployB to a
 // RevisionReader per side (a Deployer if the Runner should deploy: package

@@ -62,6 +62,7 @@ func populated() strategy.State {
 		HealthCheckedAt:      at(12),
 		Gate:                 "errors",
 		Message:              "walking",
+		Handled:              strategy.Requests{Abort: "a1", Retry: "r1", Promote: "p1", PromoteFull: "f1", Resume: "s1"},
 		LastCommandAt:        at(13),
 		FailingSince:         at(14),
 		Conditions: []metav1.Condition{

@@ -205,9 +205,44 @@
 //
 // Pause, Resume, Abort, Promote, PromoteFull, Retry and Retarget are pure
 // methods on State that return a new State and record when they happened.
+// State.Control applies them from a spec (see Declarative control).
 // Retarget handles a new canary revision mid-rollout: back to the stable is a
 // rollback; a third revision rolls the abandoned canary back safely, then
 // starts the new one from the first step.
+//
+// # Declarative control
+//
+// An operator whose spec steers the rollout embeds a Control in it and
+// calls State.Control on every reconcile, after Retarget, with the spec as
+// it is and the same now as the Step that follows:
+//
+//	s = s.Retarget(spec.Revision, now)
+//	s, applied := s.Control(spec.Control, now) // record an Event for each of applied
+//	d := strat.Step(s, now)                    // or Runner.ReconcileAt(ctx, s, now)
+//
+// Control.Paused is level-triggered: while it is true the rollout is held
+// by a pause of its own (reason ControlPause); set back to false, that
+// pause, and only that one, is resumed. A manual pause made with the Pause
+// command and a pause for an unhealthy canary stay until a Resume. A
+// PauseUntilResumed step (or an inconclusive gate) is passed with a
+// Promote request (or Resume); while Paused is true Control takes such a
+// pause over, so that a Promote requested meanwhile waits for the spec to
+// be un-paused, and un-pausing hands the pause back to the step, which
+// still waits for its Promote unless one came. A walk back is never held,
+// and an Abort request ends the spec's pause.
+//
+// Abort, Retry, Promote, PromoteFull and Resume are one-shot requests: a
+// token (a timestamp, a counter) that acts once each time it changes to a
+// non-empty value. State.Handled records the last value of each request
+// seen, so a request acts exactly once however many reconciles see it, and
+// also across a restart of the controller and a JSON round trip of the
+// state; it is kept across rollouts, so a token left in the spec does not
+// act on the next one. A request that does not apply when it is seen (Retry
+// with nothing aborted) is used up all the same and reported as Ignored.
+// Within one call Retry comes before Abort (both new: the rollout ends up
+// aborting), then PromoteFull, Promote, Resume, and Paused last. Control is
+// idempotent: applied again to its own result, at any instant, it applies
+// nothing and changes nothing.
 //
 // # Time
 //
@@ -217,6 +252,15 @@
 // from the recorded instants. A now earlier than a recorded instant counts as
 // that instant: time that runs backwards never causes progress, nor a panic.
 // now must be a real instant, not the zero time.
+//
+// Commands and Step must therefore share one clock. A state stamped by
+// another (a command given time.Now() while the steps run on a test clock)
+// holds every time-gated event until now reaches the stamp. When a recorded
+// instant is more than MaxClockSkew (a minute) ahead of now, Step still
+// decides as above but reports Degraded with reason ClockSkew, and
+// State.CheckClock returns a *ClockSkewError (errors.Is ErrClockSkew)
+// naming the field, which the Runner of package rollout returns; a smaller
+// skew, as between the clocks of two machines, is absorbed.
 //
 // # When to step again
 //

@@ -383,6 +383,17 @@ func cond(s *strategy.State, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
+// without is cs without the condition of type typ.
+func without(cs []metav1.Condition, typ string) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range cs {
+		if c.Type != typ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 var incremental = strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 3 * tick}, MaxSurgePercent: 30}
 
 // TestStepInterval: an Incremental weight hop waits for Interval after the
@@ -879,7 +890,8 @@ func TestStepStepsEdited(t *testing.T) {
 }
 
 // TestStepTimeBackwards: a now earlier than a time the state records is that
-// time: no time-gated progress, the same decision as at the latest record.
+// time: no time-gated progress, the same decision as at the latest record;
+// more than MaxClockSkew earlier, Step also reports Degraded (ClockSkew).
 func TestStepTimeBackwards(t *testing.T) {
 	c := strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(time.Minute)}, MaxSurgePercent: 100}
 	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}}}
@@ -906,6 +918,18 @@ func TestStepTimeBackwards(t *testing.T) {
 			}
 			for _, now := range []time.Time{t4, t0, t5.Add(-time.Nanosecond), {}, time.Unix(0, 0)} {
 				got := stepChecked(t, tt.strat, tt.s, now)
+				if skewed := t5.Sub(now) > strategy.MaxClockSkew; skewed {
+					if c := cond(&got.State, strategy.ConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != strategy.ReasonClockSkew {
+						t.Errorf("at %v, %s behind the state: Degraded %s %s, want True ClockSkew", now, t5.Sub(now), c.Status, c.Reason)
+					}
+					got.State.Conditions = without(got.State.Conditions, strategy.ConditionDegraded)
+					w := want
+					w.State.Conditions = without(want.State.Conditions, strategy.ConditionDegraded)
+					if diff := cmp.Diff(w, got); diff != "" {
+						t.Errorf("at %v: more than the Degraded condition changed (-want at t5 +got):\n%s", now, diff)
+					}
+					continue
+				}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("at %v (-want at t5 +got):\n%s", now, diff)
 				}

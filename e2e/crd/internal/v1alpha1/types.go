@@ -40,6 +40,9 @@ type RolloutSpec struct {
 	Canary *strategy.Canary `json:"canary,omitempty"`
 	// +optional
 	BlueGreen *strategy.BlueGreen `json:"blueGreen,omitempty"`
+	// Control steers the rollout declaratively (strategy.State.Control).
+	// +optional
+	Control strategy.Control `json:"control,omitempty"`
 }
 
 // RolloutList is a list of Rollouts.
