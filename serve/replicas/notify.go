@@ -33,7 +33,7 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // the background.
 func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	if s == nil || s.watch == nil {
-		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet or ForScalable", ErrInvalid)
+		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet, ForScalable or ForClient", ErrInvalid)
 	}
 	opts := s.watchOpts
 	opts.Own = &s.own

@@ -100,6 +100,10 @@ type workload struct {
 	paused     bool
 	setReplica func(int32)
 	update     func(ctx context.Context) error
+	// confirm, when set, checks with the API server that the workload
+	// was read at its current version (a conflict if not), for clients
+	// that read from a cache.
+	confirm func(ctx context.Context) error
 }
 
 type status struct {
@@ -113,7 +117,8 @@ type status struct {
 }
 
 // Setter is a rollout.CapacitySetter for one workload. Build it with
-// ForDeployment, ForStatefulSet or ForScalable. Safe for concurrent use.
+// ForDeployment, ForStatefulSet or ForScalable (client-go clients), or
+// ForClient (a controller-runtime client). Safe for concurrent use.
 type Setter struct {
 	ref  string
 	name string // the workload's
@@ -131,9 +136,12 @@ type Setter struct {
 	watchOpts watchloop.Options // tests shorten them
 	// own remembers the resourceVersions of the Setter's (and its
 	// Deployers') writes, whose watch events wake nobody.
-	own  watchloop.Own
-	mu   sync.Mutex
-	full int32
+	own watchloop.Own
+	// written keeps what the Setter wrote, for a client that reads from
+	// a cache (ForClient).
+	written written
+	mu      sync.Mutex
+	full    int32
 	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
 	// 5. Conflicts that outlast them return an error matching
 	// rollout.ErrConflict.

@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -83,88 +82,88 @@ func playDeployment(t testing.TB, cs kubernetes.Interface, ns, name string, read
 }
 
 func TestDeploymentCapacity(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 3)
-	s := replicas.ForDeployment(env.Kube, ns, "web", 0) // full count read from the spec: 3
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.Capacity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The controller has not acted yet: all 3 pods still run and are ready.
-	if diff := cmp.Diff(rollout.CapacityStatus{Capacity: 40, Ready: 100, Settled: false}, st); diff != "" {
-		t.Fatalf("before the controller caught up (-want +got):\n%s", diff)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if st, _ = s.Capacity(ctx); st != (rollout.CapacityStatus{Capacity: 40, Ready: 66, Settled: true}) {
-		t.Fatalf("after: %+v", st)
-	}
-	d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if *d.Spec.Replicas != 2 {
-		t.Fatalf("40%% of 3 replicas: %d replicas, want 2", *d.Spec.Replicas)
-	}
-	rv := d.ResourceVersion
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); d.ResourceVersion != rv {
-		t.Fatal("setting the capacity already in place wrote the Deployment")
-	}
-	// A restarted controller (a new setter) reads the full count back.
-	s2 := replicas.ForDeployment(env.Kube, ns, "web", 0)
-	if st, _ := s2.Capacity(ctx); st.Capacity != 40 || st.Ready != 66 {
-		t.Fatalf("a new setter reads %+v", st)
-	}
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
-		t.Fatal(err)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if st, _ = s.Capacity(ctx); !st.Steady || st.Capacity != 100 || st.Ready != 100 || !st.Settled {
-		t.Fatalf("steady: %+v", st)
-	}
-	if err := replicas.ForDeployment(env.Kube, ns, "missing", 3).SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err == nil {
-		t.Fatal("a missing Deployment: no error")
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 3)
+		s := k.Deployment(ns, "web", 0) // full count read from the spec: 3
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Capacity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The controller has not acted yet: all 3 pods still run and are ready.
+		if diff := cmp.Diff(rollout.CapacityStatus{Capacity: 40, Ready: 100, Settled: false}, st); diff != "" {
+			t.Fatalf("before the controller caught up (-want +got):\n%s", diff)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if st, _ = s.Capacity(ctx); st != (rollout.CapacityStatus{Capacity: 40, Ready: 66, Settled: true}) {
+			t.Fatalf("after: %+v", st)
+		}
+		d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if *d.Spec.Replicas != 2 {
+			t.Fatalf("40%% of 3 replicas: %d replicas, want 2", *d.Spec.Replicas)
+		}
+		rv := d.ResourceVersion
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); d.ResourceVersion != rv {
+			t.Fatal("setting the capacity already in place wrote the Deployment")
+		}
+		// A restarted controller (a new setter) reads the full count back.
+		s2 := k.Deployment(ns, "web", 0)
+		if st, _ := s2.Capacity(ctx); st.Capacity != 40 || st.Ready != 66 {
+			t.Fatalf("a new setter reads %+v", st)
+		}
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
+			t.Fatal(err)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if st, _ = s.Capacity(ctx); !st.Steady || st.Capacity != 100 || st.Ready != 100 || !st.Settled {
+			t.Fatalf("steady: %+v", st)
+		}
+		if err := k.Deployment(ns, "missing", 3).SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err == nil {
+			t.Fatal("a missing Deployment: no error")
+		}
+	})
 }
 
 func TestScalableThroughTheScaleSubresource(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 4)
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := replicas.ForScalable(dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "web", 4)
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
-		t.Fatal(err)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	st, err := s.Capacity(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st != (rollout.CapacityStatus{Capacity: 50, Ready: 50, Settled: true}) {
-		t.Fatalf("%+v", st)
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 4)
+		s := k.Scalable(ns, "web", 4)
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			t.Fatal(err)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		st, err := s.Capacity(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st != (rollout.CapacityStatus{Capacity: 50, Ready: 50, Settled: true}) {
+			t.Fatalf("%+v", st)
+		}
+	})
 }
 
 // upgradeReplicas runs a replica-mode rollout between two Deployments,
 // playing the Deployment controller; canaryReadyCap limits the canary's
 // available pods (-1: none).
-func upgradeReplicas(t *testing.T, env *kubetest.Env, ns string, strat strategy.Strategy, canaryReadyCap int32) (strategy.State, int) {
+func upgradeReplicas(t *testing.T, env *kubetest.Env, k kinds, ns string, strat strategy.Strategy, canaryReadyCap int32) (strategy.State, int) {
 	t.Helper()
 	ctx := context.Background()
 	deployment(t, env.Kube, ns, "v1", 10)
 	deployment(t, env.Kube, ns, "v2", 0)
 	clock := fake.NewClock(t0)
 	r := &rollout.Runner{Strategy: strat, Clock: clock,
-		A: replicas.ForDeployment(env.Kube, ns, "v1", 10), B: replicas.ForDeployment(env.Kube, ns, "v2", 10)}
+		A: k.Deployment(ns, "v1", 10), B: k.Deployment(ns, "v2", 10)}
 	opts := strat.Shared()
 	s := strategy.NewState("v1", "v2")
 	n := 0
@@ -193,41 +192,45 @@ func upgradeReplicas(t *testing.T, env *kubetest.Env, ns string, strat strategy.
 }
 
 func TestReplicaModeUpgrade(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
-		Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
-	end, n := upgradeReplicas(t, env, ns, strat, -1)
-	if end.Phase != strategy.PhaseSucceeded {
-		t.Fatalf("ended %s after %d reconciles: %s", end.Phase, n, end.Message)
-	}
-	ctx := context.Background()
-	a, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v1", metav1.GetOptions{})
-	b, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v2", metav1.GetOptions{})
-	if *a.Spec.Replicas != 0 || *b.Spec.Replicas != 10 || b.Annotations[replicas.CapacityAnnotation] != "steady" {
-		t.Fatalf("ended with v1=%d v2=%d (%q)", *a.Spec.Replicas, *b.Spec.Replicas, b.Annotations[replicas.CapacityAnnotation])
-	}
-	t.Logf("replica mode: %d reconciles", n)
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
+			Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
+		end, n := upgradeReplicas(t, env, k, ns, strat, -1)
+		if end.Phase != strategy.PhaseSucceeded {
+			t.Fatalf("ended %s after %d reconciles: %s", end.Phase, n, end.Message)
+		}
+		ctx := context.Background()
+		a, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v1", metav1.GetOptions{})
+		b, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v2", metav1.GetOptions{})
+		if *a.Spec.Replicas != 0 || *b.Spec.Replicas != 10 || b.Annotations[replicas.CapacityAnnotation] != "steady" {
+			t.Fatalf("ended with v1=%d v2=%d (%q)", *a.Spec.Replicas, *b.Spec.Replicas, b.Annotations[replicas.CapacityAnnotation])
+		}
+		t.Logf("replica mode: %d reconciles", n)
+	})
 }
 
 // TestStalledCanaryEndsDegraded: canary pods never become ready; the
 // progress deadline marks the rollout Degraded and aborts it.
 func TestStalledCanaryEndsDegraded(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
-		Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: 2 * time.Minute, AbortOnProgressDeadline: true}}
-	end, n := upgradeReplicas(t, env, ns, strat, 0)
-	if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadline {
-		t.Fatalf("ended %s (%+v) after %d reconciles", end.Phase, end.Aborted, n)
-	}
-	degraded := false
-	for _, c := range end.Conditions {
-		degraded = degraded || c.Type == strategy.ConditionDegraded && c.Status == metav1.ConditionTrue
-	}
-	if !degraded {
-		t.Fatalf("not Degraded: %+v", end.Conditions)
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		strat := strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20,
+			Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: 2 * time.Minute, AbortOnProgressDeadline: true}}
+		end, n := upgradeReplicas(t, env, k, ns, strat, 0)
+		if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadline {
+			t.Fatalf("ended %s (%+v) after %d reconciles", end.Phase, end.Aborted, n)
+		}
+		degraded := false
+		for _, c := range end.Conditions {
+			degraded = degraded || c.Type == strategy.ConditionDegraded && c.Status == metav1.ConditionTrue
+		}
+		if !degraded {
+			t.Fatalf("not Degraded: %+v", end.Conditions)
+		}
+	})
 }
 
 // TestConflicts: a write that keeps losing races to another writer is
