@@ -34,6 +34,9 @@ type kinds struct {
 	cs      kubernetes.Interface
 	dyn     dynamic.Interface
 	c       client.Client
+	// synced, when set, waits until the client's reads show the
+	// workload as the API server has it (a cache-backed client).
+	synced func(t testing.TB, ns, name string)
 }
 
 // forEachFlavour runs f as a subtest per flavour, with the administrator's

@@ -3,7 +3,13 @@ package replicas_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,11 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/rest"
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/internal/kubetest"
@@ -175,6 +178,10 @@ func upgradeReplicas(t *testing.T, env *kubetest.Env, k kinds, ns string, strat 
 		s = next
 		playDeployment(t, env.Kube, ns, "v1", -1)
 		playDeployment(t, env.Kube, ns, "v2", canaryReadyCap)
+		if k.synced != nil {
+			k.synced(t, ns, "v1")
+			k.synced(t, ns, "v2")
+		}
 		a, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v1", metav1.GetOptions{})
 		b, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v2", metav1.GetOptions{})
 		if total := *a.Spec.Replicas + *b.Spec.Replicas; total > 12 {
@@ -233,48 +240,80 @@ func TestStalledCanaryEndsDegraded(t *testing.T) {
 	})
 }
 
-// TestConflicts: a write that keeps losing races to another writer is
-// retried from a fresh read MaxConflictRetries times, then reported as
-// rollout.ErrConflict (not permanent: the Runner tries the hop again); a
-// ctx that ends stops the retries.
+// TestConflicts: on the real API server, a write that keeps losing races
+// (a 409 Conflict answer) is retried from a fresh read MaxConflictRetries
+// times, then reported as rollout.ErrConflict (not permanent: the Runner
+// tries the hop again); a ctx that ends stops the retries.
 func TestConflicts(t *testing.T) {
-	newSetter := func(conflicts int, onUpdate func()) (*replicas.Setter, *int) {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
-		d.Spec.Replicas = new(int32(4))
-		cs := k8sfake.NewClientset(d)
-		updates := 0
-		cs.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-			updates++
-			if onUpdate != nil {
-				onUpdate()
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		newSetter := func(name string, conflicts int32, onPut func()) (*replicas.Setter, *atomic.Int32) {
+			deployment(t, env.Kube, ns, name, 4)
+			cfg, puts := conflicting(env.Config, name, conflicts, onPut)
+			s := k.For(cfg).Deployment(ns, name, 4)
+			s.MaxConflictRetries = 3
+			return s, puts
+		}
+		s, puts := newSetter("two", 2, nil)
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil || puts.Load() != 3 {
+			t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, puts.Load())
+		}
+		if d := getDeployment(t, env.Kube, ns, "two"); *d.Spec.Replicas != 2 {
+			t.Fatalf("after the retries: %d replicas, want 2", *d.Spec.Replicas)
+		}
+		s, puts = newSetter("endless", -1, nil)
+		err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50})
+		if !errors.Is(err, rollout.ErrConflict) || !apierrors.IsConflict(err) || rollout.IsPermanent(err) || puts.Load() != 4 {
+			t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, puts.Load())
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		s, puts = newSetter("cancelled", -1, cancel)
+		if err := s.SetCapacity(cctx, rollout.CapacityRequest{Percent: 50}); !errors.Is(err, context.Canceled) || puts.Load() != 1 {
+			t.Fatalf("ctx cancelled at the first write: err %v after %d writes; want context.Canceled after 1", err, puts.Load())
+		}
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 101}); !errors.Is(err, replicas.ErrInvalid) ||
+			!errors.Is(err, rollout.ErrInvalid) || !rollout.IsPermanent(err) {
+			t.Fatalf("Percent 101: %v; want a permanent error matching replicas.ErrInvalid and rollout.ErrInvalid", err)
+		}
+	})
+}
+
+// conflicting returns a copy of cfg whose PUTs of the Deployment name the
+// API server never sees while conflicts lasts (-1: forever): each is
+// answered 409 Conflict, as a write that lost a race. It counts the PUTs,
+// and calls onPut (if not nil) before answering each.
+func conflicting(cfg *rest.Config, name string, conflicts int32, onPut func()) (*rest.Config, *atomic.Int32) {
+	var puts atomic.Int32
+	left := conflicts
+	var mu sync.Mutex
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/deployments/"+name) {
+				return rt.RoundTrip(req)
 			}
-			if conflicts != 0 {
-				conflicts--
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
+			puts.Add(1)
+			if onPut != nil {
+				onPut()
 			}
-			return false, nil, nil
+			mu.Lock()
+			lose := left != 0
+			if left > 0 {
+				left--
+			}
+			mu.Unlock()
+			if !lose {
+				return rt.RoundTrip(req)
+			}
+			body := fmt.Sprintf(`{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",`+
+				`"message":"Operation cannot be fulfilled on deployments.apps %q: the object has been modified","reason":"Conflict",`+
+				`"details":{"name":%q,"group":"apps","kind":"deployments"},"code":409}`, name, name)
+			return &http.Response{StatusCode: http.StatusConflict, Status: "409 Conflict", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+				Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(strings.NewReader(body)),
+				ContentLength: int64(len(body)), Request: req}, nil
 		})
-		s := replicas.ForDeployment(cs, "shop", "web", 4)
-		s.MaxConflictRetries = 3
-		return s, &updates
-	}
-	ctx := context.Background()
-	s, updates := newSetter(2, nil)
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil || *updates != 3 {
-		t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, *updates)
-	}
-	s, updates = newSetter(-1, nil)
-	err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50})
-	if !errors.Is(err, rollout.ErrConflict) || !apierrors.IsConflict(err) || rollout.IsPermanent(err) || *updates != 4 {
-		t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, *updates)
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	s, updates = newSetter(-1, cancel)
-	if err := s.SetCapacity(cctx, rollout.CapacityRequest{Percent: 50}); !errors.Is(err, context.Canceled) || *updates != 1 {
-		t.Fatalf("ctx cancelled at the first write: err %v after %d writes; want context.Canceled after 1", err, *updates)
-	}
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 101}); !errors.Is(err, replicas.ErrInvalid) ||
-		!errors.Is(err, rollout.ErrInvalid) || !rollout.IsPermanent(err) {
-		t.Fatalf("Percent 101: %v; want a permanent error matching replicas.ErrInvalid and rollout.ErrInvalid", err)
-	}
+	})
+	return cfg, &puts
 }

@@ -12,12 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/upshift-dev/upshift/internal/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
@@ -350,40 +346,37 @@ func TestDeployerErrors(t *testing.T) {
 	})
 }
 
-// TestDeployConflicts: a write that loses races is retried from a fresh
-// read, MaxConflictRetries times, then reported as rollout.ErrConflict.
+// TestDeployConflicts: on the real API server, a write that loses races
+// is retried from a fresh read, MaxConflictRetries times, then reported as
+// rollout.ErrConflict.
 func TestDeployConflicts(t *testing.T) {
-	newDeployer := func(conflicts int) (*replicas.Deployer, *int) {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
-		d.Spec.Replicas = new(int32(0))
-		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}
-		cs := k8sfake.NewClientset(d)
-		updates := 0
-		cs.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-			updates++
-			if conflicts != 0 {
-				conflicts--
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
-			}
-			return false, nil, nil
-		})
-		s := replicas.ForDeployment(cs, "shop", "web", 4)
-		s.MaxConflictRetries = 3
-		return deployer(t, s), &updates
-	}
-	ctx := context.Background()
-	d, updates := newDeployer(2)
-	if err := d.Deploy(ctx, "v2"); err != nil || *updates != 3 {
-		t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, *updates)
-	}
-	if rs := revisionOf(t, d); rs.Revision != "v2" {
-		t.Fatalf("after the retries: %+v", rs)
-	}
-	d, updates = newDeployer(-1)
-	err := d.Deploy(ctx, "v2")
-	if !errors.Is(err, rollout.ErrConflict) || rollout.IsPermanent(err) || *updates != 4 {
-		t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, *updates)
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		newDeployer := func(name string, conflicts int32) (*replicas.Deployer, *atomic.Int32) {
+			deployment(t, env.Kube, ns, name, 0)
+			cfg, puts := conflicting(env.Config, name, conflicts, nil)
+			s := k.For(cfg).Deployment(ns, name, 4)
+			s.MaxConflictRetries = 3
+			return deployer(t, s), puts
+		}
+		d, puts := newDeployer("two", 2)
+		if err := d.Deploy(ctx, "v2"); err != nil || puts.Load() != 3 {
+			t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, puts.Load())
+		}
+		if rs := revisionOf(t, d); rs.Revision != "v2" {
+			t.Fatalf("after the retries: %+v", rs)
+		}
+		d, puts = newDeployer("endless", -1)
+		err := d.Deploy(ctx, "v2")
+		if !errors.Is(err, rollout.ErrConflict) || rollout.IsPermanent(err) || puts.Load() != 4 {
+			t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, puts.Load())
+		}
+		if got := getDeployment(t, env.Kube, ns, "endless"); got.Annotations[replicas.RevisionAnnotation] != "" {
+			t.Fatalf("a deploy that never won recorded %q", got.Annotations[replicas.RevisionAnnotation])
+		}
+	})
 }
 
 // TestDeployRacesAScaleUp: on the real API server, a scale-up written
