@@ -30,10 +30,12 @@ import (
 //     its scale subresource.
 //
 // full is the replica count at 100 percent, as for ForDeployment. The
-// Setter and its Deployers behave as those of the clientset constructors;
-// Notify needs a client.WithWatch (client.NewWithWatch) and otherwise
-// returns an error matching watchloop's "cannot watch", and the caller
-// polls (rollout.Runner.Run does).
+// Setter and its Deployers behave as those of the clientset constructors.
+// Notify needs a client.WithWatch (client.NewWithWatch); with any other
+// client it returns an error, and the caller polls (rollout.Runner.Run
+// does). Its watch goes to the API server, not through a cache: with a
+// cache-backed client, watch the kind through the manager instead, whose
+// events come once the cache has the change.
 //
 // # Cache-backed clients
 //
@@ -52,12 +54,14 @@ import (
 // back the workload it read, unchanged: a no-op write that conflicts when
 // the read was stale) before it reports the Permanent *DeployRefusedError.
 //
-// RBAC: the cache lists and watches the kind (in the namespaces the cache
-// covers, so get, list and watch on the kind, not one resourceName), and
-// the Setter updates the workload (update; for the scale subresource path
-// update on <resource>/scale too). A controller-runtime client reads
-// unstructured objects from the API server, not the cache, unless
-// client.CacheOptions.Unstructured is set.
+// RBAC: a cache lists and watches the kind in the namespaces it covers,
+// so it needs get, list and watch on the kind, which resourceNames cannot
+// narrow to one workload; the Setter needs update on the workload (and,
+// for a kind scaled through its scale subresource, on <resource>/scale).
+// Without a cache, get, update (and watch, for Notify) on the workload's
+// name suffice, as for the clientset constructors. A controller-runtime
+// client reads unstructured objects from the API server, not its cache,
+// unless client.CacheOptions.Unstructured is set.
 func ForClient(c client.Client, obj client.Object, full int32) (*Setter, error) {
 	if c == nil || obj == nil || reflect.ValueOf(obj).IsNil() {
 		return nil, fmt.Errorf("%w: ForClient: the client and the object are required", ErrInvalid)

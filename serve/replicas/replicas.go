@@ -6,7 +6,11 @@
 // Deployments and StatefulSets are read and written with the typed
 // client-go clientset; any other kind with a scale subresource (a custom
 // workload, an Argo Rollout, a LeaderWorkerSet...) through the dynamic client
-// and its /scale subresource.
+// and its /scale subresource. ForClient does the same through a
+// controller-runtime client, a manager's included: reads from its informer
+// cache lag writes, and the Setter reports its own writes until the cache
+// shows them, so it never writes the same thing twice (see ForClient for
+// what that means and the RBAC a cache needs).
 //
 // The capacity asked for is kept in the annotation upshift.dev/capacity on
 // the workload, so the setter reports exactly what it was asked even though
@@ -15,7 +19,10 @@
 // Setter and Deployer are rollout.Notifier: Notify watches the workload by
 // name (a field selector metadata.name=<name>), so RBAC needs get, update
 // and watch on that resourceName only, and wakes rollout.Runner.Run on
-// every change of the workload, its status included.
+// every change of the workload, its status included. With ForClient it
+// needs a client.WithWatch; with another client (a manager's) it returns
+// an error and the caller polls, or, in a controller, watches the kind
+// through its manager.
 //
 // With no traffic router, a Runner whose strategy uses
 // strategy.CapacityReplicas moves two such setters like a rolling update:
