@@ -201,6 +201,10 @@ func requeue(d *strategy.Decision, watched bool) time.Duration {
 func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool) (strategy.State, time.Duration, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
+	if name, ok := NameFrom(ctx); ok {
+		ev.Rollout = name
+		log = log.WithValues("rollout", name.String())
+	}
 	if s.Idle() {
 		d := r.Strategy.Step(s, now)
 		ev.Decision, ev.After = d, d.State
