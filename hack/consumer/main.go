@@ -37,7 +37,7 @@ func run() error {
 	a.ServingFunc(router.Serving(strategy.SideA))
 	b.ServingFunc(router.Serving(strategy.SideB))
 	runner := &rollout.Runner{
-		Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Second, MaxSurgePercent: 25},
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 25},
 		Router:   router,
 		A:        a, B: b, DeployA: a, DeployB: b,
 		Clock: clk,
