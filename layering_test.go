@@ -1,8 +1,15 @@
 package upshift_test
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,27 +17,66 @@ import (
 
 const module = "github.com/upshift-dev/upshift"
 
-// pkg is what `go list -json` says of one package of the module.
+// pkg is what `go list -json` says of one package of upshift's modules.
 type pkg struct {
 	ImportPath string
 	Imports    []string
 	Deps       []string
+	Module     struct{ Path string }
 }
 
+// modules returns the directories of upshift's modules, as go.work lists
+// them: the root module ("."), which holds the core, and the modules of the
+// Kubernetes adapters, their test helpers, examples and end-to-end tests.
+func modules(t *testing.T) []string {
+	t.Helper()
+	out, err := exec.Command("go", "work", "edit", "-json", "go.work").Output()
+	if err != nil {
+		t.Fatalf("go work edit -json: %v", err)
+	}
+	var work struct{ Use []struct{ DiskPath string } }
+	if err := json.Unmarshal(out, &work); err != nil {
+		t.Fatalf("go.work: %v", err)
+	}
+	var dirs []string
+	for _, u := range work.Use {
+		dirs = append(dirs, filepath.Clean(u.DiskPath))
+	}
+	return dirs
+}
+
+// goCmd runs the go command in dir on that module alone (each module is
+// built and tested against its own go.mod).
+func goCmd(t *testing.T, dir string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, ee.Stderr)
+		}
+		t.Fatalf("go %s in %s: %v", strings.Join(args, " "), dir, err)
+	}
+	return out
+}
+
+// listPackages lists the packages of every module, by module-relative
+// import path ("" for the root package).
 func listPackages(t *testing.T) map[string]pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", "./...").Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	pkgs := map[string]pkg{}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatalf("go list output: %v", err)
+	for _, dir := range modules(t) {
+		dec := json.NewDecoder(bytes.NewReader(goCmd(t, dir, "list", "-json", "./...")))
+		for dec.More() {
+			var p pkg
+			if err := dec.Decode(&p); err != nil {
+				t.Fatalf("go list output: %v", err)
+			}
+			pkgs[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = p
 		}
-		pkgs[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = p
 	}
 	return pkgs
 }
@@ -51,7 +97,7 @@ func isStdlib(imp string) bool { return !strings.Contains(strings.SplitN(imp, "/
 // documentation states: strategy at the bottom, rollout above it, adapters
 // above rollout and never importing one another or the fakes, the serving
 // helpers and the clock free of Kubernetes, and nothing but examples
-// importing examples.
+// importing examples. It covers the packages of every module in go.work.
 func TestLayering(t *testing.T) {
 	adapters := map[string]bool{"gateway": true, "serve/ray": true, "serve/replicas": true}
 	// What each package may import from the module; absent means anything
@@ -106,15 +152,15 @@ func TestLayering(t *testing.T) {
 		}
 	}
 	// A user who imports only the core or the fakes gets no Kubernetes client,
-	// Gateway API or controller-runtime code, however indirectly.
-	for _, name := range []string{"strategy", "rollout", "fake", "clock", "serve/drain", "serve/retry"} {
-		p, ok := pkgs[name]
-		if !ok {
-			continue // not (yet) in the module
+	// Gateway API or controller-runtime code, however indirectly: nothing in
+	// the root module depends on them (TestRootModuleGraph keeps them out of
+	// its go.mod too).
+	for name, p := range pkgs {
+		if p.Module.Path != module {
+			continue
 		}
 		for _, dep := range p.Deps {
-			if strings.Contains(dep, "k8s.io/client-go") || strings.Contains(dep, "sigs.k8s.io/gateway-api") ||
-				strings.Contains(dep, "sigs.k8s.io/controller-runtime") {
+			if heavy(dep) {
 				t.Errorf("%s depends on %s", name, dep)
 			}
 		}
@@ -123,6 +169,65 @@ func TestLayering(t *testing.T) {
 		if _, ok := pkgs[name]; !ok {
 			t.Errorf("package %s not found: the rules above name it", name)
 		}
+	}
+	// The core, the fakes, the serving helpers and the main command are in
+	// the root module; each Kubernetes adapter is a module of its own.
+	for name, mod := range map[string]string{
+		"strategy": module, "rollout": module, "fake": module, "clock": module,
+		"serve/drain": module, "serve/retry": module, "serve/ray": module, "examples/simulate": module,
+		"gateway": module + "/gateway", "serve/replicas": module + "/serve/replicas",
+	} {
+		if p, ok := pkgs[name]; ok && p.Module.Path != mod {
+			t.Errorf("package %s is in module %s, want %s", name, p.Module.Path, mod)
+		}
+	}
+}
+
+// heavy reports whether a package belongs to the Kubernetes client,
+// controller-runtime or the Gateway API.
+func heavy(path string) bool {
+	return strings.HasPrefix(path, "k8s.io/client-go/") || strings.HasPrefix(path, "sigs.k8s.io/gateway-api/") ||
+		strings.HasPrefix(path, "sigs.k8s.io/controller-runtime/") || strings.HasPrefix(path, "k8s.io/api/")
+}
+
+// TestRootModuleGraph holds the root module's go.mod to the dependency
+// policy: its module graph (what every importer of the core inherits through
+// minimal version selection) holds no Kubernetes client, controller-runtime
+// or Gateway API at all, and hack/consumer.sh checks that its k8s.io
+// minimums drag no operator on controller-runtime v0.22 / k8s.io v0.34.
+func TestRootModuleGraph(t *testing.T) {
+	sc := bufio.NewScanner(bytes.NewReader(goCmd(t, ".", "list", "-m", "all")))
+	for sc.Scan() {
+		mod, _, _ := strings.Cut(sc.Text(), " ")
+		switch mod {
+		case "k8s.io/client-go", "k8s.io/api", "sigs.k8s.io/controller-runtime", "sigs.k8s.io/gateway-api":
+			t.Errorf("the root module's graph holds %s: it belongs in an adapter module", sc.Text())
+		}
+	}
+}
+
+// TestEveryModuleInWorkspace checks that go.work lists every module of the
+// repository but the stand-ins under hack/, so that ./test.sh and .ci/run,
+// which go through go.work's list, test, vet and check them all.
+func TestEveryModuleInWorkspace(t *testing.T) {
+	used := map[string]bool{}
+	for _, dir := range modules(t) {
+		used[dir] = true
+	}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (path == "hack" || path == ".git" || strings.HasPrefix(d.Name(), "_") || path != "." && strings.HasPrefix(d.Name(), ".")) {
+			return filepath.SkipDir
+		}
+		if d.Name() == "go.mod" && !used[filepath.Dir(path)] {
+			t.Errorf("%s: a module that go.work does not use", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

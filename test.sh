@@ -2,16 +2,28 @@
 # Runs all of upshift's tests, the adapter and end-to-end tests included:
 # builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh)
 # and the Traefik data plane of e2e/traefik (hack/traefik.sh) when missing,
-# from the Go module proxy, cached outside the repository, then
-# go test -race ./... with those tests required rather than skipped, and the
-# same in hack/traefik/go-http-auth, a module of its own (the stand-in that
-# the Traefik build uses) that ./... does not reach.
-# Extra arguments go to both go test runs, e.g. ./test.sh -run Router -count=1 -v
+# from the Go module proxy, cached outside the repository, then, in every
+# module that go.work lists, go test -race ./... against that module's own
+# go.mod (GOWORK=off: the root module at its minimum versions, each adapter
+# module at its own), with the API-server tests required rather than
+# skipped; the same in hack/traefik/go-http-auth, a module of its own (the
+# stand-in that the Traefik build uses); and last hack/consumer.sh, which
+# fails if the root module would raise an operator's controller-runtime or
+# k8s.io versions.
+# Extra arguments go to every go test run, e.g. ./test.sh -run Router -count=1 -v
 set -euo pipefail
 cd "$(dirname "$0")"
 bash hack/kube-binaries.sh
 bash hack/traefik.sh
+mapfile -t modules < <(GOWORK="$PWD/go.work" go list -m -f '{{.Dir}}')
+(( ${#modules[@]} > 1 )) || { echo "no modules from go.work" >&2; exit 1; }
 status=0
 (cd hack/traefik/go-http-auth && GOWORK=off go test -race ./... "$@") || status=$?
-UPSHIFT_REQUIRE_KUBE=1 go test -race ./... "$@" || status=$?
+for dir in "${modules[@]}"; do
+  rel=${dir#"$PWD"}; rel=${rel#/}
+  echo "== module ${rel:-.} ($(cd "$dir" && GOWORK=off go list -m))"
+  (cd "$dir" && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race ./... "$@") || status=$?
+done
+echo "== hack/consumer.sh"
+bash hack/consumer.sh || status=$?
 exit "$status"

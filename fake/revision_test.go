@@ -10,6 +10,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -602,7 +604,7 @@ func TestRunnerDeploysOnCapacity(t *testing.T) {
 	router.SetLag(fake.Lag{Reads: 1})
 	traffic := fake.NewTraffic(router, a, b, 1000)
 	r := &rollout.Runner{
-		Strategy: strategy.Incremental{StepPercent: 25, Interval: 10 * time.Second, MaxSurgePercent: 50},
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 50},
 		Router:   router, A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
 	}
 	s := strategy.State{}.Retarget("v1", clock.Now())

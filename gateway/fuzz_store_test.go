@@ -27,17 +27,17 @@ import (
 // the three strategies in the managed capacity mode, with each abort ramp
 // (AbortEmergency included), and in the fixed mode with a Router only.
 var fuzzStrategies = []strategy.Strategy{
-	strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20},
-	strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 25,
+	strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20},
+	strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 25,
 		Options: strategy.Options{AbortRamp: strategy.AbortGradual, AbortOnProgressDeadline: true}},
-	strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30,
+	strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30,
 		Options: strategy.Options{AbortRamp: strategy.AbortEmergency, UnhealthyThreshold: 1}},
 	strategy.Canary{Steps: fuzzSteps, MaxSurgePercent: 30},
 	strategy.Canary{Steps: fuzzSteps, MaxSurgePercent: 10,
 		Options: strategy.Options{AbortRamp: strategy.AbortGradual, UnhealthyThreshold: 1, AbortOnProgressDeadline: true}},
 	strategy.BlueGreen{},
 	strategy.BlueGreen{Options: strategy.Options{AbortRamp: strategy.AbortEmergency, AbortOnProgressDeadline: true}},
-	strategy.Incremental{StepPercent: 10, Interval: time.Minute, Options: strategy.Options{Capacity: strategy.CapacityFixed}},
+	strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, Options: strategy.Options{Capacity: strategy.CapacityFixed}},
 	strategy.Canary{Steps: fuzzSteps, Options: strategy.Options{Capacity: strategy.CapacityFixed, AbortRamp: strategy.AbortEmergency}},
 	strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityFixed, AbortRamp: strategy.AbortGradual}},
 }

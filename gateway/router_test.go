@@ -134,7 +134,7 @@ func TestIncrementalUpgrade(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+			strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}
 			plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
 			if err != nil {
 				t.Fatal(err)
@@ -254,7 +254,7 @@ func TestConcurrentWriter(t *testing.T) {
 			}
 		}
 	}()
-	strat := strategy.Incremental{StepPercent: 20, Interval: time.Second, MaxSurgePercent: 20}
+	strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 20}
 	end, _, _, _ := upgrade(t, env.Client, router, []gateway.RouteRef{ref}, strat, strategy.NewState("v1", "v2"))
 	cancel()
 	wg.Wait()
@@ -593,7 +593,7 @@ func TestExtraBackendAbortsTheRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock := fake.NewClock(t0)
-	r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 30, Interval: time.Minute, MaxSurgePercent: 100}, Router: router,
+	r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 30, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 100}, Router: router,
 		A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock}
 	s, _, err := r.Reconcile(ctx, strategy.NewState("v1", "v2"))
 	if err != nil {

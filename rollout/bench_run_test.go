@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -21,10 +23,10 @@ func BenchmarkRunVsPlan(b *testing.B) {
 		name  string
 		strat strategy.Strategy
 	}{
-		{"Incremental-10-1s-30", strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 30}},
-		{"Incremental-10-1m-30", strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}},
-		{"Incremental-50-10s-50", strategy.Incremental{StepPercent: 50, Interval: 10 * time.Second, MaxSurgePercent: 50}},
-		{"Incremental-1-1s-1", strategy.Incremental{StepPercent: 1, Interval: time.Second, MaxSurgePercent: 1}},
+		{"Incremental-10-1s-30", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30}},
+		{"Incremental-10-1m-30", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}},
+		{"Incremental-50-10s-50", strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 50}},
+		{"Incremental-1-1s-1", strategy.Incremental{StepPercent: 1, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 1}},
 		{"BlueGreen", strategy.BlueGreen{}},
 		{"Canary-pauses", strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 			strategy.SetWeight(20), strategy.Pause(30 * time.Second), strategy.SetWeight(60), strategy.Pause(time.Minute)}}},

@@ -11,16 +11,38 @@
 //
 //	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 //		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
+//		now := c.runner.Now() // one instant, from the Runner's clock, for everything below
 //		// A new object's zero state adopts the revision as running; a new
-//		// revision later starts a rollout. Take now from the Runner's clock.
-//		obj.Status.Rollout = obj.Status.Rollout.Retarget(obj.Spec.Revision, c.clock.Now())
-//		next, requeue, err := c.runner.Reconcile(ctx, obj.Status.Rollout)
+//		// revision later starts a rollout.
+//		s := obj.Status.Rollout.Retarget(obj.Spec.Revision, now)
+//		s, applied := s.Control(obj.Spec.Control, now) // paused, abort, promote... (strategy.Control)
+//		for _, a := range applied {
+//			c.recorder.Event(obj, "Normal", a.Command, a.Token)
+//		}
+//		// Name the object, for the Observer's Events and the logs.
+//		next, requeue, err := c.runner.ReconcileAt(rollout.WithName(ctx, req.NamespacedName), s, now)
 //		obj.Status.Rollout = next // store it even when err != nil: nothing is lost
 //		if uerr := c.Status().Update(ctx, obj); uerr != nil {
 //			return ctrl.Result{}, uerr
 //		}
 //		return ctrl.Result{RequeueAfter: requeue}, err
 //	}
+//
+// The clock. Commands record when they happened, and every recorded instant
+// bounds the strategy's clock from below (time that runs backwards counts as
+// no time passing). A command stamped by another clock than the Runner's
+// (time.Now() in a controller whose Runner runs on a fake.Clock, or the
+// controller's own clock field next to a Runner given another) puts the
+// state ahead of the Runner, and every interval, pause and deadline then
+// waits until the Runner's clock reaches the stamp. So take one now per
+// reconcile from Runner.Now and give it to the commands and to ReconcileAt,
+// as above; Run applies its commands at its own clock. A state stamped more
+// than strategy.MaxClockSkew (a minute) ahead of the Runner's now fails
+// loudly: ReconcileAt still reconciles it (the stamp counts as now, which
+// is safe) but returns a *strategy.ClockSkewError (errors.Is
+// strategy.ErrClockSkew) naming the field, logs it, and the state reports
+// Degraded with reason ClockSkew. A smaller skew (clocks of two machines)
+// is absorbed.
 //
 // Revisions. Each side runs a revision. Set DeployA and DeployB to a
 // RevisionReader per side (a Deployer if the Runner should deploy: package
@@ -66,10 +88,53 @@
 // Ray cluster) share that read through ReadOnce: the Runner observes with
 // a context from WithReads, so a reconcile costs one GET per object.
 //
+// Many objects. A Runner holds no per-rollout state, but its adapters name
+// what they act on (a gateway Router its routes, a serve/replicas Setter
+// its workload), so an operator whose rollout objects each have their own
+// route and workloads uses a Runner per object. They are cheap: building
+// a Router, a Setter or a Deployer makes no request. Keep them in a map
+// keyed by the object's name, built at its first reconcile and dropped
+// when it is deleted, or build them in every reconcile. Objects that share
+// their adapters share one Runner, concurrently. Either way, name the
+// object in the context, WithName(ctx, req.NamespacedName): every Event
+// the Observer receives says which rollout it concerns (Event.Rollout),
+// and the log lines carry it ("rollout").
+//
+// With controller-runtime, give the adapters the manager's client
+// (gateway.NewRouter, replicas.ForClient): their reads then come from the
+// manager's informer cache, at no request, and the controller's watches
+// of the routes and workloads (Owns, or Watches mapped to the rollout
+// object) reconcile once the cache has the change that triggered them;
+// set Watched. Reads from a cache lag writes. A serve/replicas Setter
+// reports what it wrote until the cache shows it, so it never writes the
+// same capacity or revision again, and a Deployer confirms a refusal with
+// the API server before it aborts a rollout on a stale read; a Setter
+// built anew in each reconcile has no memory of its writes, and a read
+// that the cache serves before it has the last one costs a conflict and a
+// retry, never a wrong write. The gateway Router keeps no such memory:
+// right after its write a cached read may show the previous weights, and
+// its next write conflicts and is retried from a fresh read. Any write
+// based on a stale read fails with a conflict and is retried; one that
+// outlasts the retries is ErrConflict, and the Runner asks for the hop
+// again. Notify needs a client that can watch, which a manager's is not:
+// in a controller the manager's watches take its place.
+//
+// The RBAC of such an operator: get, list and watch on each kind the
+// cache reads (the Deployments, StatefulSets or scalable kind; the
+// HTTPRoutes or GRPCRoutes), in the namespaces the cache covers (list and
+// watch of a collection cannot be limited to resourceNames); update on
+// the workloads (and on <resource>/scale for a kind scaled through its
+// scale subresource) and on the routes (the Router and the
+// AnnotationStore); and the verbs on the rollout objects themselves (get,
+// list, watch, and update on their status). Without a cache (clientsets,
+// or a client from client.NewWithWatch) the adapters need only get,
+// update and watch on the names they manage.
+//
 // Logging goes through the logr.Logger in the context (the controller-runtime
 // convention); each applied hop is logged at V(1). Events and metrics go
-// through the Observer, which sees every reconcile: the state before and
-// after, the decision, the hops applied and any error.
+// through the Observer, which sees every reconcile: the rollout it
+// concerns (WithName), the state before and after, the decision, the hops
+// applied and any error.
 //
 // The zero state, and any idle state (strategy.State.Idle), reads no adapter
 // and asks for nothing. A stored state that fails strategy.State.Validate is

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -50,7 +52,10 @@ func (h Hop) String() string {
 
 // Event describes one reconcile, for the Observer.
 type Event struct {
-	Time time.Time
+	// Rollout names the object whose rollout was reconciled, from the
+	// context (WithName); zero when the context names none.
+	Rollout types.NamespacedName
+	Time    time.Time
 	// Before is the state passed in; After the state returned.
 	Before, After strategy.State
 	// Decision is the strategy's decision (zero if observing failed).
@@ -63,6 +68,9 @@ type Event struct {
 
 // Observer receives an Event after every reconcile: the hook for Kubernetes
 // events, metrics and audit logs. It is called synchronously; keep it fast.
+// One Runner may serve many objects, concurrently: Event.Rollout says which
+// one an Event concerns when the caller names it in the context
+// (WithName).
 type Observer interface {
 	Reconciled(ctx context.Context, e Event)
 }

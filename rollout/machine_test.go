@@ -80,7 +80,8 @@ type machine struct {
 	da, db    *fake.Deployment
 	// graceRevs: revisions a command just made abandoned; the traffic a
 	// side running one carries is the world as it was, until a reconcile
-	// has had the chance to walk it back.
+	// has had the chance to walk it back and that walk back has ended
+	// (endGrace).
 	graceRevs [2]string
 }
 
@@ -94,15 +95,15 @@ func newMachine(t *rapid.T) *machine {
 	}
 	opts.UnhealthyAction = rapid.SampledFrom([]strategy.UnhealthyAction{strategy.UnhealthyAbort, strategy.UnhealthyPause}).Draw(t, "unhealthyAction")
 	if rapid.Bool().Draw(t, "deadline") {
-		opts.ProgressDeadline = time.Duration(rapid.IntRange(5, 60).Draw(t, "deadlineSec")) * time.Second
+		opts.ProgressDeadline = metav1.Duration{Duration: time.Duration(rapid.IntRange(5, 60).Draw(t, "deadlineSec")) * time.Second}
 		opts.AbortOnProgressDeadline = rapid.Bool().Draw(t, "abortOnDeadline")
 	}
-	opts.ScaleDownDelay = time.Duration(rapid.IntRange(0, 30).Draw(t, "scaleDownDelaySec")) * time.Second
+	opts.ScaleDownDelay = metav1.Duration{Duration: time.Duration(rapid.IntRange(0, 30).Draw(t, "scaleDownDelaySec")) * time.Second}
 	surge := rapid.Int32Range(1, 100).Draw(t, "surge")
 	var strat strategy.Strategy
 	if rapid.Bool().Draw(t, "incremental") {
 		strat = strategy.Incremental{StepPercent: rapid.Int32Range(1, surge).Draw(t, "step"),
-			Interval: time.Duration(rapid.IntRange(1, 60).Draw(t, "intervalSec")) * time.Second, MaxSurgePercent: surge, Options: opts}
+			Interval: metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 60).Draw(t, "intervalSec")) * time.Second}, MaxSurgePercent: surge, Options: opts}
 	} else {
 		var steps []strategy.CanaryStep
 		for i, n := 0, rapid.IntRange(0, 5).Draw(t, "steps"); i < n; i++ {
@@ -269,6 +270,18 @@ func genStoredState(t *rapid.T) strategy.State {
 	return s
 }
 
+// endGrace ends the grace of the revisions a command abandoned once a
+// reconcile has had the chance to walk them back: at once, unless that
+// reconcile is walking back (Aborting), in which case the grace lasts until
+// the walk back ends. A data plane that applies the walk back's weight
+// later still routes to an abandoned revision (one that reconciles whose
+// state was lost had ramped) until it does.
+func (m *machine) endGrace() {
+	if m.s.Phase != strategy.PhaseAborting {
+		m.graceRevs = [2]string{}
+	}
+}
+
 func (m *machine) canarySide() *fake.Capacity {
 	if m.s.StableSide == strategy.SideB {
 		return m.a
@@ -277,12 +290,12 @@ func (m *machine) canarySide() *fake.Capacity {
 }
 
 func (m *machine) Reconcile(t *rapid.T) {
-	m.graceRevs = [2]string{}
 	next, _, _ := m.runner.Reconcile(context.Background(), m.s) // errors are injected on purpose
 	if next.Aborted != nil && next.Aborted.Emergency {
 		m.emergency = true
 	}
 	m.s = next
+	m.endGrace()
 	m.traffic.Tick()
 }
 
@@ -291,12 +304,12 @@ func (m *machine) Reconcile(t *rapid.T) {
 func (m *machine) Progress(t *rapid.T) {
 	for i, n := 0, rapid.IntRange(1, 40).Draw(t, "turns"); i < n && !m.s.Phase.Terminal(); i++ {
 		before := m.s
-		m.graceRevs = [2]string{}
 		next, requeue, err := m.runner.Reconcile(context.Background(), m.s)
 		if next.Aborted != nil && next.Aborted.Emergency {
 			m.emergency = true
 		}
 		m.s = next
+		m.endGrace()
 		m.traffic.Tick()
 		m.Check(t)
 		m.checkProgress(t, before)
@@ -487,11 +500,11 @@ func (m *machine) checkProgress(t *rapid.T, before strategy.State) {
 		m.writes, m.progressAt, m.backDebt = writes, now, 0
 		return
 	}
-	deadline := m.opts.ProgressDeadline
+	deadline := m.opts.ProgressDeadline.Duration
 	if deadline == 0 {
 		deadline = strategy.DefaultProgressDeadline
 	}
-	slack := 4*time.Minute + m.opts.ScaleDownDelay + 2*m.backDebt // intervals and timed pauses are at most 2 minutes here
+	slack := 4*time.Minute + m.opts.ScaleDownDelay.Duration + 2*m.backDebt // intervals and timed pauses are at most 2 minutes here
 	since := m.progressAt
 	for _, at := range []metav1.MicroTime{m.s.StartedAt, m.s.HopAt, m.s.StepStartedAt, m.s.LastCommandAt, m.s.PausedAt, m.s.ReachedAt} {
 		if at.Time.After(since) {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -30,7 +32,7 @@ type manyResult struct {
 
 // runMany drives n rollouts to completion, each in its own goroutine.
 func runMany(tb testing.TB, n int) manyResult {
-	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}
 	var before, held, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -125,7 +127,7 @@ func BenchmarkTenThousandRollouts(b *testing.B) {
 }
 
 func BenchmarkReconcile(b *testing.B) {
-	g := newRig(strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}, fake.Lag{})
+	g := newRig(strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}, fake.Lag{})
 	g.router.KeepHistory(false)
 	g.a.KeepHistory(false)
 	g.b.KeepHistory(false)

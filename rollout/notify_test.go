@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -324,7 +326,7 @@ func TestRunReactsToNotifications(t *testing.T) {
 		strat strategy.Strategy
 	}{
 		{"BlueGreen", strategy.BlueGreen{}},
-		{"Incremental 25/10s/25", strategy.Incremental{StepPercent: 25, Interval: 10 * time.Second, MaxSurgePercent: 25}},
+		{"Incremental 25/10s/25", strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 25}},
 		{"Canary 20, 30s, 60", strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 			strategy.SetWeight(20), strategy.Pause(30 * time.Second), strategy.SetWeight(60)}}},
 	} {
@@ -333,7 +335,7 @@ func TestRunReactsToNotifications(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			poll := tc.strat.Shared().PollInterval
+			poll := tc.strat.Shared().PollInterval.Duration
 			if poll == 0 {
 				poll = strategy.DefaultPollInterval
 			}

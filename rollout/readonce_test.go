@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -81,7 +83,7 @@ func TestReconcileReadsEachObjectOnce(t *testing.T) {
 	b := &sharedSide{c: fake.NewCapacity(clock, 4, 0)}
 	a.c.SetRevision("v1")
 	r := &rollout.Runner{
-		Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Second, MaxSurgePercent: 50},
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50},
 		Router:   fake.NewRouter(clock), A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
 	}
 	s := strategy.NewState("v1", "v2")

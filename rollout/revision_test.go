@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -100,7 +102,7 @@ func TestRunnerValidateNeedsBothRevisionReaders(t *testing.T) {
 // each deployed by the Runner at zero, with no caller bookkeeping beyond
 // Retarget.
 func TestRunnerChainsRevisions(t *testing.T) {
-	strat := strategy.Incremental{StepPercent: 25, Interval: time.Second, MaxSurgePercent: 50}
+	strat := strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50}
 	g, a, b := newRevRig(strat, 2)
 	s := strategy.State{}.Retarget("v1", g.clock.Now())
 	for _, rev := range []string{"v2", "v3", "v2"} {
@@ -214,7 +216,7 @@ func TestRunnerDeployError(t *testing.T) {
 // is walked out, weight then capacity, C is deployed on the same side at
 // zero, observed, and only then ramped.
 func TestRunnerRetargetMidWalk(t *testing.T) {
-	strat := strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 30}
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30}
 	g, a, b := newRevRig(strat, 1)
 	ctx := context.Background()
 	s := strategy.NewState("v1", "v2")

@@ -141,11 +141,18 @@ func (r *Runner) retryAfter() time.Duration {
 	if r.RetryInterval > 0 {
 		return r.RetryInterval
 	}
-	if opts := r.Strategy.Shared(); opts.PollInterval > 0 {
-		return opts.PollInterval
+	if opts := r.Strategy.Shared(); opts.PollInterval.Duration > 0 {
+		return opts.PollInterval.Duration
 	}
 	return strategy.DefaultPollInterval
 }
+
+// Now is the Runner's clock (Clock, or clock.Real when nil). Give commands,
+// State.Retarget and State.Control this instant, and ReconcileAt the same
+// one: a state stamped by another clock is reported as a
+// *strategy.ClockSkewError once its stamps run more than
+// strategy.MaxClockSkew ahead of this one.
+func (r *Runner) Now() time.Time { return clock.OrReal(r.Clock).Now() }
 
 // Reconcile is ReconcileAt with the Runner's clock.
 func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.State, time.Duration, error) {
@@ -161,6 +168,14 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 //   - a state that fails strategy.State.Validate is never applied: the
 //     error is a *strategy.StateError and the state reports Degraded with
 //     reason InvalidState;
+//   - a state that records an instant more than strategy.MaxClockSkew
+//     ahead of now (stamped by another clock) is reconciled as usual, the
+//     strategy counting the stamp as now, so every time-gated event waits
+//     until now reaches it; the error is a *strategy.ClockSkewError
+//     (errors.Is strategy.ErrClockSkew), logged, and the state reports
+//     Degraded with reason ClockSkew. Nothing is lost: give commands the
+//     Runner's clock (Now) and the error ends once the clock reaches the
+//     stamp;
 //   - after an adapter error (reading, or applying a hop) the state is the
 //     one before the failed hop, with Observed.Error naming the failure:
 //     Degraded with reason ObservationFailed, and the time since the first
@@ -186,6 +201,10 @@ func requeue(d *strategy.Decision, watched bool) time.Duration {
 func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool) (strategy.State, time.Duration, error) {
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
+	if name, ok := NameFrom(ctx); ok {
+		ev.Rollout = name
+		log = log.WithValues("rollout", name.String())
+	}
 	if s.Idle() {
 		d := r.Strategy.Step(s, now)
 		ev.Decision, ev.After = d, d.State
@@ -198,6 +217,15 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 		ev.Decision, ev.After, ev.Err = d, d.State, err
 		r.notify(ctx, ev)
 		return d.State, 0, err
+	}
+	// A state stamped by another clock (a command given time.Now() while
+	// the Runner runs on another clock) holds every time-gated event until
+	// now reaches its stamp. The reconcile goes on (the strategy counts the
+	// stamp as now, which is safe), and the skew is reported: logged, in
+	// the Degraded condition (ClockSkew) and as the error.
+	skew := s.CheckClock(now)
+	if skew != nil {
+		log.Error(skew, "the state records an instant ahead of the Runner's clock")
 	}
 	failingSince := s.FailingSince
 	obs, err := r.observe(WithReads(ctx), &s, now)
@@ -216,7 +244,11 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	if d.State.Phase != s.Phase {
 		log.Info("phase", "from", s.Phase, "to", d.State.Phase, "message", d.State.Message)
 	}
+	ev.Err = skew
 	r.notify(ctx, ev)
+	if skew != nil {
+		return d.State, requeue(&d, watched), skew
+	}
 	return d.State, requeue(&d, watched), nil
 }
 
@@ -425,8 +457,10 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // state (nothing to roll out) returns at once.
 //
 // Commands (strategy.State.Resume, a closure calling Abort...) are applied
-// between reconciles to the state in memory, which every later reconcile
-// starts from, and saved at once. A save that fails is retried every
+// between reconciles to the state in memory, at the Runner's clock, which
+// every later reconcile starts from, and saved at once. A state stamped by
+// another clock (strategy.ErrClockSkew) is logged at every reconcile while
+// its stamps are ahead, and Run returns that error with a terminal state. A save that fails is retried every
 // RetryInterval until it succeeds: a command (like any state change) is never
 // dropped because one write failed, and Run does not return a terminal state
 // before it is stored. When ctx ends with a change still unsaved, Run returns
@@ -474,6 +508,9 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		}
 		if err == nil && !dirty && (s.Phase.Terminal() || s.Idle()) {
 			return s, nil
+		}
+		if errors.Is(err, strategy.ErrClockSkew) && !dirty && s.Phase.Terminal() {
+			return s, err // finished, but stamped by another clock: say so
 		}
 		if requeue <= 0 {
 			requeue = r.retryAfter() // keep observing: a gate verdict or a new observation may arrive

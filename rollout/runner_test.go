@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -66,7 +68,7 @@ func (g *rig) run(t testing.TB, s strategy.State, maxReconciles int) (strategy.S
 }
 
 func TestRunnerIncrementalCounts(t *testing.T) {
-	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}
 	plan, err := strategy.Plan(strat, strategy.PlanOptions{Start: t0})
 	if err != nil {
 		t.Fatal(err)
@@ -151,7 +153,7 @@ func TestRunnerSafeOrderAndErrors(t *testing.T) {
 }
 
 func TestRunnerPermanentErrorAborts(t *testing.T) {
-	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20}
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}
 	g := newRig(strat, fake.Lag{})
 	ctx := context.Background()
 	s := strategy.NewState("v1", "v2")
@@ -267,7 +269,7 @@ func ExampleRunner() {
 	a, b := fake.NewCapacity(clock, 4, 100), fake.NewCapacity(clock, 4, 0)
 	b.SetLag(fake.Lag{Duration: 5 * time.Second}) // new replicas take 5s to become ready
 	r := &rollout.Runner{
-		Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 50},
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 50},
 		Router:   fake.NewRouter(clock), A: a, B: b, Clock: clock,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			for _, h := range e.Applied {
@@ -305,7 +307,7 @@ func ExampleRunner() {
 func TestRunnerWaitsForTheDataPlane(t *testing.T) {
 	for _, lag := range []fake.Lag{{Reads: 3}, {Duration: 7 * time.Second}, {Reads: 2, Duration: 3 * time.Second}} {
 		t.Run(fmt.Sprintf("%+v", lag), func(t *testing.T) {
-			g := newRig(strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10}, fake.Lag{})
+			g := newRig(strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10}, fake.Lag{})
 			g.a, g.b = fake.NewCapacity(g.clock, 100, 100), fake.NewCapacity(g.clock, 100, 0)
 			g.runner.A, g.runner.B = g.a, g.b
 			g.traffic = fake.NewTraffic(g.router, g.a, g.b, 1000)
@@ -404,7 +406,7 @@ func TestReconcileWatched(t *testing.T) {
 	} {
 		clock := fake.NewClock(t0)
 		r := &rollout.Runner{
-			Strategy: strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 50},
+			Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 50},
 			Router:   fake.NewRouter(clock), A: fake.NewCapacity(clock, 4, 100), B: fake.NewCapacity(clock, 4, 0),
 			Clock: clock, Watched: tc.watched,
 		}

@@ -97,7 +97,7 @@ func TestZeroStateAppliesNothing(t *testing.T) {
 		})
 	}
 	// The one-line start: adopt v1, then roll out v2 from it.
-	g := newRig(strategy.Incremental{StepPercent: 50, Interval: time.Second, MaxSurgePercent: 50}, fake.Lag{})
+	g := newRig(strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50}, fake.Lag{})
 	s := strategy.State{}.Retarget("v1", t0)
 	if s.StableRevision != "v1" || s.CanaryRevision != "v1" || !s.Idle() {
 		t.Fatalf("adopted %+v", s)
@@ -244,7 +244,7 @@ func TestAbortWalksBackPastARejectingParentAndAnInvalidSplit(t *testing.T) {
 // to 30 before walking back.
 func TestDeletedRouteSurfacesAndCountsTowardTheDeadline(t *testing.T) {
 	strat := pausedAt30
-	strat.ProgressDeadline = 5 * time.Minute
+	strat.ProgressDeadline = metav1.Duration{Duration: 5 * time.Minute}
 	strat.AbortOnProgressDeadline = true
 	g := newRig(strat, fake.Lag{})
 	s := toPaused30(t, g)

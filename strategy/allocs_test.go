@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -42,16 +44,16 @@ func provisioned(i int, s *strategy.State, now time.Time) {
 }
 
 func allocWorlds() []allocWorld {
-	gated := strategy.Canary{MaxSurgePercent: 40, Options: strategy.Options{ScaleDownDelay: 30 * time.Second}, Steps: []strategy.CanaryStep{
+	gated := strategy.Canary{MaxSurgePercent: 40, Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: 30 * time.Second}}, Steps: []strategy.CanaryStep{
 		strategy.SetWeight(20), strategy.Pause(time.Minute), strategy.SetWeight(40), strategy.PauseUntilResumed(),
 		strategy.SetWeight(60), strategy.Gate("p99"), strategy.SetWeight(80)}}
 	return []allocWorld{
-		{"Incremental", strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 40}, nil},
-		{"Incremental-fixed", strategy.Incremental{StepPercent: 25, Interval: time.Minute,
+		{"Incremental", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 40}, nil},
+		{"Incremental-fixed", strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute},
 			Options: strategy.Options{Capacity: strategy.CapacityFixed}}, provisioned},
-		{"Incremental-replicas", strategy.Incremental{StepPercent: 25, Interval: time.Minute, MaxSurgePercent: 25,
+		{"Incremental-replicas", strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 25,
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas}}, nil},
-		{"BlueGreen", strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: time.Minute}}, nil},
+		{"BlueGreen", strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}}}, nil},
 		{"Canary", gated, func(i int, s *strategy.State, now time.Time) {
 			if s.Phase == strategy.PhasePaused && s.PauseReason == strategy.ReasonPauseStep && now.Sub(s.PausedAt.Time) > 3*time.Minute {
 				*s = s.Resume(now)
@@ -60,14 +62,14 @@ func allocWorlds() []allocWorld {
 				s.Observed.Gates = []strategy.GateResult{{Name: "p99", Verdict: strategy.VerdictPass, At: strategy.Micro(now)}}
 			}
 		}},
-		{"Incremental-adapters-fail", strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 40},
+		{"Incremental-adapters-fail", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 40},
 			func(i int, s *strategy.State, now time.Time) {
 				s.Observed.Error = ""
 				if i >= 8 && i < 30 {
 					s.Observed.Error = "router: read weights: connection refused"
 				}
 			}},
-		{"Incremental-readiness-lost", strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 40},
+		{"Incremental-readiness-lost", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 40},
 			func(i int, s *strategy.State, now time.Time) {
 				for _, side := range []*strategy.SideObservation{&s.Observed.Stable, &s.Observed.Canary} {
 					side.Ready, side.Settled = side.Capacity, true
@@ -76,7 +78,7 @@ func allocWorlds() []allocWorld {
 					}
 				}
 			}},
-		{"Incremental-abort", strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 40,
+		{"Incremental-abort", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 40,
 			Options: strategy.Options{AbortRamp: strategy.AbortGradual}},
 			func(i int, s *strategy.State, now time.Time) {
 				if s.Phase == strategy.PhaseProgressing && s.Desired.Weight == 60 && s.Aborted == nil {

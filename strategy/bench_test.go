@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -19,7 +21,7 @@ type benchCase struct {
 
 func benchCases(t tb) []benchCase {
 	t.Helper()
-	in := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	in := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	// Weight 40 at (70,60), its interval over: the next hop is weight 50.
 	inc, _ := walk(t, in, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 40 })
 	c := strategy.Canary{
@@ -82,7 +84,7 @@ func TestStepAllocs(t *testing.T) {
 }
 
 // planBench is an Incremental plan of 102 hops (a deploy, then 101 moves).
-var planBench = strategy.Incremental{StepPercent: 2, Interval: time.Second, MaxSurgePercent: 4}
+var planBench = strategy.Incremental{StepPercent: 2, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 4}
 
 func TestPlanBenchHops(t *testing.T) {
 	tl, err := strategy.Plan(planBench, strategy.PlanOptions{})

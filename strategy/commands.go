@@ -21,18 +21,24 @@ func (s State) command(now time.Time) State {
 // Pause holds the rollout where it is until Resume. It does not hold an
 // abort, nor a rollout that has finished. A timed pause step keeps counting
 // while paused.
-func (s State) Pause(now time.Time) State {
-	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting || s.Paused {
+func (s State) Pause(now time.Time) State { return s.pause(ReasonManualPause, now) }
+
+// pause is Pause with the reason recorded (ManualPause, or ControlPause for
+// the pause Control.Paused holds).
+func (s State) pause(reason string, now time.Time) State {
+	if !s.holdable() || s.Paused {
 		return s
 	}
 	s = s.command(now)
-	s.Paused, s.PauseReason, s.PausedAt = true, ReasonManualPause, s.LastCommandAt
+	s.Paused, s.PauseReason, s.PausedAt = true, reason, s.LastCommandAt
 	return s
 }
 
-// Resume ends a manual pause, an indefinite pause step, an inconclusive gate
-// (which then counts as passed) or a pause for an unhealthy canary (whose
-// count of unhealthy observations starts again).
+// Resume ends a manual pause (the Pause command's, or the one
+// Control.Paused holds, which Control pauses again while the spec asks),
+// an indefinite pause step, an inconclusive gate (which then counts as
+// passed) or a pause for an unhealthy canary (whose count of unhealthy
+// observations starts again).
 func (s State) Resume(now time.Time) State {
 	if !s.Paused || s.Idle() {
 		return s
@@ -155,7 +161,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 		if s.StableSide != "" {
 			n.StableSide = s.StableSide
 		}
-		n.Conditions = s.Conditions
+		n.Conditions, n.Handled = s.Conditions, s.Handled
 		n.LastCommandAt = micro(clock(&s, now))
 		return n
 	case s.Idle():
@@ -168,7 +174,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 		if s.StableSide != "" {
 			n.StableSide = s.StableSide
 		}
-		n.Conditions = s.Conditions
+		n.Conditions, n.Handled = s.Conditions, s.Handled
 		n.LastCommandAt = micro(clock(&s, now))
 		return n
 	case s.Phase == PhaseSucceeded || s.Phase == PhaseRolledBack:

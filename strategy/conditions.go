@@ -67,6 +67,18 @@ const (
 	msgDegradedClear             = "no problem"
 )
 
+// Reasons of the declarative control and of the clock check.
+const (
+	// ReasonControlPause: the pause Control.Paused holds (see State.Control).
+	ReasonControlPause = "ControlPause"
+	// ReasonClockSkew: the state records an instant more than MaxClockSkew
+	// ahead of now (see State.CheckClock).
+	ReasonClockSkew = "ClockSkew"
+
+	msgPausedControl = "paused by the spec (control.paused)"
+	msgClockSkew     = "the state records an instant more than a minute ahead of now: a command or a reconcile used another clock; time-gated progress waits until the clock reaches it"
+)
+
 // seconds is the recorded form of a condition's transition time.
 func seconds(t time.Time) metav1.Time {
 	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
@@ -99,6 +111,8 @@ func (r *run) conditions() {
 		r.setCond(ConditionPaused, metav1.ConditionFalse, ReasonProgressing, ReasonProgressing)
 	}
 	switch {
+	case r.skewed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClockSkew, msgClockSkew)
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:

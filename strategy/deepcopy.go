@@ -80,3 +80,29 @@ func (in *State) DeepCopy() *State {
 	in.DeepCopyInto(out)
 	return out
 }
+
+// DeepCopyInto copies the receiver into out. in must be non-nil.
+func (in *Control) DeepCopyInto(out *Control) { *out = *in }
+
+// DeepCopy returns a deep copy of the receiver, nil for nil.
+func (in *Control) DeepCopy() *Control {
+	if in == nil {
+		return nil
+	}
+	out := new(Control)
+	in.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyInto copies the receiver into out. in must be non-nil.
+func (in *Requests) DeepCopyInto(out *Requests) { *out = *in }
+
+// DeepCopy returns a deep copy of the receiver, nil for nil.
+func (in *Requests) DeepCopy() *Requests {
+	if in == nil {
+		return nil
+	}
+	out := new(Requests)
+	in.DeepCopyInto(out)
+	return out
+}

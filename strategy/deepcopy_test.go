@@ -62,6 +62,7 @@ func populated() strategy.State {
 		HealthCheckedAt:      at(12),
 		Gate:                 "errors",
 		Message:              "walking",
+		Handled:              strategy.Requests{Abort: "a1", Retry: "r1", Promote: "p1", PromoteFull: "f1", Resume: "s1"},
 		LastCommandAt:        at(13),
 		FailingSince:         at(14),
 		Conditions: []metav1.Condition{
@@ -205,7 +206,7 @@ func TestJSONRoundTrip(t *testing.T) {
 	c := strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(20), strategy.Gate("g"), strategy.Pause(time.Minute), strategy.SetWeight(60)},
 		MaxSurgePercent: 30,
-		Options:         strategy.Options{ScaleDownDelay: time.Minute},
+		Options:         strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}},
 	}
 	s := strategy.NewState("v1", "v2")
 	now := t0.Add(987654321 * time.Nanosecond) // not on a microsecond

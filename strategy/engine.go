@@ -29,6 +29,9 @@ type run struct {
 	condCopied bool
 	overdue    bool // ProgressDeadline passed while waiting
 	failed     bool // the observation is an adapter error: nothing else is known
+	// skewed: the state records an instant more than MaxClockSkew ahead of
+	// the caller's now (see State.CheckClock).
+	skewed bool
 
 	// Readiness lost under traffic (managed and fixed modes, outside a walk
 	// back): the side's observed ready capacity is below the traffic the
@@ -136,6 +139,7 @@ func (e *engine) step(s State, now time.Time) Decision {
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidState, err.Error())
 		return d
 	}
+	r.skewed = r.now.Sub(now) > MaxClockSkew
 	r.step()
 	r.conditions()
 	r.finish()
@@ -523,6 +527,8 @@ func (r *run) progress() {
 			st.Message = msgPausedGate
 		case ReasonUnhealthy:
 			st.Message = msgPausedUnhealthy
+		case ReasonControlPause:
+			st.Message = msgPausedControl
 		default:
 			st.Message = msgPausedManual
 		}
@@ -571,7 +577,7 @@ func (r *run) progress() {
 				return
 			}
 		case s.Pause != nil && s.Pause.Duration != nil:
-			end := after(st.StepStartedAt, *s.Pause.Duration)
+			end := after(st.StepStartedAt, s.Pause.Duration.Duration)
 			if !st.PromoteRequested && r.now.Before(end) {
 				st.Phase = PhasePaused
 				st.Message = msgPausedStep
@@ -631,11 +637,14 @@ func (r *run) complete() {
 	st, o := r.st, r.e.opts
 	if st.Paused {
 		st.Message = msgPausedManual
+		if st.PauseReason == ReasonControlPause {
+			st.Message = msgPausedControl
+		}
 		return
 	}
 	drain, release := r.e.mode.completion()
 	if drain && st.Desired.StableCapacity > 0 {
-		if end := after(st.ReachedAt, o.ScaleDownDelay); r.now.Before(end) {
+		if end := after(st.ReachedAt, o.ScaleDownDelay.Duration); r.now.Before(end) {
 			st.Message = msgScaleDownDelay
 			r.d.RequeueAfter = end.Sub(r.now)
 			return

@@ -7,13 +7,15 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 // ExamplePlan dry-runs KubeRay's incremental upgrade: the weight rises by 10
 // once a minute and capacity moves by 30 as soon as traffic has caught up.
 func ExamplePlan() {
-	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	tl, err := strategy.Plan(inc, strategy.PlanOptions{})
 	if err != nil {
 		fmt.Println(err)
@@ -29,7 +31,7 @@ func ExamplePlan() {
 // ExampleIncremental prints every hop of an incremental upgrade: offset,
 // hop, (stable,canary) capacities afterwards and the canary weight.
 func ExampleIncremental() {
-	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	tl, err := strategy.Plan(inc, strategy.PlanOptions{})
 	if err != nil {
 		fmt.Println(err)
@@ -188,7 +190,7 @@ func ExampleState_Resume() {
 // the stable side already scaled down to 40. The stable side is scaled back
 // up before any traffic returns to it, hop by hop, within the surge budget.
 func ExampleState_Abort() {
-	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	observe := func(s *strategy.State, d strategy.Decision, now time.Time) {
 		o := &s.Observed
 		o.At.Time = now
@@ -266,7 +268,7 @@ func hops(d strategy.Decision) string {
 // starts a rollout from it.
 func ExampleState_Retarget() {
 	now := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	inc := strategy.Incremental{StepPercent: 50, Interval: time.Minute, MaxSurgePercent: 50}
+	inc := strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 50}
 
 	var s strategy.State // a new object's status
 	s = s.Retarget("v1", now)

@@ -7,17 +7,19 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 // fuzzStrategies are stepped on every decoded state: each mode, each abort
 // ramp, pauses and gates.
 var fuzzStrategies = []strategy.Strategy{
-	strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30},
-	strategy.Incremental{StepPercent: 7, Interval: time.Second, MaxSurgePercent: 7, Options: strategy.Options{
-		AbortRamp: strategy.AbortGradual, ProgressDeadline: time.Minute, AbortOnProgressDeadline: true, UnhealthyThreshold: 1}},
-	strategy.Incremental{StepPercent: 25, Interval: time.Minute, Options: strategy.Options{Capacity: strategy.CapacityFixed, AbortRamp: strategy.AbortEmergency}},
-	strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 0, Options: strategy.Options{
+	strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30},
+	strategy.Incremental{StepPercent: 7, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 7, Options: strategy.Options{
+		AbortRamp: strategy.AbortGradual, ProgressDeadline: metav1.Duration{Duration: time.Minute}, AbortOnProgressDeadline: true, UnhealthyThreshold: 1}},
+	strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, Options: strategy.Options{Capacity: strategy.CapacityFixed, AbortRamp: strategy.AbortEmergency}},
+	strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 0, Options: strategy.Options{
 		Capacity: strategy.CapacityReplicas, MaxUnavailablePercent: 25, AbortRamp: strategy.AbortGradual}},
 	strategy.Canary{
 		Steps: []strategy.CanaryStep{
@@ -25,12 +27,12 @@ var fuzzStrategies = []strategy.Strategy{
 			strategy.PauseUntilResumed(), strategy.SetWeight(50), strategy.Gate("h"),
 		},
 		MaxSurgePercent: 25,
-		Options:         strategy.Options{AbortRamp: strategy.AbortGradual, UnhealthyAction: strategy.UnhealthyPause, ScaleDownDelay: time.Minute},
+		Options:         strategy.Options{AbortRamp: strategy.AbortGradual, UnhealthyAction: strategy.UnhealthyPause, ScaleDownDelay: metav1.Duration{Duration: time.Minute}},
 	},
 	strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(40), strategy.Gate("g")},
 		MaxSurgePercent: 100,
-		Options:         strategy.Options{AbortRamp: strategy.AbortEmergency, ProgressDeadline: time.Second},
+		Options:         strategy.Options{AbortRamp: strategy.AbortEmergency, ProgressDeadline: metav1.Duration{Duration: time.Second}},
 	},
 	strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(30), strategy.Pause(time.Minute)},
@@ -178,7 +180,7 @@ func FuzzValidate(f *testing.F) {
 			}
 		}
 		for _, strat := range []strategy.Strategy{
-			strategy.Incremental{StepPercent: step, Interval: time.Duration(interval), MaxSurgePercent: surge, Options: opts},
+			strategy.Incremental{StepPercent: step, Interval: metav1.Duration{Duration: time.Duration(interval)}, MaxSurgePercent: surge, Options: opts},
 			strategy.Canary{Steps: cs, MaxSurgePercent: surge, Options: opts},
 			strategy.BlueGreen{Options: opts},
 		} {

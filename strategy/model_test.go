@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // naiveIncremental is a deliberately plain model of an incremental upgrade
@@ -62,7 +64,7 @@ func naiveFixedCanary(steps []CanaryStep) ([]string, time.Duration) {
 				out = append(out, fmt.Sprintf("+%s weight %d", at, w))
 			}
 		case st.Pause != nil && st.Pause.Duration != nil:
-			at += *st.Pause.Duration
+			at += st.Pause.Duration.Duration
 		}
 	}
 	if w != 100 {
@@ -87,7 +89,7 @@ func TestModelIncremental(t *testing.T) {
 		surge := rapid.Int32Range(1, 100).Draw(t, "surge")
 		step := rapid.Int32Range(1, surge).Draw(t, "step")
 		interval := time.Microsecond * time.Duration(rapid.Int64Range(1, int64(time.Hour/time.Microsecond)).Draw(t, "intervalMicros"))
-		tl, err := Plan(Incremental{StepPercent: step, Interval: interval, MaxSurgePercent: surge}, PlanOptions{Start: t0})
+		tl, err := Plan(Incremental{StepPercent: step, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: surge}, PlanOptions{Start: t0})
 		if err != nil {
 			t.Fatalf("plan: %v", err)
 		}

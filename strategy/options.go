@@ -6,10 +6,12 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // CapacityMode says how capacity moves during a rollout.
+// +kubebuilder:validation:Enum="";Fixed;Replicas
 type CapacityMode string
 
 const (
@@ -27,6 +29,7 @@ const (
 )
 
 // AbortRamp chooses how an abort walks traffic back to the stable side.
+// +kubebuilder:validation:Enum="";Gradual;Emergency
 type AbortRamp string
 
 const (
@@ -44,6 +47,7 @@ const (
 
 // UnhealthyAction is what happens after UnhealthyThreshold unhealthy
 // observations.
+// +kubebuilder:validation:Enum="";Pause
 type UnhealthyAction string
 
 const (
@@ -71,16 +75,39 @@ const DefaultProgressDeadline = 10 * time.Minute
 // managed capacity, immediate aborts, a progress deadline of
 // DefaultProgressDeadline that sets Degraded (without aborting), abort after
 // three unhealthy observations, poll every DefaultPollInterval.
+//
+// The markers below give a CRD schema embedding a strategy the rules of
+// Validate that OpenAPI and CEL can express (see the package documentation).
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="!has(self.maxUnavailablePercent) || self.maxUnavailablePercent == 0 || (has(self.capacity) && self.capacity == 'Replicas')",message="only applies to the Replicas capacity mode",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.abortRamp) || self.abortRamp != 'Emergency' || !has(self.capacity) || self.capacity != 'Replicas'",message="Emergency needs a traffic router; the Replicas mode has none",fieldPath=".abortRamp",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.abortOnProgressDeadline) || !self.abortOnProgressDeadline || !has(self.noProgressDeadline) || !self.noProgressDeadline",message="needs a progress deadline; noProgressDeadline disables it",fieldPath=".abortOnProgressDeadline",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.noProgressDeadline) || !self.noProgressDeadline || !has(self.progressDeadline) || duration(self.progressDeadline) == duration('0s')",message="must be 0 when noProgressDeadline is set",fieldPath=".progressDeadline",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.initialPollInterval) || duration(self.initialPollInterval) <= (has(self.pollInterval) && duration(self.pollInterval) > duration('0s') ? duration(self.pollInterval) : duration('2s'))",message="must not exceed pollInterval (2s when unset)",fieldPath=".initialPollInterval",reason="FieldValueInvalid"
 type Options struct {
+	// Capacity is the capacity mode: "" (managed), Fixed or Replicas.
+	// +optional
 	Capacity CapacityMode `json:"capacity,omitempty"`
 	// MaxUnavailablePercent (replicas mode only) is how far total ready
 	// capacity may dip below 100 while replicas move.
-	MaxUnavailablePercent int32     `json:"maxUnavailablePercent,omitempty"`
-	AbortRamp             AbortRamp `json:"abortRamp,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxUnavailablePercent int32 `json:"maxUnavailablePercent,omitempty"`
+	// AbortRamp is how an abort walks traffic back: "" (immediate), Gradual
+	// or Emergency.
+	// +optional
+	AbortRamp AbortRamp `json:"abortRamp,omitempty"`
 	// UnhealthyThreshold is the number of consecutive unhealthy observations
 	// that trigger UnhealthyAction; 0 means 3.
-	UnhealthyThreshold int32           `json:"unhealthyThreshold,omitempty"`
-	UnhealthyAction    UnhealthyAction `json:"unhealthyAction,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	UnhealthyThreshold int32 `json:"unhealthyThreshold,omitempty"`
+	// UnhealthyAction is what UnhealthyThreshold unhealthy observations do:
+	// "" (abort) or Pause.
+	// +optional
+	UnhealthyAction UnhealthyAction `json:"unhealthyAction,omitempty"`
 	// ProgressDeadline bounds every wait for the world: for a hop to be
 	// observed applied, for ready capacity, for a gate verdict, and for
 	// adapters that keep failing to answer. A wait counts from the latest of
@@ -90,17 +117,27 @@ type Options struct {
 	// if AbortOnProgressDeadline. Pauses (timed or waiting for Resume) and
 	// step intervals are exempt. 0 means DefaultProgressDeadline; set
 	// NoProgressDeadline to disable it.
-	ProgressDeadline        time.Duration `json:"progressDeadline,omitempty"`
-	AbortOnProgressDeadline bool          `json:"abortOnProgressDeadline,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
+	ProgressDeadline metav1.Duration `json:"progressDeadline,omitzero"`
+	// AbortOnProgressDeadline aborts the rollout when the progress deadline
+	// passes, rather than only reporting Degraded.
+	// +optional
+	AbortOnProgressDeadline bool `json:"abortOnProgressDeadline,omitempty"`
 	// NoProgressDeadline disables the progress deadline: a rollout may then
 	// wait for the world without end, reported only by its Message.
+	// +optional
 	NoProgressDeadline bool `json:"noProgressDeadline,omitempty"`
 	// ScaleDownDelay is how long the stable side keeps its capacity after
 	// all traffic is observed on the canary.
-	ScaleDownDelay time.Duration `json:"scaleDownDelay,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
+	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitzero"`
 	// PollInterval is the requeue while waiting for an observation; 0 means
 	// DefaultPollInterval, and a set value must be at least MinPollInterval.
-	PollInterval time.Duration `json:"pollInterval,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
+	PollInterval metav1.Duration `json:"pollInterval,omitzero"`
 	// InitialPollInterval is the first requeue while waiting for the world
 	// to show a hop (or to act after a command or the start of a step):
 	// each later requeue waits as long as it has been since then, so polls
@@ -109,7 +146,9 @@ type Options struct {
 	// never polls fast. 0 means DefaultInitialPollInterval; a set value must
 	// be at least MinPollInterval and at most PollInterval (equal to it:
 	// a fixed poll).
-	InitialPollInterval time.Duration `json:"initialPollInterval,omitempty"`
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
+	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitzero"`
 }
 
 // progressDeadline is the deadline in force; 0 when disabled.
@@ -117,10 +156,10 @@ func (o *Options) progressDeadline() time.Duration {
 	switch {
 	case o.NoProgressDeadline:
 		return 0
-	case o.ProgressDeadline == 0:
+	case o.ProgressDeadline.Duration == 0:
 		return DefaultProgressDeadline
 	}
-	return o.ProgressDeadline
+	return o.ProgressDeadline.Duration
 }
 
 func (o *Options) unhealthyThreshold() int32 {
@@ -131,18 +170,18 @@ func (o *Options) unhealthyThreshold() int32 {
 }
 
 func (o *Options) pollInterval() time.Duration {
-	if o.PollInterval == 0 {
+	if o.PollInterval.Duration == 0 {
 		return DefaultPollInterval
 	}
-	return o.PollInterval
+	return o.PollInterval.Duration
 }
 
 // initialPollInterval is the first poll after a hop in force.
 func (o *Options) initialPollInterval() time.Duration {
-	if o.InitialPollInterval == 0 {
+	if o.InitialPollInterval.Duration == 0 {
 		return min(DefaultInitialPollInterval, o.pollInterval())
 	}
-	return o.InitialPollInterval
+	return o.InitialPollInterval.Duration
 }
 
 // pollWait is the requeue while polling for the world after waiting for
@@ -192,29 +231,29 @@ func (o *Options) validate(root string, surge int32) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("unhealthyAction"), o.UnhealthyAction,
 			[]string{string(UnhealthyAbort), string(UnhealthyPause)}))
 	}
-	if o.ProgressDeadline < 0 {
-		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must not be negative"))
+	if o.ProgressDeadline.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.Duration.String(), "must not be negative"))
 	}
 	if o.AbortOnProgressDeadline && o.NoProgressDeadline {
 		errs = append(errs, field.Invalid(p.Child("abortOnProgressDeadline"), true, "needs a progress deadline; noProgressDeadline disables it"))
 	}
-	if o.NoProgressDeadline && o.ProgressDeadline != 0 {
-		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.String(), "must be 0 when noProgressDeadline is set"))
+	if o.NoProgressDeadline && o.ProgressDeadline.Duration != 0 {
+		errs = append(errs, field.Invalid(p.Child("progressDeadline"), o.ProgressDeadline.Duration.String(), "must be 0 when noProgressDeadline is set"))
 	}
-	if o.ScaleDownDelay < 0 {
-		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.String(), "must not be negative"))
+	if o.ScaleDownDelay.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("scaleDownDelay"), o.ScaleDownDelay.Duration.String(), "must not be negative"))
 	}
-	if o.PollInterval < 0 {
-		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must not be negative"))
-	} else if o.PollInterval > 0 && o.PollInterval < MinPollInterval {
-		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
+	if o.PollInterval.Duration < 0 {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.Duration.String(), "must not be negative"))
+	} else if o.PollInterval.Duration > 0 && o.PollInterval.Duration < MinPollInterval {
+		errs = append(errs, field.Invalid(p.Child("pollInterval"), o.PollInterval.Duration.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
 	}
-	switch ip := o.InitialPollInterval; {
+	switch ip := o.InitialPollInterval.Duration; {
 	case ip < 0:
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not be negative"))
 	case ip > 0 && ip < MinPollInterval:
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
-	case o.PollInterval >= 0 && ip > o.pollInterval():
+	case o.PollInterval.Duration >= 0 && ip > o.pollInterval():
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not exceed pollInterval ("+o.pollInterval().String()+")"))
 	}
 	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {

@@ -2,11 +2,13 @@ package strategy
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"pgregory.net/rapid"
 )
 
@@ -57,12 +59,47 @@ func checkStep(t TB, strat Strategy, in State, now time.Time) Decision {
 		t.Fatalf("a JSON round trip of the state changed the decision (-direct +roundtrip):\n%s", diff)
 	}
 	if latest := clock(&in, time.Time{}); latest.After(now) || latest.Equal(now) {
-		// now is at or before a recorded instant: any earlier now decides the same.
-		if diff := cmp.Diff(d, strat.Step(in, latest.Add(-time.Hour))); diff != "" {
+		// now is at or before a recorded instant: any earlier now decides the
+		// same, but that beyond MaxClockSkew it reports Degraded (ClockSkew).
+		earlier := latest.Add(-time.Hour)
+		if latest.Sub(now) <= MaxClockSkew {
+			earlier = latest.Add(-MaxClockSkew)
+		}
+		skewed := strat.Step(in, latest.Add(-time.Hour))
+		if diff := cmp.Diff(d, strat.Step(in, earlier)); diff != "" {
 			t.Fatalf("time running backwards changed the decision (-at now +earlier):\n%s", diff)
+		}
+		if c := degradedReason(&skewed.State); !in.Idle() && c != ReasonInvalidState && c != ReasonInvalidOptions &&
+			(c != ReasonClockSkew || !errors.Is(in.CheckClock(latest.Add(-time.Hour)), ErrClockSkew)) {
+			t.Fatalf("an hour behind the state's latest instant: Degraded %q, CheckClock %v", c, in.CheckClock(latest.Add(-time.Hour)))
+		}
+		if diff := cmp.Diff(withoutDegraded(d), withoutDegraded(skewed)); diff != "" && latest.Sub(now) <= MaxClockSkew {
+			t.Fatalf("a clock an hour behind changed more than the Degraded condition (-at now +an hour earlier):\n%s", diff)
 		}
 	}
 	return checkDecision(t, strat, in, d)
+}
+
+// degradedReason is the reason of s's Degraded condition when it is true.
+func degradedReason(s *State) string {
+	for _, c := range s.Conditions {
+		if c.Type == ConditionDegraded && c.Status == metav1.ConditionTrue {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// withoutDegraded is d without its Degraded condition.
+func withoutDegraded(d Decision) Decision {
+	var cs []metav1.Condition
+	for _, c := range d.State.Conditions {
+		if c.Type != ConditionDegraded {
+			cs = append(cs, c)
+		}
+	}
+	d.State.Conditions = cs
+	return d
 }
 
 // checkDecision checks what checkStep checks of the decision d that Step

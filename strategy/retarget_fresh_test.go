@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestRetargetBeforeFirstStep: a Retarget before the first Step is a walk
@@ -12,7 +14,7 @@ import (
 // the stable allocation, and which first brings the canary's traffic back
 // when a reconcile whose state was lost had moved it.
 func TestRetargetBeforeFirstStep(t *testing.T) {
-	strat := Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	t.Run("clean world: starts the new revision in the same Step", func(t *testing.T) {
 		s := NewState("v1", "v2").Retarget("v3", t0)
 		d := strat.Step(s, t0)

@@ -3,6 +3,8 @@ package strategy
 import (
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Table tests of revisions on sides (package doc, "# Revisions on sides"),
@@ -50,7 +52,7 @@ func TestRevisionChangedWhileCompleting(t *testing.T) {
 // is not written back up onto a canary side observed running another
 // revision: the rollout walks it back instead.
 func TestWeightRepairOnARedeployedCanary(t *testing.T) {
-	strat := Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	for _, rev := range []string{"v2", "v9"} {
 		s := revState(PhaseProgressing, Allocation{Weight: 30, StableCapacity: 100, CanaryCapacity: 30, CanaryRevision: "v2"}, 0,
 			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v1", Updated: true},
@@ -72,7 +74,7 @@ func TestWeightRepairOnARedeployedCanary(t *testing.T) {
 // lost), on another revision, keeps that capacity instead of asking it back
 // up, and finishes.
 func TestWalkBackKeepsALowerCanary(t *testing.T) {
-	strat := Incremental{StepPercent: 1, Interval: time.Minute, MaxSurgePercent: 1, Options: Options{AbortRamp: AbortGradual}}
+	strat := Incremental{StepPercent: 1, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 1, Options: Options{AbortRamp: AbortGradual}}
 	s := revState(PhaseAborting, Allocation{Weight: 18, StableCapacity: 82, CanaryCapacity: 19, CanaryRevision: "v2"}, 18,
 		SideObservation{Capacity: 82, Ready: 100, Settled: true, Revision: "v1", Updated: true},
 		SideObservation{Capacity: 18, Ready: 33, Settled: true, Revision: "v9", Updated: true})

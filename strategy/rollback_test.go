@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestRollbackMatrix retargets a rollout from A to B at three moments (early:
@@ -11,14 +13,14 @@ import (
 // once or twice, and checks every Step's invariants and how it ends.
 func TestRollbackMatrix(t *testing.T) {
 	strategies := map[string]Strategy{
-		"incremental": Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30},
+		"incremental": Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30},
 		"canary": Canary{MaxSurgePercent: 25, Steps: []CanaryStep{
 			SetWeight(20), Pause(time.Minute), SetWeight(60), Pause(time.Minute), SetWeight(80),
 		}},
 		"canary-fixed": Canary{Steps: []CanaryStep{SetWeight(30), SetWeight(70)}, Options: Options{Capacity: CapacityFixed}},
-		"incremental-replicas": Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 20,
+		"incremental-replicas": Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20,
 			Options: Options{Capacity: CapacityReplicas, MaxUnavailablePercent: 10}},
-		"bluegreen-gradual": BlueGreen{Options: Options{AbortRamp: AbortGradual, ScaleDownDelay: time.Minute}},
+		"bluegreen-gradual": BlueGreen{Options: Options{AbortRamp: AbortGradual, ScaleDownDelay: metav1.Duration{Duration: time.Minute}}},
 	}
 	triggers := map[string]func(s *State, hops int) bool{
 		"early": func(s *State, hops int) bool { return hops >= 1 },

@@ -256,15 +256,15 @@ func neverStuckSilently(t *rapid.T) {
 	slack := opts.pollInterval()
 	switch v := strat.(type) {
 	case Incremental:
-		slack += v.Interval
+		slack += v.Interval.Duration
 	case Canary:
 		for _, st := range v.Steps {
 			if st.Pause != nil && st.Pause.Duration != nil {
-				slack = max(slack, *st.Pause.Duration+opts.pollInterval())
+				slack = max(slack, st.Pause.Duration.Duration+opts.pollInterval())
 			}
 		}
 	}
-	slack += opts.ScaleDownDelay
+	slack += opts.ScaleDownDelay.Duration
 	deadline := opts.progressDeadline()
 	now := t0
 	since := now // the start of the current stretch without progress

@@ -429,11 +429,11 @@ func parseStrategy(f []string) (Strategy, error) {
 		case "ramp":
 			opts.AbortRamp = AbortRamp(v)
 		case "deadline":
-			opts.ProgressDeadline, err = time.ParseDuration(v)
+			opts.ProgressDeadline.Duration, err = time.ParseDuration(v)
 		case "abort-on-deadline":
 			opts.AbortOnProgressDeadline = true
 		case "poll":
-			opts.PollInterval, err = time.ParseDuration(v)
+			opts.PollInterval.Duration, err = time.ParseDuration(v)
 		case "unhealthy":
 			opts.UnhealthyAction = UnhealthyAction(v)
 		case "steps":
@@ -465,7 +465,7 @@ func parseStrategy(f []string) (Strategy, error) {
 	}
 	switch f[0] {
 	case "incremental":
-		return Incremental{StepPercent: step, Interval: interval, MaxSurgePercent: surge, Options: opts}, nil
+		return Incremental{StepPercent: step, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: surge, Options: opts}, nil
 	case "canary":
 		return Canary{Steps: steps, MaxSurgePercent: surge, Options: opts}, nil
 	case "bluegreen":

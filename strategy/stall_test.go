@@ -13,7 +13,7 @@ import (
 // wait too: Degraded after ProgressDeadline without a hop, then an abort.
 func TestStallRaisesTheProgressDeadline(t *testing.T) {
 	strat := Canary{Steps: []CanaryStep{SetWeight(40)}, MaxSurgePercent: 5,
-		Options: Options{ProgressDeadline: time.Minute, AbortOnProgressDeadline: true}}
+		Options: Options{ProgressDeadline: metav1.Duration{Duration: time.Minute}, AbortOnProgressDeadline: true}}
 	s := NewState("a", "b")
 	w := newWorld(CapacityManaged, &s)
 	w.stable.replicas, w.canary.replicas = 3, 3

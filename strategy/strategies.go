@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -41,10 +42,25 @@ type Strategy interface {
 // The zero value is invalid (StepPercent, Interval and MaxSurgePercent must
 // be set, except MaxSurgePercent in the Fixed capacity mode). Safe for
 // concurrent use once built: Step does not modify it.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity == 'Fixed') || !has(self.maxSurgePercent) || self.maxSurgePercent < 1 || self.maxSurgePercent >= self.stepPercent",message="must not exceed maxSurgePercent (when that is set) unless capacity is Fixed: traffic could never catch up with capacity",fieldPath=".stepPercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Incremental struct {
-	StepPercent     int32         `json:"stepPercent"`
-	Interval        time.Duration `json:"interval"`
-	MaxSurgePercent int32         `json:"maxSurgePercent"`
+	// StepPercent is the most the canary weight rises per Interval.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	StepPercent int32 `json:"stepPercent"`
+	// Interval is the least time between two weight hops ("1m30s").
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive",reason="FieldValueInvalid"
+	Interval metav1.Duration `json:"interval"`
+	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
+	// moves; at least StepPercent unless capacity is Fixed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxSurgePercent int32 `json:"maxSurgePercent"`
 	Options         `json:",inline"`
 }
 
@@ -53,7 +69,7 @@ type Incremental struct {
 func (in Incremental) Validate() error { return toError(in.validate()) }
 
 func (in *Incremental) validate() field.ErrorList {
-	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval > 0 &&
+	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval.Duration > 0 &&
 		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
 		(in.MaxSurgePercent >= in.StepPercent || in.Capacity == CapacityFixed) &&
 		optionsLookValid(&in.Options, in.MaxSurgePercent) {
@@ -63,8 +79,8 @@ func (in *Incremental) validate() field.ErrorList {
 	if e := validPercent(field.NewPath("incremental", "stepPercent"), in.StepPercent, 1); e != nil {
 		errs = append(errs, e)
 	}
-	if in.Interval <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("incremental", "interval"), in.Interval.String(), "must be positive"))
+	if in.Interval.Duration <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("incremental", "interval"), in.Interval.Duration.String(), "must be positive"))
 	}
 	errs = append(errs, validateSurge("incremental", in.MaxSurgePercent, in.Capacity)...)
 	if in.Capacity != CapacityFixed && in.MaxSurgePercent >= 1 && in.MaxSurgePercent <= 100 &&
@@ -96,9 +112,12 @@ func optionsLookValid(o *Options, surge int32) bool {
 			o.AbortRamp == AbortEmergency && o.Capacity != CapacityReplicas) &&
 		o.UnhealthyThreshold >= 0 &&
 		(o.UnhealthyAction == UnhealthyAbort || o.UnhealthyAction == UnhealthyPause) &&
-		o.ProgressDeadline >= 0 && (!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline == 0) &&
-		o.ScaleDownDelay >= 0 && (o.PollInterval == 0 || o.PollInterval >= MinPollInterval) &&
-		(o.InitialPollInterval == 0 || o.InitialPollInterval >= MinPollInterval && o.InitialPollInterval <= o.pollInterval())
+		o.ProgressDeadline.Duration >= 0 &&
+		(!o.NoProgressDeadline || !o.AbortOnProgressDeadline && o.ProgressDeadline.Duration == 0) &&
+		o.ScaleDownDelay.Duration >= 0 &&
+		(o.PollInterval.Duration == 0 || o.PollInterval.Duration >= MinPollInterval) &&
+		(o.InitialPollInterval.Duration == 0 ||
+			o.InitialPollInterval.Duration >= MinPollInterval && o.InitialPollInterval.Duration <= o.pollInterval())
 }
 
 // Step decides the next hop. See Strategy.
@@ -108,7 +127,7 @@ func (in Incremental) Step(s State, now time.Time) Decision {
 		mode:     moverFor(in.Capacity),
 		surge:    in.MaxSurgePercent,
 		stepPct:  in.StepPercent,
-		interval: in.Interval,
+		interval: in.Interval.Duration,
 	}
 	if errs := in.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
@@ -119,6 +138,8 @@ func (in Incremental) Step(s State, now time.Time) Decision {
 // BlueGreen provisions the whole canary next to the stable side, moves all
 // traffic in one hop, then scales the stable side down: Incremental with
 // StepPercent 100 and MaxSurgePercent 100. The zero value is valid.
+//
+// +kubebuilder:object:generate=true
 type BlueGreen struct {
 	Options `json:",inline"`
 }
@@ -144,24 +165,41 @@ func (b BlueGreen) Step(s State, now time.Time) Decision {
 
 // CanaryStep is one step of a Canary strategy. Exactly one field is set;
 // build steps with SetWeight, Pause, PauseUntilResumed and Gate.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.setWeight) ? 1 : 0) + (has(self.pause) ? 1 : 0) + (has(self.gate) ? 1 : 0) == 1",message="exactly one of setWeight, pause and gate must be set",reason="FieldValueInvalid"
 type CanaryStep struct {
 	// SetWeight walks traffic (and capacity, safely) to this canary weight.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
 	SetWeight *int32 `json:"setWeight,omitempty"`
 	// Pause waits. With a Duration it is timed from the moment the previous
 	// step was observed complete; without one it waits for Resume.
+	// +optional
 	Pause *PauseStep `json:"pause,omitempty"`
 	// Gate waits for a verdict on the named gate: pass -> next step,
 	// fail -> abort, inconclusive -> pause until Resume.
+	// +optional
 	Gate *GateStep `json:"gate,omitempty"`
 }
 
 // PauseStep is a pause; a nil Duration waits until Resume.
+//
+// +kubebuilder:object:generate=true
 type PauseStep struct {
-	Duration *time.Duration `json:"duration,omitempty"`
+	// Duration of a timed pause ("30s"); unset waits for Resume.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive; leave it unset for a pause without end",reason="FieldValueInvalid"
+	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // GateStep waits for the verdict of the named gate (see Observation.Gates).
+//
+// +kubebuilder:object:generate=true
 type GateStep struct {
+	// Name of the gate whose verdict the step waits for.
+	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 }
 
@@ -170,7 +208,9 @@ func SetWeight(w int32) CanaryStep { return CanaryStep{SetWeight: &w} }
 
 // Pause returns a step that waits d from the moment the previous step was
 // observed complete.
-func Pause(d time.Duration) CanaryStep { return CanaryStep{Pause: &PauseStep{Duration: &d}} }
+func Pause(d time.Duration) CanaryStep {
+	return CanaryStep{Pause: &PauseStep{Duration: &metav1.Duration{Duration: d}}}
+}
 
 // PauseUntilResumed returns a step that waits for the Resume command.
 func PauseUntilResumed() CanaryStep { return CanaryStep{Pause: &PauseStep{}} }
@@ -186,9 +226,20 @@ func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name
 // The zero value (no steps) is valid in the Fixed capacity mode and promotes
 // straight to 100; otherwise MaxSurgePercent must be set. Safe for concurrent
 // use once built.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Canary struct {
-	Steps           []CanaryStep `json:"steps"`
-	MaxSurgePercent int32        `json:"maxSurgePercent"`
+	// Steps are walked in order; an implicit last step promotes to 100.
+	// +optional
+	Steps []CanaryStep `json:"steps"`
+	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
+	// moves; at least 1 in the managed capacity mode.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	MaxSurgePercent int32 `json:"maxSurgePercent"`
 	Options         `json:",inline"`
 }
 
@@ -204,7 +255,7 @@ func (c *Canary) stepsLookValid() bool {
 				return false
 			}
 		case st.SetWeight == nil && st.Pause != nil && st.Gate == nil:
-			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
+			if st.Pause.Duration != nil && st.Pause.Duration.Duration <= 0 {
 				return false
 			}
 		case st.SetWeight == nil && st.Pause == nil && st.Gate != nil:
@@ -236,8 +287,8 @@ func (c *Canary) validate() field.ErrorList {
 		}
 		if st.Pause != nil {
 			n++
-			if st.Pause.Duration != nil && *st.Pause.Duration <= 0 {
-				errs = append(errs, field.Invalid(p.Child("pause", "duration"), st.Pause.Duration.String(),
+			if st.Pause.Duration != nil && st.Pause.Duration.Duration <= 0 {
+				errs = append(errs, field.Invalid(p.Child("pause", "duration"), st.Pause.Duration.Duration.String(),
 					"must be positive; use PauseUntilResumed for a pause without end"))
 			}
 		}
@@ -284,7 +335,7 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 		case st.Pause != nil:
 			mix(2)
 			if st.Pause.Duration != nil {
-				mix(uint64(*st.Pause.Duration))
+				mix(uint64(st.Pause.Duration.Duration))
 			} else {
 				mix(^uint64(0))
 			}

@@ -114,7 +114,7 @@ func fixtures(t tb) map[string]strategy.State {
 	retargeting := pausedStep.Retarget("v3", t1)
 	rolledBack, _ := walk(t, c, pausedStep.Retarget("v1", t1), t1, phaseIs(strategy.PhaseRolledBack))
 	slow := c
-	slow.ScaleDownDelay = time.Hour
+	slow.ScaleDownDelay = metav1.Duration{Duration: time.Hour}
 	completing, _ := walk(t, slow, pausedStep.Resume(t1), t1, phaseIs(strategy.PhaseCompleting))
 	succeeded, _ := walk(t, c, pausedStep.Resume(t1), t1, phaseIs(strategy.PhaseSucceeded))
 	return map[string]strategy.State{
@@ -383,7 +383,18 @@ func cond(s *strategy.State, typ string) metav1.Condition {
 	return metav1.Condition{}
 }
 
-var incremental = strategy.Incremental{StepPercent: 10, Interval: 3 * tick, MaxSurgePercent: 30}
+// without is cs without the condition of type typ.
+func without(cs []metav1.Condition, typ string) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range cs {
+		if c.Type != typ {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+var incremental = strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 3 * tick}, MaxSurgePercent: 30}
 
 // TestStepInterval: an Incremental weight hop waits for Interval after the
 // last one, and RequeueAfter is exactly the time left.
@@ -509,13 +520,13 @@ func TestStepPollBackoff(t *testing.T) {
 	ms := time.Millisecond
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	slow := incremental
-	slow.PollInterval = 10 * time.Second
+	slow.PollInterval = metav1.Duration{Duration: 10 * time.Second}
 	fixed := slow
 	fixed.InitialPollInterval = slow.PollInterval
 	first := slow
-	first.InitialPollInterval = 500 * ms
+	first.InitialPollInterval = metav1.Duration{Duration: 500 * ms}
 	nearDeadline := slow
-	nearDeadline.ProgressDeadline = 3 * time.Second
+	nearDeadline.ProgressDeadline = metav1.Duration{Duration: 3 * time.Second}
 	tests := []struct {
 		name           string
 		strat          strategy.Incremental
@@ -565,16 +576,16 @@ func TestStepPollBackoff(t *testing.T) {
 func TestStepProgressDeadline(t *testing.T) {
 	withDeadline := func(abort bool) strategy.Incremental {
 		in := incremental
-		in.ProgressDeadline = 3 * tick
+		in.ProgressDeadline = metav1.Duration{Duration: 3 * tick}
 		in.AbortOnProgressDeadline = abort
-		in.PollInterval = time.Hour // no repair of the hop within the test
+		in.PollInterval = metav1.Duration{Duration: time.Hour} // no repair of the hop within the test
 		return in
 	}
 	noDeadline := incremental
-	noDeadline.PollInterval = time.Hour
+	noDeadline.PollInterval = metav1.Duration{Duration: time.Hour}
 	noDeadline.NoProgressDeadline = true
 	defaultDeadline := incremental
-	defaultDeadline.PollInterval = time.Hour
+	defaultDeadline.PollInterval = metav1.Duration{Duration: time.Hour}
 	tests := []struct {
 		name         string
 		strat        strategy.Incremental
@@ -627,7 +638,7 @@ func TestStepProgressDeadline(t *testing.T) {
 	c := strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(time.Hour)},
 		MaxSurgePercent: 100,
-		Options:         strategy.Options{ProgressDeadline: tick, AbortOnProgressDeadline: true},
+		Options:         strategy.Options{ProgressDeadline: metav1.Duration{Duration: tick}, AbortOnProgressDeadline: true},
 	}
 	s, _ := walk(t, c, strategy.NewState("v1", "v2"), t0, phaseIs(strategy.PhasePaused))
 	d := stepChecked(t, c, s, t0.Add(59*time.Minute))
@@ -879,10 +890,11 @@ func TestStepStepsEdited(t *testing.T) {
 }
 
 // TestStepTimeBackwards: a now earlier than a time the state records is that
-// time: no time-gated progress, the same decision as at the latest record.
+// time: no time-gated progress, the same decision as at the latest record;
+// more than MaxClockSkew earlier, Step also reports Degraded (ClockSkew).
 func TestStepTimeBackwards(t *testing.T) {
 	c := strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(time.Minute)}, MaxSurgePercent: 100}
-	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: time.Minute}}
+	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}}}
 	pausedAt5, _ := walk(t, c, strategy.NewState("v1", "v2"), t5, phaseIs(strategy.PhasePaused))
 	intervalAt5, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t5, func(s *strategy.State) bool { return s.Desired.Weight == 10 })
 	delayAt5, _ := walk(t, bg, strategy.NewState("v1", "v2"), t5, phaseIs(strategy.PhaseCompleting))
@@ -906,6 +918,18 @@ func TestStepTimeBackwards(t *testing.T) {
 			}
 			for _, now := range []time.Time{t4, t0, t5.Add(-time.Nanosecond), {}, time.Unix(0, 0)} {
 				got := stepChecked(t, tt.strat, tt.s, now)
+				if skewed := t5.Sub(now) > strategy.MaxClockSkew; skewed {
+					if c := cond(&got.State, strategy.ConditionDegraded); c.Status != metav1.ConditionTrue || c.Reason != strategy.ReasonClockSkew {
+						t.Errorf("at %v, %s behind the state: Degraded %s %s, want True ClockSkew", now, t5.Sub(now), c.Status, c.Reason)
+					}
+					got.State.Conditions = without(got.State.Conditions, strategy.ConditionDegraded)
+					w := want
+					w.State.Conditions = without(want.State.Conditions, strategy.ConditionDegraded)
+					if diff := cmp.Diff(w, got); diff != "" {
+						t.Errorf("at %v: more than the Degraded condition changed (-want at t5 +got):\n%s", now, diff)
+					}
+					continue
+				}
 				if diff := cmp.Diff(want, got); diff != "" {
 					t.Errorf("at %v (-want at t5 +got):\n%s", now, diff)
 				}
@@ -923,11 +947,11 @@ func TestStepInvalidOptions(t *testing.T) {
 		strat strategy.Strategy
 	}{
 		{"incremental zero", strategy.Incremental{}},
-		{"incremental step over surge", strategy.Incremental{StepPercent: 40, Interval: time.Second, MaxSurgePercent: 30}},
+		{"incremental step over surge", strategy.Incremental{StepPercent: 40, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30}},
 		{"canary weight", strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(101)}, MaxSurgePercent: 10}},
 		{"canary empty step", strategy.Canary{Steps: []strategy.CanaryStep{{}}, MaxSurgePercent: 10}},
 		{"canary no surge", strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(10)}}},
-		{"blue-green options", strategy.BlueGreen{Options: strategy.Options{PollInterval: -1, AbortRamp: "Sideways"}}},
+		{"blue-green options", strategy.BlueGreen{Options: strategy.Options{PollInterval: metav1.Duration{Duration: -1}, AbortRamp: "Sideways"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -966,7 +990,7 @@ func TestStepInvalidOptions(t *testing.T) {
 func TestStepFixed(t *testing.T) {
 	fixed := strategy.Options{Capacity: strategy.CapacityFixed}
 	strats := map[string]strategy.Strategy{
-		"incremental": strategy.Incremental{StepPercent: 25, Interval: time.Minute, Options: fixed},
+		"incremental": strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, Options: fixed},
 		"canary":      strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(30), strategy.Pause(time.Minute)}, Options: fixed},
 		"blue-green":  strategy.BlueGreen{Options: fixed},
 	}
@@ -1025,9 +1049,9 @@ func TestStepReplicas(t *testing.T) {
 		mu       int32
 		wantCaps string
 	}{
-		{"incremental surge", strategy.Incremental{StepPercent: 20, Interval: time.Minute, MaxSurgePercent: 25, Options: replicas(0)}, 25, 0,
+		{"incremental surge", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 25, Options: replicas(0)}, 25, 0,
 			"(100,0) -> (100,20) -> (100,25) -> (75,25) -> (75,45) -> (75,50) -> (50,50) -> (50,70) -> (50,75) -> (25,75) -> (25,95) -> (25,100) -> (0,100)"},
-		{"incremental unavailable", strategy.Incremental{StepPercent: 20, Interval: time.Minute, Options: replicas(25)}, 0, 25,
+		{"incremental unavailable", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, Options: replicas(25)}, 0, 25,
 			"(100,0) -> (75,0) -> (75,20) -> (75,25) -> (50,25) -> (50,45) -> (50,50) -> (25,50) -> (25,70) -> (25,75) -> (0,75) -> (0,95) -> (0,100)"},
 		{"canary", strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(30), strategy.Pause(time.Minute)}, MaxSurgePercent: 10, Options: replicas(10)}, 10, 10,
 			"(100,0) -> (100,10) -> (80,10) -> (80,30) -> (70,30) -> (70,40) -> (50,40) -> (50,60) -> (30,60) -> (30,80) -> (10,80) -> (10,100) -> (0,100)"},
@@ -1058,7 +1082,7 @@ func TestStepReplicas(t *testing.T) {
 	}
 	// Driven by hand: Decision.Weight stays unset, Desired.Weight mirrors the
 	// canary capacity, and a scale-down waits for the other side to be ready.
-	in := strategy.Incremental{StepPercent: 20, Interval: time.Minute, Options: replicas(25)}
+	in := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, Options: replicas(25)}
 	s := strategy.NewState("v1", "v2")
 	d := stepChecked(t, in, s, t0)
 	if diff := cmp.Diff(hopsOf{Stable: set(75), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, hopsIn(d)); diff != "" {
@@ -1095,7 +1119,7 @@ func TestStepRounding(t *testing.T) {
 	strats := map[string]strategy.Strategy{
 		"canary 40":    strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(40), strategy.Pause(time.Minute)}, MaxSurgePercent: 100},
 		"canary 40/34": strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(40), strategy.Pause(time.Minute)}, MaxSurgePercent: 34},
-		"incremental":  strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 40},
+		"incremental":  strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 40},
 		"blue-green":   strategy.BlueGreen{},
 	}
 	for name, strat := range strats {
@@ -1166,7 +1190,7 @@ func TestStepRounding(t *testing.T) {
 // scaled to 0 after ScaleDownDelay (to the instant) and the canary returned
 // to its steady state -> Succeeded, the roles swapped.
 func TestStepCompletion(t *testing.T) {
-	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: 5 * tick}}
+	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: 5 * tick}}}
 	s, _ := walk(t, bg, strategy.NewState("v1", "v2"), t0, phaseIs(strategy.PhaseCompleting))
 	if want := mt(t0); !s.ReachedAt.Equal(&want) {
 		t.Fatalf("ReachedAt = %v, want %v", s.ReachedAt, want)
@@ -1250,7 +1274,7 @@ func TestRetryAfterAbortWhileCompletingAsksSteadyAgain(t *testing.T) {
 // percents, 0..100). FuzzStepJSON's range check finds these; Step now treats
 // such a state as invalid (State.Validate) and asks for nothing.
 func TestCorruptStateNeverAsksAHopOutOfRange(t *testing.T) {
-	in := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	in := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	corrupt := func(desired strategy.Allocation, stableReady, canaryReady int32) strategy.State {
 		s := strategy.NewState("v1", "v2")
 		s.Phase = strategy.PhaseProgressing
@@ -1309,7 +1333,7 @@ func TestEmergencyAbortNeverRepairsAnInvalidSplitUpward(t *testing.T) {
 // TestIdleStatesPlanNothing: the zero state, a zero state that adopted a
 // revision and NewState(v, v) roll nothing out, in Plan as in Step.
 func TestIdleStatesPlanNothing(t *testing.T) {
-	inc := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}
+	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	for name, s := range map[string]strategy.State{
 		"zero":          {},
 		"adopted":       strategy.State{}.Retarget("v1", t0),
@@ -1334,7 +1358,7 @@ func TestIdleStatesPlanNothing(t *testing.T) {
 // what the side holds and finishes; it used to wait for that side to come
 // back down, for ever.
 func TestEmergencyAbortFinishesWhenTheStableSideIsAlreadyUp(t *testing.T) {
-	strat := strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 20,
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20,
 		Options: strategy.Options{AbortRamp: strategy.AbortEmergency}}
 	s := strategy.NewState("v1", "v2")
 	s.Phase = strategy.PhaseAborting

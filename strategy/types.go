@@ -316,6 +316,11 @@ type State struct {
 	// that cannot see its route or its sides is never silently stuck.
 	FailingSince metav1.MicroTime `json:"failingSince,omitzero"`
 
+	// Handled is the last value of each one-shot request of a Control that
+	// State.Control has seen: each request acts once, also after the state
+	// is stored and read back. Commands keep it, across rollouts too.
+	Handled Requests `json:"handled,omitzero"`
+
 	// LastCommandAt is when the latest command was applied. Like every other
 	// recorded time it bounds the clock from below: a now earlier than any
 	// recorded time is treated as that time.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/upshift-dev/upshift/strategy"
@@ -52,9 +53,9 @@ var badOptions = strategy.Options{
 	AbortRamp:               "Sideways",
 	UnhealthyThreshold:      -1,
 	UnhealthyAction:         "Shrug",
-	ProgressDeadline:        -time.Second,
-	ScaleDownDelay:          -time.Second,
-	PollInterval:            -time.Second,
+	ProgressDeadline:        metav1.Duration{Duration: -time.Second},
+	ScaleDownDelay:          metav1.Duration{Duration: -time.Second},
+	PollInterval:            metav1.Duration{Duration: -time.Second},
 	AbortOnProgressDeadline: true,
 }
 
@@ -81,36 +82,36 @@ func TestValidateIncremental(t *testing.T) {
 		in   strategy.Incremental
 		want []string
 	}{
-		{"valid", strategy.Incremental{StepPercent: 10, Interval: time.Minute, MaxSurgePercent: 30}, nil},
-		{"step equals surge", strategy.Incremental{StepPercent: 100, Interval: time.Nanosecond, MaxSurgePercent: 100}, nil},
+		{"valid", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}, nil},
+		{"step equals surge", strategy.Incremental{StepPercent: 100, Interval: metav1.Duration{Duration: time.Nanosecond}, MaxSurgePercent: 100}, nil},
 		{"zero value", strategy.Incremental{}, []string{
 			"incremental.stepPercent " + invalid,
 			"incremental.interval " + invalid,
 			"incremental.maxSurgePercent " + invalid,
 		}},
-		{"over 100, negative interval", strategy.Incremental{StepPercent: 101, Interval: -time.Second, MaxSurgePercent: 101}, []string{
+		{"over 100, negative interval", strategy.Incremental{StepPercent: 101, Interval: metav1.Duration{Duration: -time.Second}, MaxSurgePercent: 101}, []string{
 			"incremental.stepPercent " + invalid,
 			"incremental.interval " + invalid,
 			"incremental.maxSurgePercent " + invalid,
 		}},
-		{"negative", strategy.Incremental{StepPercent: -1, Interval: time.Second, MaxSurgePercent: -1}, []string{
+		{"negative", strategy.Incremental{StepPercent: -1, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: -1}, []string{
 			"incremental.stepPercent " + invalid,
 			"incremental.maxSurgePercent " + invalid,
 		}},
-		{"step over surge", strategy.Incremental{StepPercent: 40, Interval: time.Second, MaxSurgePercent: 30}, []string{
+		{"step over surge", strategy.Incremental{StepPercent: 40, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30}, []string{
 			"incremental.stepPercent " + invalid,
 		}},
-		{"fixed needs no surge", strategy.Incremental{StepPercent: 40, Interval: time.Second, Options: fixed}, nil},
-		{"replicas: surge or unavailable", strategy.Incremental{StepPercent: 10, Interval: time.Second, Options: replicas}, []string{
+		{"fixed needs no surge", strategy.Incremental{StepPercent: 40, Interval: metav1.Duration{Duration: time.Second}, Options: fixed}, nil},
+		{"replicas: surge or unavailable", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, Options: replicas}, []string{
 			"incremental.maxUnavailablePercent " + invalid,
 		}},
-		{"replicas: unavailable alone", strategy.Incremental{StepPercent: 10, Interval: time.Second,
+		{"replicas: unavailable alone", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second},
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas, MaxUnavailablePercent: 25}}, nil},
-		{"replicas: no emergency", strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10,
+		{"replicas: no emergency", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10,
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas, AbortRamp: strategy.AbortEmergency}}, []string{
 			"incremental.abortRamp " + invalid,
 		}},
-		{"abort on no deadline", strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10,
+		{"abort on no deadline", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10,
 			Options: strategy.Options{AbortOnProgressDeadline: true, NoProgressDeadline: true}}, []string{
 			"incremental.abortOnProgressDeadline " + invalid,
 		}},
@@ -130,8 +131,8 @@ func TestValidateIncremental(t *testing.T) {
 }
 
 func TestValidateCanary(t *testing.T) {
-	zero := time.Duration(0)
-	neg := -time.Second
+	zero := metav1.Duration{}
+	neg := metav1.Duration{Duration: -time.Second}
 	w := int32(10)
 	tests := []struct {
 		name string
@@ -202,8 +203,8 @@ func TestValidateOptions(t *testing.T) {
 	}{
 		{"zero value", strategy.Options{}, nil},
 		{"all set", strategy.Options{Capacity: strategy.CapacityReplicas, MaxUnavailablePercent: 100, AbortRamp: strategy.AbortGradual,
-			UnhealthyThreshold: 1, UnhealthyAction: strategy.UnhealthyPause, ProgressDeadline: time.Second,
-			AbortOnProgressDeadline: true, ScaleDownDelay: time.Second, PollInterval: time.Second}, nil},
+			UnhealthyThreshold: 1, UnhealthyAction: strategy.UnhealthyPause, ProgressDeadline: metav1.Duration{Duration: time.Second},
+			AbortOnProgressDeadline: true, ScaleDownDelay: metav1.Duration{Duration: time.Second}, PollInterval: metav1.Duration{Duration: time.Second}}, nil},
 		{"capacity", strategy.Options{Capacity: "Elastic"}, []string{"capacity " + notSupported}},
 		{"unavailable outside replicas", strategy.Options{MaxUnavailablePercent: 10}, []string{"maxUnavailablePercent " + invalid}},
 		{"unavailable over 100", strategy.Options{Capacity: strategy.CapacityReplicas, MaxUnavailablePercent: 101}, []string{"maxUnavailablePercent " + invalid}},
@@ -211,20 +212,20 @@ func TestValidateOptions(t *testing.T) {
 		{"abort ramp", strategy.Options{AbortRamp: "Sideways"}, []string{"abortRamp " + notSupported}},
 		{"threshold", strategy.Options{UnhealthyThreshold: -1}, []string{"unhealthyThreshold " + invalid}},
 		{"action", strategy.Options{UnhealthyAction: "Shrug"}, []string{"unhealthyAction " + notSupported}},
-		{"deadline", strategy.Options{ProgressDeadline: -1}, []string{"progressDeadline " + invalid}},
+		{"deadline", strategy.Options{ProgressDeadline: metav1.Duration{Duration: -1}}, []string{"progressDeadline " + invalid}},
 		{"abort with the default deadline", strategy.Options{AbortOnProgressDeadline: true}, nil},
 		{"abort without deadline", strategy.Options{AbortOnProgressDeadline: true, NoProgressDeadline: true}, []string{"abortOnProgressDeadline " + invalid}},
-		{"deadline and no deadline", strategy.Options{ProgressDeadline: time.Minute, NoProgressDeadline: true}, []string{"progressDeadline " + invalid}},
-		{"poll below the floor", strategy.Options{PollInterval: time.Nanosecond}, []string{"pollInterval " + invalid}},
-		{"poll at the floor", strategy.Options{PollInterval: strategy.MinPollInterval}, nil},
-		{"delay", strategy.Options{ScaleDownDelay: -1}, []string{"scaleDownDelay " + invalid}},
-		{"poll", strategy.Options{PollInterval: -1}, []string{"pollInterval " + invalid}},
-		{"first poll", strategy.Options{InitialPollInterval: -1}, []string{"initialPollInterval " + invalid}},
-		{"first poll below the floor", strategy.Options{InitialPollInterval: time.Millisecond}, []string{"initialPollInterval " + invalid}},
-		{"first poll over the default poll", strategy.Options{InitialPollInterval: 3 * time.Second}, []string{"initialPollInterval " + invalid}},
-		{"first poll over the poll", strategy.Options{PollInterval: time.Second, InitialPollInterval: 2 * time.Second}, []string{"initialPollInterval " + invalid}},
-		{"fixed poll", strategy.Options{PollInterval: time.Second, InitialPollInterval: time.Second}, nil},
-		{"first poll at the floor", strategy.Options{InitialPollInterval: strategy.MinPollInterval}, nil},
+		{"deadline and no deadline", strategy.Options{ProgressDeadline: metav1.Duration{Duration: time.Minute}, NoProgressDeadline: true}, []string{"progressDeadline " + invalid}},
+		{"poll below the floor", strategy.Options{PollInterval: metav1.Duration{Duration: time.Nanosecond}}, []string{"pollInterval " + invalid}},
+		{"poll at the floor", strategy.Options{PollInterval: metav1.Duration{Duration: strategy.MinPollInterval}}, nil},
+		{"delay", strategy.Options{ScaleDownDelay: metav1.Duration{Duration: -1}}, []string{"scaleDownDelay " + invalid}},
+		{"poll", strategy.Options{PollInterval: metav1.Duration{Duration: -1}}, []string{"pollInterval " + invalid}},
+		{"first poll", strategy.Options{InitialPollInterval: metav1.Duration{Duration: -1}}, []string{"initialPollInterval " + invalid}},
+		{"first poll below the floor", strategy.Options{InitialPollInterval: metav1.Duration{Duration: time.Millisecond}}, []string{"initialPollInterval " + invalid}},
+		{"first poll over the default poll", strategy.Options{InitialPollInterval: metav1.Duration{Duration: 3 * time.Second}}, []string{"initialPollInterval " + invalid}},
+		{"first poll over the poll", strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}, InitialPollInterval: metav1.Duration{Duration: 2 * time.Second}}, []string{"initialPollInterval " + invalid}},
+		{"fixed poll", strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}, InitialPollInterval: metav1.Duration{Duration: time.Second}}, nil},
+		{"first poll at the floor", strategy.Options{InitialPollInterval: metav1.Duration{Duration: strategy.MinPollInterval}}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -236,7 +237,7 @@ func TestValidateOptions(t *testing.T) {
 				return out
 			}
 			for root, strat := range map[string]strategy.Strategy{
-				"incremental": strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 10, Options: tt.o},
+				"incremental": strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10, Options: tt.o},
 				"canary":      strategy.Canary{MaxSurgePercent: 10, Options: tt.o},
 				"blueGreen":   strategy.BlueGreen{Options: tt.o},
 			} {

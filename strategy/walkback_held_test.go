@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // An emergency walk back that has asked weight 0 never finishes when the
@@ -14,7 +16,7 @@ import (
 // walk back waits for exactly the desired capacity. Not specific to
 // revisions (it fails with Observation.Revisions off too).
 func TestEmergencyWalkBackKeepsALargerStableSide(t *testing.T) {
-	strat := Incremental{StepPercent: 1, Interval: time.Minute, MaxSurgePercent: 4, Options: Options{AbortRamp: AbortEmergency}}
+	strat := Incremental{StepPercent: 1, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 4, Options: Options{AbortRamp: AbortEmergency}}
 	for _, revisions := range []bool{true, false} {
 		s := revState(PhaseAborting, Allocation{Weight: 0, StableCapacity: 80, CanaryCapacity: 24, CanaryRevision: "v2"}, 0,
 			SideObservation{Capacity: 84, Ready: 100, Settled: true, Revision: "v1", Updated: true},

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // world is a small, deterministic stand-in for the adapters, used by the
@@ -387,15 +389,15 @@ func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 	opts.UnhealthyThreshold = rapid.Int32Range(0, 4).Draw(t, "unhealthyThreshold")
 	opts.UnhealthyAction = rapid.SampledFrom([]UnhealthyAction{UnhealthyAbort, UnhealthyPause}).Draw(t, "unhealthyAction")
 	if rapid.Bool().Draw(t, "deadline") {
-		opts.ProgressDeadline = time.Duration(rapid.IntRange(1, 120).Draw(t, "deadlineSec")) * time.Second
+		opts.ProgressDeadline = metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 120).Draw(t, "deadlineSec")) * time.Second}
 		opts.AbortOnProgressDeadline = rapid.Bool().Draw(t, "abortOnDeadline")
 	}
-	opts.ScaleDownDelay = time.Duration(rapid.IntRange(0, 60).Draw(t, "scaleDownDelaySec")) * time.Second
-	opts.PollInterval = time.Duration(rapid.IntRange(0, 5).Draw(t, "pollSec")) * time.Second
+	opts.ScaleDownDelay = metav1.Duration{Duration: time.Duration(rapid.IntRange(0, 60).Draw(t, "scaleDownDelaySec")) * time.Second}
+	opts.PollInterval = metav1.Duration{Duration: time.Duration(rapid.IntRange(0, 5).Draw(t, "pollSec")) * time.Second}
 	// The first poll after a hop: the default (100ms, doubling) or a fixed
 	// poll. Derived from a draw already made rather than drawn, so that the
 	// failing cases saved under testdata/rapid replay as they were found.
-	if opts.ScaleDownDelay%(2*time.Second) != 0 && opts.PollInterval > 0 {
+	if opts.ScaleDownDelay.Duration%(2*time.Second) != 0 && opts.PollInterval.Duration > 0 {
 		opts.InitialPollInterval = opts.PollInterval
 	}
 	minSurge := int32(1)
@@ -414,7 +416,7 @@ func genStrategy(t *rapid.T, mode CapacityMode) Strategy {
 		}
 		return Incremental{
 			StepPercent:     step,
-			Interval:        time.Duration(rapid.IntRange(1, 300).Draw(t, "intervalSec")) * time.Second,
+			Interval:        metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 300).Draw(t, "intervalSec")) * time.Second},
 			MaxSurgePercent: surge,
 			Options:         opts,
 		}

@@ -343,10 +343,10 @@ var (
 // strategyFor returns the strategy of a variant: notify keeps the default
 // polls (Run waits on the Router's watch), poll1s polls every second.
 func strategyFor(v variant, step int32, interval time.Duration) strategy.Incremental {
-	s := strategy.Incremental{StepPercent: step, Interval: interval, Options: strategy.Options{Capacity: strategy.CapacityFixed}}
+	s := strategy.Incremental{StepPercent: step, Interval: metav1.Duration{Duration: interval}, Options: strategy.Options{Capacity: strategy.CapacityFixed}}
 	if !v.notify {
-		s.PollInterval = time.Second
-		s.InitialPollInterval = time.Second
+		s.PollInterval = metav1.Duration{Duration: time.Second}
+		s.InitialPollInterval = metav1.Duration{Duration: time.Second}
 	}
 	return s
 }

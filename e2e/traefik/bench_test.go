@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -341,7 +342,7 @@ func BenchmarkUpgradeThroughTraefik(b *testing.B) {
 	w := benchWorld(b)
 	const settle = 500 * time.Millisecond
 	poll := func(o strategy.Options) strategy.Options {
-		o.PollInterval, o.InitialPollInterval = 2*time.Second, 2*time.Second
+		o.PollInterval, o.InitialPollInterval = metav1.Duration{Duration: 2 * time.Second}, metav1.Duration{Duration: 2 * time.Second}
 		return o
 	}
 	fixed := strategy.Options{Capacity: strategy.CapacityFixed}
@@ -350,10 +351,10 @@ func BenchmarkUpgradeThroughTraefik(b *testing.B) {
 		strat func(strategy.Options) strategy.Strategy
 	}{
 		{"Incremental-10-1s", func(o strategy.Options) strategy.Strategy {
-			return strategy.Incremental{StepPercent: 10, Interval: time.Second, Options: o}
+			return strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, Options: o}
 		}},
 		{"Incremental-25-2s", func(o strategy.Options) strategy.Strategy {
-			return strategy.Incremental{StepPercent: 25, Interval: 2 * time.Second, Options: o}
+			return strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 2 * time.Second}, Options: o}
 		}},
 		{"Canary-20-pause2s-60-pause2s", func(o strategy.Options) strategy.Strategy {
 			return strategy.Canary{Options: o, Steps: []strategy.CanaryStep{

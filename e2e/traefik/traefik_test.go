@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/upshift-dev/upshift/fake"
@@ -190,7 +191,7 @@ func TestIncrementalUpgradeThroughTraefik(t *testing.T) {
 
 	rec := &recordingRouter{TrafficRouter: w.router(t, settle)}
 	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
-	strat := strategy.Incremental{StepPercent: 10, Interval: interval, MaxSurgePercent: 30}
+	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: 30}
 	runner := &rollout.Runner{Strategy: strat, Router: rec, A: a, B: b}
 	if err := runner.Validate(); err != nil {
 		t.Fatal(err)

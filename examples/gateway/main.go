@@ -44,6 +44,7 @@ import (
 	"syscall"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -117,12 +118,12 @@ func main() {
 // strategyFor builds the strategy the flags describe, in the fixed capacity
 // mode.
 func strategyFor(cfg Config) (strategy.Strategy, error) {
-	opts := strategy.Options{Capacity: strategy.CapacityFixed, PollInterval: cfg.Poll,
-		ProgressDeadline: cfg.Deadline, AbortOnProgressDeadline: cfg.Deadline > 0}
+	opts := strategy.Options{Capacity: strategy.CapacityFixed, PollInterval: metav1.Duration{Duration: cfg.Poll},
+		ProgressDeadline: metav1.Duration{Duration: cfg.Deadline}, AbortOnProgressDeadline: cfg.Deadline > 0}
 	var s strategy.Strategy
 	switch cfg.Strategy {
 	case "incremental":
-		s = strategy.Incremental{StepPercent: int32(cfg.Step), Interval: cfg.Interval, Options: opts}
+		s = strategy.Incremental{StepPercent: int32(cfg.Step), Interval: metav1.Duration{Duration: cfg.Interval}, Options: opts}
 	case "bluegreen":
 		s = strategy.BlueGreen{Options: opts}
 	case "canary":

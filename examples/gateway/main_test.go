@@ -310,7 +310,7 @@ func TestRefusesAStableDeploymentOnAnotherRevision(t *testing.T) {
 
 func TestParseSteps(t *testing.T) {
 	steps, err := parseSteps("10, pause:1m ,50,pause,100")
-	if err != nil || len(steps) != 5 || *steps[0].SetWeight != 10 || *steps[1].Pause.Duration != time.Minute || steps[3].Pause.Duration != nil {
+	if err != nil || len(steps) != 5 || *steps[0].SetWeight != 10 || steps[1].Pause.Duration.Duration != time.Minute || steps[3].Pause.Duration != nil {
 		t.Fatalf("steps %+v err %v", steps, err)
 	}
 	for _, bad := range []string{"x", "pause:forever"} {

@@ -25,7 +25,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -112,14 +111,9 @@ func run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	kube, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	r := &controller.Reconciler{
 		Client:   mgr.GetClient(),
 		Reader:   mgr.GetAPIReader(),
-		Kube:     kube,
 		Recorder: mgr.GetEventRecorder("upshift-release-operator"),
 		Metrics:  controller.NewMetrics(nil),
 	}

@@ -16,9 +16,9 @@ import (
 const elected = "elected: this replica reconciles"
 
 func incremental(step int32, interval time.Duration) v1alpha1.ReleaseStrategy {
-	return v1alpha1.ReleaseStrategy{Incremental: &v1alpha1.IncrementalStrategy{Incremental: strategy.Incremental{
-		StepPercent: step, Interval: interval, MaxSurgePercent: step,
-		Options: strategy.Options{PollInterval: time.Second}}}}
+	return v1alpha1.ReleaseStrategy{Incremental: &strategy.Incremental{
+		StepPercent: step, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: step,
+		Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
 }
 
 // TestUpgrade: a Release created at v1 adopts what side A runs; v2
@@ -83,17 +83,18 @@ func TestUpgrade(t *testing.T) {
 }
 
 // TestControls: pause, resume, promote, abort, retry and promote-full, each
-// by editing spec.controls, on a Canary with pauses.
+// by editing spec.control, on a Canary with pauses; each request acts once,
+// also after the operator restarts.
 func TestControls(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	op := w.start("operator")
-	canary := v1alpha1.ReleaseStrategy{Canary: &v1alpha1.CanaryStrategy{Canary: strategy.Canary{
+	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{
 		MaxSurgePercent: 25,
 		Steps: []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed(),
 			strategy.SetWeight(50), strategy.Pause(time.Hour), strategy.SetWeight(75), strategy.Pause(time.Hour),
 			strategy.SetWeight(100)},
-		Options: strategy.Options{PollInterval: time.Second}}}}
+		Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
 	create(t, w.c, w.release("v1", canary))
 	w.waitFor("v1 released", 30*time.Second, released)
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
@@ -106,23 +107,27 @@ func TestControls(t *testing.T) {
 	}
 	w.waitFor("the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
 
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Promote = 1 })
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Promote = "p1" })
 	w.waitFor("promoted to the 1h pause at 50", 30*time.Second, at(50, strategy.PhasePaused))
 
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Paused = true })
-	w.waitFor("a manual pause", 30*time.Second, func(rel *v1alpha1.Release) bool {
-		return rel.Status.AppliedControls.Paused && rel.Status.Rollout.PauseReason == strategy.ReasonManualPause &&
+	// paused holds the rollout: the step's pause is taken over by the
+	// spec's, and handed back when the spec is un-paused.
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Paused = true })
+	w.waitFor("held by spec.control.paused", 30*time.Second, func(rel *v1alpha1.Release) bool {
+		return rel.Status.Rollout.Paused && rel.Status.Rollout.PauseReason == strategy.ReasonControlPause &&
 			condition(rel, strategy.ConditionPaused, metav1.ConditionTrue)
 	})
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Paused = false })
-	w.waitFor("resumed, back in the 1h pause", 30*time.Second, func(rel *v1alpha1.Release) bool {
-		return !rel.Status.AppliedControls.Paused && !rel.Status.Rollout.Paused && at(50, strategy.PhasePaused)(rel)
-	})
+	// A promote asked while paused is kept until the spec is un-paused.
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Promote = "p2" })
+	w.waitFor("p2 seen", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Handled.Promote == "p2" })
+	time.Sleep(time.Second)
+	if rel := w.get(); !rel.Status.Rollout.Paused || rel.Status.Rollout.Desired.Weight != 50 {
+		t.Fatalf("a promote moved a paused rollout: weight %d, paused %v", rel.Status.Rollout.Desired.Weight, rel.Status.Rollout.Paused)
+	}
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Paused = false })
+	w.waitFor("un-paused, promoted to the 1h pause at 75", 30*time.Second, at(75, strategy.PhasePaused))
 
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Promote = 2 })
-	w.waitFor("promoted to the 1h pause at 75", 30*time.Second, at(75, strategy.PhasePaused))
-
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Abort = true })
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Abort = "a1" })
 	rel := w.waitFor("aborted", 30*time.Second, at(0, strategy.PhaseAborted))
 	if s := rel.Status.Rollout; s.StableRevision != "v1" || s.StableSide != strategy.SideA || s.Aborted == nil {
 		t.Fatalf("aborted with stable %s on side %s, aborted %+v", s.StableRevision, s.StableSide, s.Aborted)
@@ -131,21 +136,37 @@ func TestControls(t *testing.T) {
 		t.Error("Released while v2 is aborted")
 	}
 
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.Abort = false })
+	// Each request acts once: a retry, then a restart of the operator
+	// with abort still set in the spec, aborts nothing again.
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r1" })
 	w.waitFor("retried to the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
-	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Controls.PromoteFull = 1 })
+	containsAll(t, "metrics", strings.Split(op.scrape(t), "\n"),
+		`upshift_release_aborts_total{namespace="`+w.ns+`",release="web"} 1`)
+	op.kill()
+	w.start("restarted")
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r2" }) // nothing to retry: ignored
+	w.waitFor("r2 seen", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Handled.Retry == "r2" })
+	if rel := w.get(); rel.Status.Rollout.Phase != strategy.PhasePaused || rel.Status.Rollout.Aborted != nil {
+		t.Fatalf("after the restart: phase %s, aborted %+v", rel.Status.Rollout.Phase, rel.Status.Rollout.Aborted)
+	}
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.PromoteFull = "f1" })
 	rel = w.waitFor("v2 released", 30*time.Second, released)
 	if s := rel.Status.Rollout; s.StableRevision != "v2" || s.StableSide != strategy.SideB {
 		t.Fatalf("ended with stable %s on side %s", s.StableRevision, s.StableSide)
 	}
 	t.Logf("route: %v", w.history())
 	containsAll(t, "events", w.eventNotes(),
-		"PhasePaused: Progressing -> Paused",
+		"ControlPromote: spec.control: Promote p1",
+		"ControlPause: spec.control: Pause",
+		"ControlPromote: spec.control: Promote p2",
+		"ControlResume: spec.control: Resume",
+		"ControlAbort: spec.control: Abort a1",
 		"PhaseAborting: Paused -> Aborting",
-		"Aborted: v1 to v2 aborted: aborted by spec.controls.abort",
-		"PhaseAborted: Aborting -> Aborted")
-	containsAll(t, "metrics", strings.Split(op.scrape(t), "\n"),
-		`upshift_release_aborts_total{namespace="`+w.ns+`",release="web"} 1`)
+		"Aborted: v1 to v2 aborted",
+		"PhaseAborted: Aborting -> Aborted",
+		"ControlRetry: spec.control: Retry r1",
+		"ControlRetry: spec.control: Retry r2 ignored",
+		"ControlPromoteFull: spec.control: PromoteFull f1")
 }
 
 // TestKilledMidRollout: the operator is killed (SIGKILL) mid-rollout and

@@ -61,6 +61,8 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
@@ -382,8 +384,8 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	})
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{
-			StepPercent: int32(cfg.Step), Interval: cfg.Interval, MaxSurgePercent: int32(cfg.Surge),
-			Options: strategy.Options{PollInterval: cfg.Poll},
+			StepPercent: int32(cfg.Step), Interval: metav1.Duration{Duration: cfg.Interval}, MaxSurgePercent: int32(cfg.Surge),
+			Options: strategy.Options{PollInterval: metav1.Duration{Duration: cfg.Poll}},
 		},
 		Router: router, A: a, B: b, DeployA: da, DeployB: db,
 		Observer: obs,

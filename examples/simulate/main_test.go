@@ -17,6 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -346,7 +348,7 @@ func TestSurgeBudget(t *testing.T) {
 		s    strategy.Strategy
 		want int32
 	}{
-		{strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 30}, 30},
+		{strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30}, 30},
 		{strategy.Canary{MaxSurgePercent: 25}, 25},
 		{strategy.BlueGreen{}, 100},
 	} {

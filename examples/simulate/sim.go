@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -120,7 +122,7 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 }
 
 func (sim *simulation) strategy(name string) (strategy.Strategy, error) {
-	opts := strategy.Options{AbortRamp: strategy.AbortImmediate, PollInterval: 500 * time.Millisecond}
+	opts := strategy.Options{AbortRamp: strategy.AbortImmediate, PollInterval: metav1.Duration{Duration: 500 * time.Millisecond}}
 	switch sim.cfg.AbortRamp {
 	case "immediate":
 	case "gradual":
@@ -133,7 +135,7 @@ func (sim *simulation) strategy(name string) (strategy.Strategy, error) {
 	var s strategy.Strategy
 	switch name {
 	case "incremental":
-		s = strategy.Incremental{StepPercent: int32(sim.cfg.Step), Interval: sim.cfg.Interval, MaxSurgePercent: int32(sim.cfg.Surge), Options: opts}
+		s = strategy.Incremental{StepPercent: int32(sim.cfg.Step), Interval: metav1.Duration{Duration: sim.cfg.Interval}, MaxSurgePercent: int32(sim.cfg.Surge), Options: opts}
 	case "canary":
 		s = strategy.Canary{MaxSurgePercent: int32(sim.cfg.Surge), Options: opts, Steps: []strategy.CanaryStep{
 			strategy.SetWeight(20), strategy.Pause(sim.cfg.Pause),

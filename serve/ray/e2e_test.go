@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
@@ -75,8 +77,8 @@ func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 	wa := &watched{CapacitySetter: a, side: strategy.SideA, router: router}
 	wb := &watched{CapacitySetter: b, side: strategy.SideB, router: router}
 	r := &rollout.Runner{
-		Strategy: strategy.Incremental{StepPercent: 10, Interval: 5 * time.Second, MaxSurgePercent: 30,
-			Options: strategy.Options{PollInterval: time.Second}},
+		Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 5 * time.Second}, MaxSurgePercent: 30,
+			Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}},
 		Router: router, A: wa, B: wb, Clock: clock,
 	}
 	if err := r.Validate(); err != nil {

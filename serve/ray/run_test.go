@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
@@ -240,8 +242,8 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 // soon; with a fixed poll (InitialPollInterval = PollInterval) it takes at
 // least one poll per hop, which shows the measure tells the two apart.
 func TestRunDrivenByRayNotifications(t *testing.T) {
-	incremental := strategy.Incremental{StepPercent: 50, Interval: time.Second, MaxSurgePercent: 50,
-		Options: strategy.Options{PollInterval: runPollInterval}}
+	incremental := strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50,
+		Options: strategy.Options{PollInterval: metav1.Duration{Duration: runPollInterval}}}
 	plan, err := strategy.Plan(incremental, strategy.PlanOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -297,7 +299,7 @@ func TestRunDrivenByRayNotifications(t *testing.T) {
 		// Nothing wakes Run and it never polls faster than every 10 s, so
 		// every round of hops but the first waits a poll, and so does the
 		// observation that ends the rollout.
-		bg := strategy.BlueGreen{Options: strategy.Options{PollInterval: runPollInterval, InitialPollInterval: runPollInterval}}
+		bg := strategy.BlueGreen{Options: strategy.Options{PollInterval: metav1.Duration{Duration: runPollInterval}, InitialPollInterval: metav1.Duration{Duration: runPollInterval}}}
 		bgPlan, err := strategy.Plan(bg, strategy.PlanOptions{})
 		if err != nil {
 			t.Fatal(err)

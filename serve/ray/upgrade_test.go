@@ -15,6 +15,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
@@ -192,8 +194,8 @@ func TestRevisionUpgradesBetweenRayClusters(t *testing.T) {
 
 	runner := func() *rollout.Runner {
 		return &rollout.Runner{
-			Strategy: strategy.Incremental{StepPercent: 10, Interval: 5 * time.Second, MaxSurgePercent: 30,
-				Options: strategy.Options{PollInterval: time.Second}},
+			Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 5 * time.Second}, MaxSurgePercent: 30,
+				Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}},
 			Router: router, A: a.cap, B: b.cap, DeployA: a.dep, DeployB: b.dep, Clock: clock,
 		}
 	}

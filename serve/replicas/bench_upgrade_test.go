@@ -79,10 +79,10 @@ func BenchmarkUpgradeOnKube(b *testing.B) {
 		strat func(strategy.Options) strategy.Strategy
 	}{
 		{"Incremental-10-1s-30", func(o strategy.Options) strategy.Strategy {
-			return strategy.Incremental{StepPercent: 10, Interval: time.Second, MaxSurgePercent: 30, Options: o}
+			return strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 30, Options: o}
 		}},
 		{"Incremental-50-2s-50", func(o strategy.Options) strategy.Strategy {
-			return strategy.Incremental{StepPercent: 50, Interval: 2 * time.Second, MaxSurgePercent: 50, Options: o}
+			return strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: 2 * time.Second}, MaxSurgePercent: 50, Options: o}
 		}},
 		{"BlueGreen", func(o strategy.Options) strategy.Strategy { return strategy.BlueGreen{Options: o} }},
 	} {
@@ -135,7 +135,7 @@ var benchVariants = [...]struct {
 	opts   strategy.Options
 }{
 	{"notify", true, strategy.Options{}},
-	{"poll2s", false, strategy.Options{PollInterval: 2 * time.Second, InitialPollInterval: 2 * time.Second}},
+	{"poll2s", false, strategy.Options{PollInterval: metav1.Duration{Duration: 2 * time.Second}, InitialPollInterval: metav1.Duration{Duration: 2 * time.Second}}},
 	{"backoff", false, strategy.Options{}},
 }
 

@@ -16,7 +16,8 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // Notify implements rollout.Notifier: it watches the workload by name (a
 // field selector metadata.name=<name> in its namespace: the typed
 // clientset for a Deployment or a StatefulSet, the dynamic client for
-// ForScalable), so RBAC needs watch on that resourceName only, and calls
+// ForScalable, the client.WithWatch for ForClient), so RBAC needs watch on
+// that resourceName only, and calls
 // wake on every event that changes what the Setter or its Deployers report
 // (the capacity asked, the ready share, settled, failing, the revision and
 // whether it rolled out; see reportChanged): not on a status write that
@@ -29,11 +30,13 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // refuses, until ctx ends; then the goroutine Notify started returns.
 // Notify opens the first watch before it returns, and returns an error
 // when the server refuses it for good (Forbidden without watch on the
-// workload's name): the caller polls. A transient failure is retried in
+// workload's name), or when ForClient was given a client that is not a
+// client.WithWatch (a manager's client; build one with
+// client.NewWithWatch): the caller polls. A transient failure is retried in
 // the background.
 func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	if s == nil || s.watch == nil {
-		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet or ForScalable", ErrInvalid)
+		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet, ForScalable or ForClient", ErrInvalid)
 	}
 	opts := s.watchOpts
 	opts.Own = &s.own

@@ -6,7 +6,11 @@
 // Deployments and StatefulSets are read and written with the typed
 // client-go clientset; any other kind with a scale subresource (a custom
 // workload, an Argo Rollout, a LeaderWorkerSet...) through the dynamic client
-// and its /scale subresource.
+// and its /scale subresource. ForClient does the same through a
+// controller-runtime client, a manager's included: reads from its informer
+// cache lag writes, and the Setter reports its own writes until the cache
+// shows them, so it never writes the same thing twice (see ForClient for
+// what that means and the RBAC a cache needs).
 //
 // The capacity asked for is kept in the annotation upshift.dev/capacity on
 // the workload, so the setter reports exactly what it was asked even though
@@ -15,7 +19,10 @@
 // Setter and Deployer are rollout.Notifier: Notify watches the workload by
 // name (a field selector metadata.name=<name>), so RBAC needs get, update
 // and watch on that resourceName only, and wakes rollout.Runner.Run on
-// every change of the workload, its status included.
+// every change of the workload, its status included. With ForClient it
+// needs a client.WithWatch; with another client (a manager's) it returns
+// an error and the caller polls, or, in a controller, watches the kind
+// through its manager.
 //
 // With no traffic router, a Runner whose strategy uses
 // strategy.CapacityReplicas moves two such setters like a rolling update:
@@ -100,6 +107,10 @@ type workload struct {
 	paused     bool
 	setReplica func(int32)
 	update     func(ctx context.Context) error
+	// confirm, when set, checks with the API server that the workload
+	// was read at its current version (a conflict if not), for clients
+	// that read from a cache.
+	confirm func(ctx context.Context) error
 }
 
 type status struct {
@@ -113,7 +124,8 @@ type status struct {
 }
 
 // Setter is a rollout.CapacitySetter for one workload. Build it with
-// ForDeployment, ForStatefulSet or ForScalable. Safe for concurrent use.
+// ForDeployment, ForStatefulSet or ForScalable (client-go clients), or
+// ForClient (a controller-runtime client). Safe for concurrent use.
 type Setter struct {
 	ref  string
 	name string // the workload's
@@ -131,9 +143,12 @@ type Setter struct {
 	watchOpts watchloop.Options // tests shorten them
 	// own remembers the resourceVersions of the Setter's (and its
 	// Deployers') writes, whose watch events wake nobody.
-	own  watchloop.Own
-	mu   sync.Mutex
-	full int32
+	own watchloop.Own
+	// written keeps what the Setter wrote, for a client that reads from
+	// a cache (ForClient).
+	written written
+	mu      sync.Mutex
+	full    int32
 	// MaxConflictRetries bounds re-reads after a write conflict; 0 means
 	// 5. Conflicts that outlast them return an error matching
 	// rollout.ErrConflict.

@@ -87,7 +87,7 @@ var _ rollout.Deployer = (*Deployer)(nil)
 func (s *Setter) Deployer(template TemplateFunc) (*Deployer, error) {
 	switch {
 	case s == nil || s.get == nil:
-		return nil, fmt.Errorf("%w: Deployer: the Setter is nil or not built by ForDeployment or ForStatefulSet", ErrInvalid)
+		return nil, fmt.Errorf("%w: Deployer: the Setter is nil or not built by ForDeployment, ForStatefulSet or ForClient", ErrInvalid)
 	case !s.templated:
 		return nil, fmt.Errorf("%w: Deployer: %s has no pod template: only Deployments and StatefulSets deploy revisions", ErrInvalid, s.ref)
 	case template == nil:
@@ -170,10 +170,10 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 		switch {
 		case w.paused:
 			refused.Field = "spec.paused"
-			return rollout.Permanent(refused)
+			return s.refuse(ctx, w, refused)
 		case w.replicas != 0 && !d.FixedCapacity:
 			refused.Field = "spec.replicas"
-			return rollout.Permanent(refused)
+			return s.refuse(ctx, w, refused)
 		}
 		if err := d.template(revision, w.template); err != nil {
 			return rollout.Permanent(fmt.Errorf("%w: %s: the pod template of revision %q: %w", ErrInvalid, s.ref, revision, err))
@@ -188,6 +188,18 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 		w.template.Annotations[RevisionAnnotation] = revision
 		return s.wrap(w.update(ctx))
 	})
+}
+
+// refuse returns the Permanent refusal of a Deploy, once the read it rests
+// on is confirmed current (ForClient: a cache may serve a stale one); a
+// stale read is a conflict, and the Deploy is retried from a fresh read.
+func (s *Setter) refuse(ctx context.Context, w *workload, refused *DeployRefusedError) error {
+	if w.confirm != nil {
+		if err := w.confirm(ctx); err != nil {
+			return s.wrap(err)
+		}
+	}
+	return rollout.Permanent(refused)
 }
 
 // Revision reports the revision recorded in the workload's

@@ -12,13 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/upshift-dev/upshift/internal/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
@@ -60,104 +55,106 @@ func revisionOf(t testing.TB, d *replicas.Deployer) rollout.RevisionStatus {
 // the recorded revision writes nothing; a workload with replicas is
 // refused, untouched.
 func TestDeployAtZero(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 0)
-	s := replicas.ForDeployment(env.Kube, ns, "web", 4)
-	d := deployer(t, s)
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{}) {
-		t.Fatalf("before any deploy: %+v, want no revision", rs)
-	}
-	before := getDeployment(t, env.Kube, ns, "web")
-	if err := d.Deploy(ctx, "v2"); err != nil {
-		t.Fatal(err)
-	}
-	after := getDeployment(t, env.Kube, ns, "web")
-	if got := after.Spec.Template.Spec.Containers[0].Image; got != "example.com/app:v2" {
-		t.Fatalf("image %q", got)
-	}
-	if after.Annotations[replicas.RevisionAnnotation] != "v2" || after.Spec.Template.Annotations[replicas.RevisionAnnotation] != "v2" {
-		t.Fatalf("annotations %v, template %v", after.Annotations, after.Spec.Template.Annotations)
-	}
-	if after.Generation == before.Generation {
-		t.Fatal("the template changed and the generation did not")
-	}
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
-		t.Fatalf("before the controller observed it: %+v", rs)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-		t.Fatalf("observed at 0 replicas: %+v", rs)
-	}
-	// Deploying it again writes nothing.
-	rv := getDeployment(t, env.Kube, ns, "web").ResourceVersion
-	if err := d.Deploy(ctx, "v2"); err != nil {
-		t.Fatal(err)
-	}
-	if got := getDeployment(t, env.Kube, ns, "web").ResourceVersion; got != rv {
-		t.Fatal("deploying the recorded revision wrote the Deployment")
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 0)
+		s := k.Deployment(ns, "web", 4)
+		d := deployer(t, s)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{}) {
+			t.Fatalf("before any deploy: %+v, want no revision", rs)
+		}
+		before := getDeployment(t, env.Kube, ns, "web")
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		after := getDeployment(t, env.Kube, ns, "web")
+		if got := after.Spec.Template.Spec.Containers[0].Image; got != "example.com/app:v2" {
+			t.Fatalf("image %q", got)
+		}
+		if after.Annotations[replicas.RevisionAnnotation] != "v2" || after.Spec.Template.Annotations[replicas.RevisionAnnotation] != "v2" {
+			t.Fatalf("annotations %v, template %v", after.Annotations, after.Spec.Template.Annotations)
+		}
+		if after.Generation == before.Generation {
+			t.Fatal("the template changed and the generation did not")
+		}
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
+			t.Fatalf("before the controller observed it: %+v", rs)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+			t.Fatalf("observed at 0 replicas: %+v", rs)
+		}
+		// Deploying it again writes nothing.
+		rv := getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		if got := getDeployment(t, env.Kube, ns, "web").ResourceVersion; got != rv {
+			t.Fatal("deploying the recorded revision wrote the Deployment")
+		}
 
-	// Scaled up: Updated follows the pods until every one is available.
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
-		t.Fatal(err)
-	}
-	if rs := revisionOf(t, d); rs.Updated {
-		t.Fatalf("scaled and not observed: %+v", rs)
-	}
-	playDeployment(t, env.Kube, ns, "web", 1)
-	if rs := revisionOf(t, d); rs.Updated {
-		t.Fatalf("1 of 2 pods available: %+v", rs)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-		t.Fatalf("2 of 2 available: %+v", rs)
-	}
+		// Scaled up: Updated follows the pods until every one is available.
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			t.Fatal(err)
+		}
+		if rs := revisionOf(t, d); rs.Updated {
+			t.Fatalf("scaled and not observed: %+v", rs)
+		}
+		playDeployment(t, env.Kube, ns, "web", 1)
+		if rs := revisionOf(t, d); rs.Updated {
+			t.Fatalf("1 of 2 pods available: %+v", rs)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+			t.Fatalf("2 of 2 available: %+v", rs)
+		}
 
-	// With replicas, another revision is refused and nothing is written;
-	// the recorded one is still a no-op.
-	rv = getDeployment(t, env.Kube, ns, "web").ResourceVersion
-	err := d.Deploy(ctx, "v3")
-	var refused *replicas.DeployRefusedError
-	if !errors.As(err, &refused) || !errors.Is(err, replicas.ErrDeployRefused) || !rollout.IsPermanent(err) {
-		t.Fatalf("deploy at 2 replicas: %v; want a permanent *DeployRefusedError", err)
-	}
-	want := replicas.DeployRefusedError{Workload: "Deployment " + ns + "/web", Revision: "v3", Running: "v2", Field: "spec.replicas", Replicas: 2}
-	if *refused != want || !strings.Contains(err.Error(), "spec.replicas is 2") {
-		t.Fatalf("refusal %+v (%v), want %+v", *refused, err, want)
-	}
-	if err := d.Deploy(ctx, "v2"); err != nil {
-		t.Fatalf("the recorded revision at 2 replicas: %v", err)
-	}
-	if got := getDeployment(t, env.Kube, ns, "web").ResourceVersion; got != rv {
-		t.Fatal("a refused deploy wrote the Deployment")
-	}
+		// With replicas, another revision is refused and nothing is written;
+		// the recorded one is still a no-op.
+		rv = getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		err := d.Deploy(ctx, "v3")
+		var refused *replicas.DeployRefusedError
+		if !errors.As(err, &refused) || !errors.Is(err, replicas.ErrDeployRefused) || !rollout.IsPermanent(err) {
+			t.Fatalf("deploy at 2 replicas: %v; want a permanent *DeployRefusedError", err)
+		}
+		want := replicas.DeployRefusedError{Workload: "Deployment " + ns + "/web", Revision: "v3", Running: "v2", Field: "spec.replicas", Replicas: 2}
+		if *refused != want || !strings.Contains(err.Error(), "spec.replicas is 2") {
+			t.Fatalf("refusal %+v (%v), want %+v", *refused, err, want)
+		}
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatalf("the recorded revision at 2 replicas: %v", err)
+		}
+		if got := getDeployment(t, env.Kube, ns, "web").ResourceVersion; got != rv {
+			t.Fatal("a refused deploy wrote the Deployment")
+		}
 
-	// Scaled to 0 with pods still stopping: the deploy goes ahead (the
-	// controller starts no pod at 0 replicas), and Updated waits until the
-	// old pods are gone, terminating ones included.
-	if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Deploy(ctx, "v3"); err != nil {
-		t.Fatal(err)
-	}
-	dep := getDeployment(t, env.Kube, ns, "web")
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 0, TerminatingReplicas: new(int32(2))}
-	if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3"}) {
-		t.Fatalf("2 pods terminating: %+v", rs)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3", Updated: true}) {
-		t.Fatalf("no pod left: %+v", rs)
-	}
-	if got := getDeployment(t, env.Kube, ns, "web").Spec.Template.Spec.Containers[0].Image; got != "example.com/app:v3" {
-		t.Fatalf("image %q", got)
-	}
+		// Scaled to 0 with pods still stopping: the deploy goes ahead (the
+		// controller starts no pod at 0 replicas), and Updated waits until the
+		// old pods are gone, terminating ones included.
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Deploy(ctx, "v3"); err != nil {
+			t.Fatal(err)
+		}
+		dep := getDeployment(t, env.Kube, ns, "web")
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 0, TerminatingReplicas: new(int32(2))}
+		if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3"}) {
+			t.Fatalf("2 pods terminating: %+v", rs)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3", Updated: true}) {
+			t.Fatalf("no pod left: %+v", rs)
+		}
+		if got := getDeployment(t, env.Kube, ns, "web").Spec.Template.Spec.Containers[0].Image; got != "example.com/app:v3" {
+			t.Fatalf("image %q", got)
+		}
+	})
 }
 
 // TestDeployPausedAndFixedCapacity: a paused Deployment is refused (its
@@ -165,222 +162,221 @@ func TestDeployAtZero(t *testing.T) {
 // FixedCapacity a Deployment with replicas takes the template, and
 // Updated waits for the controller to replace its pods.
 func TestDeployPausedAndFixedCapacity(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 3)
-	d := deployer(t, replicas.ForDeployment(env.Kube, ns, "web", 3))
-	d.FixedCapacity = true
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 3)
+		d := deployer(t, k.Deployment(ns, "web", 3))
+		d.FixedCapacity = true
 
-	dep := getDeployment(t, env.Kube, ns, "web")
-	dep.Spec.Paused = true
-	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err := d.Deploy(ctx, "v2")
-	var refused *replicas.DeployRefusedError
-	if !errors.As(err, &refused) || refused.Field != "spec.paused" || !rollout.IsPermanent(err) {
-		t.Fatalf("paused: %v; want a permanent refusal naming spec.paused", err)
-	}
-	dep = getDeployment(t, env.Kube, ns, "web")
-	dep.Spec.Paused = false
-	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
+		dep := getDeployment(t, env.Kube, ns, "web")
+		dep.Spec.Paused = true
+		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Deploy(ctx, "v2")
+		var refused *replicas.DeployRefusedError
+		if !errors.As(err, &refused) || refused.Field != "spec.paused" || !rollout.IsPermanent(err) {
+			t.Fatalf("paused: %v; want a permanent refusal naming spec.paused", err)
+		}
+		dep = getDeployment(t, env.Kube, ns, "web")
+		dep.Spec.Paused = false
+		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
 
-	if err := d.Deploy(ctx, "v2"); err != nil {
-		t.Fatalf("FixedCapacity at 3 replicas: %v", err)
-	}
-	// The controller has seen the template; one pod of 3 is replaced.
-	dep = getDeployment(t, env.Kube, ns, "web")
-	dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 4, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3}
-	if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
-		t.Fatalf("mid rolling update: %+v", rs)
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-		t.Fatalf("rolled out: %+v", rs)
-	}
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatalf("FixedCapacity at 3 replicas: %v", err)
+		}
+		// The controller has seen the template; one pod of 3 is replaced.
+		dep = getDeployment(t, env.Kube, ns, "web")
+		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 4, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3}
+		if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
+			t.Fatalf("mid rolling update: %+v", rs)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+			t.Fatalf("rolled out: %+v", rs)
+		}
+	})
 }
 
 // TestStatefulSetRevision: a StatefulSet is Updated once its controller has
 // observed the template and its current revision is the update revision.
 func TestStatefulSetRevision(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	labels := map[string]string{"app": "db"}
-	ss := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: map[string]string{replicas.RevisionAnnotation: "v1"}},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: new(int32(0)),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		labels := map[string]string{"app": "db"}
+		ss := &appsv1.StatefulSet{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db", Annotations: map[string]string{replicas.RevisionAnnotation: "v1"}},
+			Spec: appsv1.StatefulSetSpec{
+				Replicas: new(int32(0)),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}},
+				},
 			},
-		},
-	}
-	if _, err := env.Kube.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	setStatus := func(current, update string) {
-		t.Helper()
+		}
+		if _, err := env.Kube.AppsV1().StatefulSets(ns).Create(ctx, ss, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		setStatus := func(current, update string) {
+			t.Helper()
+			ss, err := env.Kube.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, CurrentRevision: current, UpdateRevision: update}
+			if _, err := env.Kube.AppsV1().StatefulSets(ns).UpdateStatus(ctx, ss, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		setStatus("db-1", "db-1")
+		d := deployer(t, k.StatefulSet(ns, "db", 3))
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v1", Updated: true}) {
+			t.Fatalf("created with v1: %+v", rs)
+		}
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
 		ss, err := env.Kube.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, CurrentRevision: current, UpdateRevision: update}
-		if _, err := env.Kube.AppsV1().StatefulSets(ns).UpdateStatus(ctx, ss, metav1.UpdateOptions{}); err != nil {
+		if ss.Spec.Template.Spec.Containers[0].Image != "example.com/app:v2" || ss.Spec.Template.Annotations[replicas.RevisionAnnotation] != "v2" {
+			t.Fatalf("template %+v", ss.Spec.Template)
+		}
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
+			t.Fatalf("not observed: %+v", rs)
+		}
+		setStatus("db-1", "db-2")
+		if rs := revisionOf(t, d); rs.Updated {
+			t.Fatalf("current revision behind the update revision: %+v", rs)
+		}
+		setStatus("db-2", "db-2")
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+			t.Fatalf("rolled out: %+v", rs)
+		}
+		// The StatefulSet with replicas refuses.
+		ss, _ = env.Kube.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
+		ss.Spec.Replicas = new(int32(1))
+		if _, err := env.Kube.AppsV1().StatefulSets(ns).Update(ctx, ss, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-	}
-	setStatus("db-1", "db-1")
-	d := deployer(t, replicas.ForStatefulSet(env.Kube, ns, "db", 3))
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v1", Updated: true}) {
-		t.Fatalf("created with v1: %+v", rs)
-	}
-	if err := d.Deploy(ctx, "v2"); err != nil {
-		t.Fatal(err)
-	}
-	ss, err := env.Kube.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ss.Spec.Template.Spec.Containers[0].Image != "example.com/app:v2" || ss.Spec.Template.Annotations[replicas.RevisionAnnotation] != "v2" {
-		t.Fatalf("template %+v", ss.Spec.Template)
-	}
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
-		t.Fatalf("not observed: %+v", rs)
-	}
-	setStatus("db-1", "db-2")
-	if rs := revisionOf(t, d); rs.Updated {
-		t.Fatalf("current revision behind the update revision: %+v", rs)
-	}
-	setStatus("db-2", "db-2")
-	if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-		t.Fatalf("rolled out: %+v", rs)
-	}
-	// The StatefulSet with replicas refuses.
-	ss, _ = env.Kube.AppsV1().StatefulSets(ns).Get(ctx, "db", metav1.GetOptions{})
-	ss.Spec.Replicas = new(int32(1))
-	if _, err := env.Kube.AppsV1().StatefulSets(ns).Update(ctx, ss, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	var refused *replicas.DeployRefusedError
-	if err := d.Deploy(ctx, "v3"); !errors.As(err, &refused) || refused.Workload != "StatefulSet "+ns+"/db" {
-		t.Fatalf("StatefulSet at 1 replica: %v", err)
-	}
+		var refused *replicas.DeployRefusedError
+		if err := d.Deploy(ctx, "v3"); !errors.As(err, &refused) || refused.Workload != "StatefulSet "+ns+"/db" {
+			t.Fatalf("StatefulSet at 1 replica: %v", err)
+		}
+	})
 }
 
 // TestDeployerErrors: bad configuration and bad revisions are typed errors
 // naming what is wrong, never panics; a missing workload is
 // rollout.ErrNotFound; a template the API server rejects is permanent.
 func TestDeployerErrors(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 0)
-	s := replicas.ForDeployment(env.Kube, ns, "web", 2)
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 0)
+		s := k.Deployment(ns, "web", 2)
 
-	dyn, err := dynamic.NewForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	scalable := replicas.ForScalable(dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, "web", 2)
-	for name, build := range map[string]func() (*replicas.Deployer, error){
-		"ForScalable":  func() (*replicas.Deployer, error) { return scalable.Deployer(image) },
-		"nil template": func() (*replicas.Deployer, error) { return s.Deployer(nil) },
-		"nil Setter":   func() (*replicas.Deployer, error) { return (*replicas.Setter)(nil).Deployer(image) },
-		"zero Setter":  func() (*replicas.Deployer, error) { return new(replicas.Setter).Deployer(image) },
-	} {
-		if d, err := build(); d != nil || !errors.Is(err, replicas.ErrInvalid) {
-			t.Errorf("%s: %v, %v; want ErrInvalid", name, d, err)
+		scalable := k.Scalable(ns, "web", 2)
+		for name, build := range map[string]func() (*replicas.Deployer, error){
+			"ForScalable":  func() (*replicas.Deployer, error) { return scalable.Deployer(image) },
+			"nil template": func() (*replicas.Deployer, error) { return s.Deployer(nil) },
+			"nil Setter":   func() (*replicas.Deployer, error) { return (*replicas.Setter)(nil).Deployer(image) },
+			"zero Setter":  func() (*replicas.Deployer, error) { return new(replicas.Setter).Deployer(image) },
+		} {
+			if d, err := build(); d != nil || !errors.Is(err, replicas.ErrInvalid) {
+				t.Errorf("%s: %v, %v; want ErrInvalid", name, d, err)
+			}
 		}
-	}
-	for name, d := range map[string]*replicas.Deployer{"nil": nil, "zero": {}} {
-		if err := d.Deploy(ctx, "v1"); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) {
-			t.Errorf("%s Deployer: Deploy = %v", name, err)
+		for name, d := range map[string]*replicas.Deployer{"nil": nil, "zero": {}} {
+			if err := d.Deploy(ctx, "v1"); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) {
+				t.Errorf("%s Deployer: Deploy = %v", name, err)
+			}
+			if _, err := d.Revision(ctx, "v1"); !errors.Is(err, replicas.ErrInvalid) {
+				t.Errorf("%s Deployer: Revision = %v", name, err)
+			}
 		}
-		if _, err := d.Revision(ctx, "v1"); !errors.Is(err, replicas.ErrInvalid) {
-			t.Errorf("%s Deployer: Revision = %v", name, err)
-		}
-	}
 
-	d := deployer(t, s)
-	if err := d.Deploy(ctx, ""); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) {
-		t.Errorf("empty revision: %v", err)
-	}
-	noSuch, err := s.Deployer(replicas.Image("sidecar", func(rev string) string { return "x:" + rev }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := noSuch.Deploy(ctx, "v2"); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) ||
-		!strings.Contains(err.Error(), `no container named "sidecar"`) {
-		t.Errorf("no such container: %v", err)
-	}
-	empty, _ := s.Deployer(replicas.Image("app", func(string) string { return "" }))
-	if err := empty.Deploy(ctx, "v2"); !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "containers[0].image") {
-		t.Errorf("empty image: %v", err)
-	}
-	nilImage, _ := s.Deployer(replicas.Image("app", nil))
-	if err := nilImage.Deploy(ctx, "v2"); !rollout.IsPermanent(err) || !errors.Is(err, replicas.ErrInvalid) {
-		t.Errorf("nil image func: %v", err)
-	}
-	invalid, _ := s.Deployer(func(_ string, t *corev1.PodTemplateSpec) error { t.Spec.Containers = nil; return nil })
-	if err := invalid.Deploy(ctx, "v2"); !apierrors.IsInvalid(err) || !rollout.IsPermanent(err) {
-		t.Errorf("a template the API server rejects: %v", err)
-	}
-	if got := getDeployment(t, env.Kube, ns, "web"); got.Annotations[replicas.RevisionAnnotation] != "" {
-		t.Errorf("failed deploys recorded %q", got.Annotations[replicas.RevisionAnnotation])
-	}
-	missing := deployer(t, replicas.ForDeployment(env.Kube, ns, "missing", 2))
-	if err := missing.Deploy(ctx, "v2"); !errors.Is(err, rollout.ErrNotFound) {
-		t.Errorf("missing Deployment: Deploy = %v", err)
-	}
-	if _, err := missing.Revision(ctx, "v2"); !errors.Is(err, rollout.ErrNotFound) {
-		t.Errorf("missing Deployment: Revision = %v", err)
-	}
+		d := deployer(t, s)
+		if err := d.Deploy(ctx, ""); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) {
+			t.Errorf("empty revision: %v", err)
+		}
+		noSuch, err := s.Deployer(replicas.Image("sidecar", func(rev string) string { return "x:" + rev }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := noSuch.Deploy(ctx, "v2"); !errors.Is(err, replicas.ErrInvalid) || !rollout.IsPermanent(err) ||
+			!strings.Contains(err.Error(), `no container named "sidecar"`) {
+			t.Errorf("no such container: %v", err)
+		}
+		empty, _ := s.Deployer(replicas.Image("app", func(string) string { return "" }))
+		if err := empty.Deploy(ctx, "v2"); !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "containers[0].image") {
+			t.Errorf("empty image: %v", err)
+		}
+		nilImage, _ := s.Deployer(replicas.Image("app", nil))
+		if err := nilImage.Deploy(ctx, "v2"); !rollout.IsPermanent(err) || !errors.Is(err, replicas.ErrInvalid) {
+			t.Errorf("nil image func: %v", err)
+		}
+		invalid, _ := s.Deployer(func(_ string, t *corev1.PodTemplateSpec) error { t.Spec.Containers = nil; return nil })
+		if err := invalid.Deploy(ctx, "v2"); !apierrors.IsInvalid(err) || !rollout.IsPermanent(err) {
+			t.Errorf("a template the API server rejects: %v", err)
+		}
+		if got := getDeployment(t, env.Kube, ns, "web"); got.Annotations[replicas.RevisionAnnotation] != "" {
+			t.Errorf("failed deploys recorded %q", got.Annotations[replicas.RevisionAnnotation])
+		}
+		missing := deployer(t, k.Deployment(ns, "missing", 2))
+		if err := missing.Deploy(ctx, "v2"); !errors.Is(err, rollout.ErrNotFound) {
+			t.Errorf("missing Deployment: Deploy = %v", err)
+		}
+		if _, err := missing.Revision(ctx, "v2"); !errors.Is(err, rollout.ErrNotFound) {
+			t.Errorf("missing Deployment: Revision = %v", err)
+		}
+	})
 }
 
-// TestDeployConflicts: a write that loses races is retried from a fresh
-// read, MaxConflictRetries times, then reported as rollout.ErrConflict.
+// TestDeployConflicts: on the real API server, a write that loses races
+// is retried from a fresh read, MaxConflictRetries times, then reported as
+// rollout.ErrConflict.
 func TestDeployConflicts(t *testing.T) {
-	newDeployer := func(conflicts int) (*replicas.Deployer, *int) {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
-		d.Spec.Replicas = new(int32(0))
-		d.Spec.Template.Spec.Containers = []corev1.Container{{Name: "app", Image: "example.com/app:v1"}}
-		cs := k8sfake.NewClientset(d)
-		updates := 0
-		cs.PrependReactor("update", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
-			updates++
-			if conflicts != 0 {
-				conflicts--
-				return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "apps", Resource: "deployments"}, "web", errors.New("the object has been modified"))
-			}
-			return false, nil, nil
-		})
-		s := replicas.ForDeployment(cs, "shop", "web", 4)
-		s.MaxConflictRetries = 3
-		return deployer(t, s), &updates
-	}
-	ctx := context.Background()
-	d, updates := newDeployer(2)
-	if err := d.Deploy(ctx, "v2"); err != nil || *updates != 3 {
-		t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, *updates)
-	}
-	if rs := revisionOf(t, d); rs.Revision != "v2" {
-		t.Fatalf("after the retries: %+v", rs)
-	}
-	d, updates = newDeployer(-1)
-	err := d.Deploy(ctx, "v2")
-	if !errors.Is(err, rollout.ErrConflict) || rollout.IsPermanent(err) || *updates != 4 {
-		t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, *updates)
-	}
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		newDeployer := func(name string, conflicts int32) (*replicas.Deployer, *atomic.Int32) {
+			deployment(t, env.Kube, ns, name, 0)
+			cfg, puts := conflicting(env.Config, name, conflicts, nil)
+			s := k.For(cfg).Deployment(ns, name, 4)
+			s.MaxConflictRetries = 3
+			return deployer(t, s), puts
+		}
+		d, puts := newDeployer("two", 2)
+		if err := d.Deploy(ctx, "v2"); err != nil || puts.Load() != 3 {
+			t.Fatalf("two conflicts: err %v after %d writes; want nil after 3", err, puts.Load())
+		}
+		if rs := revisionOf(t, d); rs.Revision != "v2" {
+			t.Fatalf("after the retries: %+v", rs)
+		}
+		d, puts = newDeployer("endless", -1)
+		err := d.Deploy(ctx, "v2")
+		if !errors.Is(err, rollout.ErrConflict) || rollout.IsPermanent(err) || puts.Load() != 4 {
+			t.Fatalf("endless conflicts: err %v after %d writes; want rollout.ErrConflict, not permanent, after 4", err, puts.Load())
+		}
+		if got := getDeployment(t, env.Kube, ns, "endless"); got.Annotations[replicas.RevisionAnnotation] != "" {
+			t.Fatalf("a deploy that never won recorded %q", got.Annotations[replicas.RevisionAnnotation])
+		}
+	})
 }
 
 // TestDeployRacesAScaleUp: on the real API server, a scale-up written
@@ -388,39 +384,37 @@ func TestDeployConflicts(t *testing.T) {
 // reads the replicas and refuses. The replica check and the template
 // change are one atomic step.
 func TestDeployRacesAScaleUp(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 0)
-	var raced atomic.Bool
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/deployments/web") && raced.CompareAndSwap(false, true) {
-				// Another writer scales the Deployment first.
-				dep := getDeployment(t, env.Kube, ns, "web")
-				dep.Spec.Replicas = new(int32(2))
-				if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-					t.Error(err)
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 0)
+		var raced atomic.Bool
+		cfg := rest.CopyConfig(env.Config)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripper(func(req *http.Request) (*http.Response, error) {
+				if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/deployments/web") && raced.CompareAndSwap(false, true) {
+					// Another writer scales the Deployment first.
+					dep := getDeployment(t, env.Kube, ns, "web")
+					dep.Spec.Replicas = new(int32(2))
+					if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+						t.Error(err)
+					}
 				}
-			}
-			return rt.RoundTrip(req)
+				return rt.RoundTrip(req)
+			})
 		})
+		d := deployer(t, k.For(cfg).Deployment(ns, "web", 4))
+		err := d.Deploy(ctx, "v2")
+		var refused *replicas.DeployRefusedError
+		if !raced.Load() || !errors.As(err, &refused) || refused.Replicas != 2 {
+			t.Fatalf("raced %v: %v; want a refusal at 2 replicas", raced.Load(), err)
+		}
+		dep := getDeployment(t, env.Kube, ns, "web")
+		if dep.Spec.Template.Spec.Containers[0].Image != "example.com/app:web" || dep.Annotations[replicas.RevisionAnnotation] != "" {
+			t.Fatalf("the refused deploy changed the Deployment: %s %v", dep.Spec.Template.Spec.Containers[0].Image, dep.Annotations)
+		}
 	})
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := deployer(t, replicas.ForDeployment(cs, ns, "web", 4))
-	err = d.Deploy(ctx, "v2")
-	var refused *replicas.DeployRefusedError
-	if !raced.Load() || !errors.As(err, &refused) || refused.Replicas != 2 {
-		t.Fatalf("raced %v: %v; want a refusal at 2 replicas", raced.Load(), err)
-	}
-	dep := getDeployment(t, env.Kube, ns, "web")
-	if dep.Spec.Template.Spec.Containers[0].Image != "example.com/app:web" || dep.Annotations[replicas.RevisionAnnotation] != "" {
-		t.Fatalf("the refused deploy changed the Deployment: %s %v", dep.Spec.Template.Spec.Containers[0].Image, dep.Annotations)
-	}
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -431,35 +425,37 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // and no annotation runs expect when the TemplateFunc of expect leaves its
 // template as it is, and nothing else.
 func TestFirstRevisionRecognised(t *testing.T) {
-	env := kubetest.Get(t)
-	ns := env.Namespace(t)
-	ctx := context.Background()
-	deployment(t, env.Kube, ns, "web", 2) // image example.com/app:web
-	d := deployer(t, replicas.ForDeployment(env.Kube, ns, "web", 2))
-	for _, tc := range []struct {
-		expect string
-		want   string
-	}{
-		{"web", "web"},
-		{"v2", ""},
-		{"", ""},
-	} {
-		got, err := d.Revision(ctx, tc.expect)
-		if err != nil || got.Revision != tc.want {
-			t.Errorf("Revision(%q) = %+v, %v; want revision %q", tc.expect, got, err, tc.want)
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		deployment(t, env.Kube, ns, "web", 2) // image example.com/app:web
+		d := deployer(t, k.Deployment(ns, "web", 2))
+		for _, tc := range []struct {
+			expect string
+			want   string
+		}{
+			{"web", "web"},
+			{"v2", ""},
+			{"", ""},
+		} {
+			got, err := d.Revision(ctx, tc.expect)
+			if err != nil || got.Revision != tc.want {
+				t.Errorf("Revision(%q) = %+v, %v; want revision %q", tc.expect, got, err, tc.want)
+			}
 		}
-	}
-	playDeployment(t, env.Kube, ns, "web", -1)
-	if got, err := d.Revision(ctx, "web"); err != nil || got != (rollout.RevisionStatus{Revision: "web", Updated: true}) {
-		t.Errorf("rolled out: %+v, %v", got, err)
-	}
-	// Once a revision is recorded, the annotation decides.
-	dep := getDeployment(t, env.Kube, ns, "web")
-	dep.Annotations = map[string]string{replicas.RevisionAnnotation: "v1"}
-	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := d.Revision(ctx, "web"); err != nil || got.Revision != "v1" {
-		t.Errorf("annotated v1: %+v, %v", got, err)
-	}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if got, err := d.Revision(ctx, "web"); err != nil || got != (rollout.RevisionStatus{Revision: "web", Updated: true}) {
+			t.Errorf("rolled out: %+v, %v", got, err)
+		}
+		// Once a revision is recorded, the annotation decides.
+		dep := getDeployment(t, env.Kube, ns, "web")
+		dep.Annotations = map[string]string{replicas.RevisionAnnotation: "v1"}
+		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.Revision(ctx, "web"); err != nil || got.Revision != "v1" {
+			t.Errorf("annotated v1: %+v, %v", got, err)
+		}
+	})
 }

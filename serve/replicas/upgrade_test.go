@@ -397,7 +397,7 @@ func (g *e2e) end(t *testing.T, s strategy.State, revision string, changes []str
 }
 
 func upgradeStrategy() strategy.Strategy {
-	return strategy.Incremental{StepPercent: 20, Interval: 30 * time.Second, MaxSurgePercent: 20}
+	return strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20}
 }
 
 // TestUpgradeRevisionsRollBackMidWalk: v1 -> v2 on side B; then v3 on side

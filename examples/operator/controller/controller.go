@@ -18,7 +18,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -67,9 +66,7 @@ type Reconciler struct {
 	// Reader reads the Release itself from the API server (the manager's
 	// APIReader): its status holds the rollout's state, and a reconcile
 	// must never start from a state older than the last one written.
-	Reader client.Reader
-	// Kube is the clientset of the serve/replicas Setters and Deployers.
-	Kube     kubernetes.Interface
+	Reader   client.Reader
 	Recorder events.EventRecorder
 	Metrics  *Metrics
 	// Clock is the source of time; nil is clock.Real.
@@ -153,13 +150,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, r.invalid(ctx, &rel, err)
 	}
-	now := clock.OrReal(r.Clock).Now()
-	state := rel.Status.Rollout
-	cmds, applied := Commands(rel.Spec.Controls, rel.Status.AppliedControls)
-	for _, cmd := range cmds {
-		state = cmd(state, now)
+	// One instant for the spec's revision and control and the step: the
+	// Runner's clock, so that a state stamped by a clock far ahead is
+	// reported (ClockSkew) rather than obeyed.
+	now := runner.Now()
+	state := rel.Status.Rollout.Retarget(rel.Spec.Revision, now)
+	state, applied := state.Control(rel.Spec.Control, now)
+	for _, a := range applied {
+		r.recordControl(&rel, a)
 	}
-	state = state.Retarget(rel.Spec.Revision, now)
 	next, requeue, rerr := runner.ReconcileAt(context.WithValue(ctx, storedKey{}, &rel.Status.Rollout), state, now)
 	if rerr != nil {
 		// The Runner's state already carries the error (Degraded,
@@ -169,7 +168,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	status := v1alpha1.ReleaseStatus{
 		ObservedGeneration: rel.Generation,
 		Rollout:            next,
-		AppliedControls:    applied,
 		Conditions:         mirror(rel.Status.Conditions, &next, rel.Spec.Revision, rel.Generation, now),
 	}
 	if statusChanged(&rel.Status, &status) {
@@ -186,12 +184,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // statusChanged reports whether next must be written over prev: the
 // rollout's state changed in anything but its volatile fields
-// (strategy.Changed), or the conditions, the generation or the applied
-// controls did. A rollout that waits writes nothing.
+// (strategy.Changed; the control requests it has seen included), or the
+// conditions or the generation did. A rollout that waits writes nothing.
 func statusChanged(prev, next *v1alpha1.ReleaseStatus) bool {
 	return strategy.Changed(&prev.Rollout, &next.Rollout) ||
 		prev.ObservedGeneration != next.ObservedGeneration ||
-		prev.AppliedControls != next.AppliedControls ||
 		!reflect.DeepEqual(prev.Conditions, next.Conditions)
 }
 
@@ -315,9 +312,10 @@ type side struct {
 }
 
 // sides builds the Setters and Deployers of the Release's two
-// Deployments. It is the one place that does: serve/replicas builds them
-// over a clientset; constructors over the manager's client can replace
-// the clientset here alone.
+// Deployments. It is the one place that does: over the manager's client,
+// whose reads of Deployments come from its informer cache (serve/replicas
+// remembers its own writes until the cache shows them, and confirms a
+// refused deploy with the API server).
 func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err error) {
 	image := rel.Spec.Image
 	if !strings.Contains(image.Template, "{revision}") {
@@ -328,7 +326,10 @@ func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err er
 	})
 	var out [2]side
 	for i, name := range []string{rel.Spec.A.Deployment, rel.Spec.B.Deployment} {
-		s := replicas.ForDeployment(r.Kube, rel.Namespace, name, rel.Spec.Replicas)
+		s, err := replicas.ForClient(r.Client, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rel.Namespace, Name: name}}, rel.Spec.Replicas)
+		if err != nil {
+			return a, b, fmt.Errorf("spec.replicas: %w", err)
+		}
 		d, err := s.Deployer(template)
 		if err != nil {
 			return a, b, err
@@ -337,6 +338,20 @@ func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err er
 		out[i] = side{setter: s, deployer: d}
 	}
 	return out[0], out[1], nil
+}
+
+// recordControl records an Event for a command that the spec's control
+// applied: Normal when it acted, Warning when the request did not apply to
+// the rollout as it stood (it is used up all the same).
+func (r *Reconciler) recordControl(rel *v1alpha1.Release, a strategy.Applied) {
+	typ, note := corev1.EventTypeNormal, "spec.control: "+a.Command
+	if a.Token != "" {
+		note += " " + a.Token
+	}
+	if a.Ignored {
+		typ, note = corev1.EventTypeWarning, note+" ignored: it does not apply to the rollout as it stands"
+	}
+	r.Recorder.Eventf(rel, nil, typ, "Control"+a.Command, "Control", "%s", note)
 }
 
 // storedKey is the context key of the state as stored in the status,

@@ -52,9 +52,13 @@ type ReleaseSpec struct {
 	// move traffic between the two sides' Services.
 	Route RouteRef `json:"route"`
 
-	// Controls command the current rollout.
+	// Control steers the current rollout: paused holds it while true;
+	// abort, retry, promote, promoteFull and resume are one-shot requests
+	// that act once each time they are set to a new value (a timestamp,
+	// say), also across restarts of the operator (the rollout's state
+	// records the last value of each it has seen).
 	// +optional
-	Controls Controls `json:"controls,omitempty"`
+	Control strategy.Control `json:"control,omitempty"`
 }
 
 // ImageTemplate maps a revision to a container image.
@@ -90,6 +94,8 @@ type RouteRef struct {
 	// SettleDelay is waited after the gateway reports the route's weights
 	// accepted, before they count as applied.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
 }
 
@@ -98,72 +104,24 @@ type RouteRef struct {
 // +kubebuilder:validation:XValidation:rule="(has(self.incremental) ? 1 : 0) + (has(self.canary) ? 1 : 0) + (has(self.blueGreen) ? 1 : 0) == 1",message="set exactly one of incremental, canary and blueGreen"
 type ReleaseStrategy struct {
 	// +optional
-	Incremental *IncrementalStrategy `json:"incremental,omitempty"`
+	Incremental *strategy.Incremental `json:"incremental,omitempty"`
 	// +optional
-	Canary *CanaryStrategy `json:"canary,omitempty"`
+	Canary *strategy.Canary `json:"canary,omitempty"`
 	// +optional
-	BlueGreen *BlueGreenStrategy `json:"blueGreen,omitempty"`
+	BlueGreen *strategy.BlueGreen `json:"blueGreen,omitempty"`
 }
 
 // Get returns the strategy that is set, nil for none.
 func (s *ReleaseStrategy) Get() strategy.Strategy {
 	switch {
 	case s.Incremental != nil:
-		return s.Incremental.Incremental
+		return *s.Incremental
 	case s.Canary != nil:
-		return s.Canary.Canary
+		return *s.Canary
 	case s.BlueGreen != nil:
-		return s.BlueGreen.BlueGreen
+		return *s.BlueGreen
 	}
 	return nil
-}
-
-// IncrementalStrategy is a strategy.Incremental.
-//
-// TEMPORARY: the wrapper types exist only because the strategy types have
-// no DeepCopy yet (see deepcopy.go); once they do, ReleaseStrategy holds
-// *strategy.Incremental and the others directly.
-//
-// +kubebuilder:object:generate=false
-type IncrementalStrategy struct {
-	strategy.Incremental `json:",inline"`
-}
-
-// CanaryStrategy is a strategy.Canary. TEMPORARY, see IncrementalStrategy.
-//
-// +kubebuilder:object:generate=false
-type CanaryStrategy struct {
-	strategy.Canary `json:",inline"`
-}
-
-// BlueGreenStrategy is a strategy.BlueGreen. TEMPORARY, see
-// IncrementalStrategy.
-//
-// +kubebuilder:object:generate=false
-type BlueGreenStrategy struct {
-	strategy.BlueGreen `json:",inline"`
-}
-
-// Controls command the current rollout by editing the spec. Each change
-// is applied once, and recorded in status.appliedControls:
-//
-//   - paused true pauses the rollout; back to false resumes it;
-//   - abort true aborts it (walks traffic and capacity back to the stable
-//     side); back to false retries it from the first step;
-//   - promote raised by one finishes the current step now (a pause, a
-//     gate); promoteFull raised by one walks to 100 now, skipping the
-//     remaining steps. Both stay capacity-safe.
-type Controls struct {
-	// +optional
-	Paused bool `json:"paused,omitempty"`
-	// +optional
-	Abort bool `json:"abort,omitempty"`
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	Promote int32 `json:"promote,omitempty"`
-	// +optional
-	// +kubebuilder:validation:Minimum=0
-	PromoteFull int32 `json:"promoteFull,omitempty"`
 }
 
 // ConditionReleased is True when the stable side runs spec.revision with
@@ -188,9 +146,6 @@ type ReleaseStatus struct {
 	// operator resumes from it after a restart.
 	// +optional
 	Rollout strategy.State `json:"rollout,omitempty"`
-	// AppliedControls are the controls last applied to the rollout.
-	// +optional
-	AppliedControls Controls `json:"appliedControls,omitempty"`
 }
 
 // ReleaseList is a list of Releases.

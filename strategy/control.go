@@ -1,0 +1,195 @@
+package strategy
+
+import (
+	"reflect"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Control is the declarative form of the commands: the part of an object's
+// spec with which a person (or a GitOps tool) steers a rollout. It embeds in
+// a CRD spec (every field has a JSON tag and a kubebuilder marker, and
+// DeepCopy is provided); State.Control turns the spec as it is now into the
+// commands still to apply.
+//
+// Paused is level-triggered: the rollout is held while it is true. Every
+// other field is a one-shot request: a token (any string; a timestamp or a
+// counter is usual) that acts once when it changes to a non-empty value. The
+// State records the last value of each request it has seen (State.Handled),
+// so a request acts exactly once, whatever the number of reconciles, and
+// also after a restart of the controller or a JSON round trip of the state.
+// To ask again, write a new value. A value written back after another one
+// (a, then b, then a) is a new request; clearing a field asks for nothing.
+//
+// A request that does not apply to the rollout as it stands when it is
+// seen (Retry when nothing was aborted, Promote on a finished rollout) is
+// used up all the same, and reported as Ignored: it never lies in wait to
+// surprise a later rollout.
+type Control struct {
+	// Paused holds the rollout while true (State.Pause, with reason
+	// ControlPause); false resumes only a pause that Paused caused. A walk
+	// back (an abort) is never held, nor a finished rollout.
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// Abort walks traffic back to the stable side (State.Abort, reason
+	// Aborted), once for each new value. It acts even while paused.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Abort string `json:"abort,omitempty"`
+	// Retry starts an aborted rollout again (State.Retry), once for each
+	// new value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Retry string `json:"retry,omitempty"`
+	// Promote finishes the current step now (State.Promote): it passes a
+	// timed pause, a PauseUntilResumed step, a gate, or the wait for the
+	// next Incremental interval. Once for each new value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Promote string `json:"promote,omitempty"`
+	// PromoteFull walks to weight 100 now, skipping every remaining step
+	// (State.PromoteFull), once for each new value.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PromoteFull string `json:"promoteFull,omitempty"`
+	// Resume ends the pause in force (State.Resume): a PauseUntilResumed
+	// step, an inconclusive gate, a pause for an unhealthy canary or a
+	// manual pause, once for each new value. It does not end the pause
+	// that Paused holds: seen while Paused holds the rollout (a step's
+	// pause taken over included), it is used up without effect (Ignored).
+	// Promote, which is kept until the spec is un-paused, passes the step.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Resume string `json:"resume,omitempty"`
+}
+
+// Requests is the last value of each one-shot request of a Control that a
+// State has seen (State.Handled). It is what makes each request act once.
+type Requests struct {
+	Abort       string `json:"abort,omitempty"`
+	Retry       string `json:"retry,omitempty"`
+	Promote     string `json:"promote,omitempty"`
+	PromoteFull string `json:"promoteFull,omitempty"`
+	Resume      string `json:"resume,omitempty"`
+}
+
+// The commands an Applied names.
+const (
+	CommandPause       = "Pause"
+	CommandResume      = "Resume"
+	CommandAbort       = "Abort"
+	CommandRetry       = "Retry"
+	CommandPromote     = "Promote"
+	CommandPromoteFull = "PromoteFull"
+)
+
+// Applied is one command that State.Control applied, for the caller to
+// record (a Kubernetes Event, a log line).
+type Applied struct {
+	// Command is one of the Command constants.
+	Command string `json:"command"`
+	// Token is the request's value; empty for a pause or a resume that
+	// Control.Paused caused.
+	Token string `json:"token,omitempty"`
+	// Ignored reports a request that did not apply to the rollout as it
+	// stood (nothing to retry, a finished rollout, a Resume while Paused
+	// holds the rollout): nothing changed but the request recorded as seen.
+	Ignored bool `json:"ignored,omitempty"`
+}
+
+// Control applies the spec's Control to the state at now and returns the
+// new state with the commands it applied, in order. It is pure, like every
+// command: s is not modified, and the clock is the caller's now (the one
+// the next Step or Runner.ReconcileAt gets).
+//
+// It is idempotent: on its own result it applies nothing and returns that
+// result unchanged, at any now. Call it on every reconcile, after Retarget
+// with the spec's revision, so that requests written together with a new
+// revision act on the new rollout:
+//
+//	s = s.Retarget(spec.Revision, now)
+//	s, applied := s.Control(spec.Control, now)
+//	// record an Event for each of applied, then step (Runner.ReconcileAt(ctx, s, now))
+//
+// The order within one call: Retry, then Abort (both new: the abort wins,
+// as a rollout that can be retried can be aborted), PromoteFull, Promote,
+// Resume, and last Paused.
+//
+// Paused holds the rollout with a pause of its own (reason ControlPause).
+// Un-pausing resumes that pause only: never a manual pause made by the Pause
+// command, nor a pause for an unhealthy canary, which wait for a Resume
+// request (or the command). A PauseUntilResumed step or an inconclusive gate
+// reached while the spec is not paused is passed with Promote (or Resume);
+// while Paused is true Control takes such a pause over as its own, so that
+// it holds, and un-pausing hands it back to the step: the step still waits
+// for its Promote (or Resume) unless one came meanwhile. A Promote or
+// PromoteFull requested while Paused is true is kept and takes effect once
+// the spec is un-paused; an Abort acts at once and ends the pause.
+func (s State) Control(c Control, now time.Time) (State, []Applied) {
+	var applied []Applied
+	request := func(command, token string, last *string, apply func(State) State) {
+		if token == *last {
+			return
+		}
+		*last = token
+		if token == "" {
+			return // a cleared request asks for nothing
+		}
+		next := apply(s)
+		applied = append(applied, Applied{Command: command, Token: token, Ignored: !commandChanged(&s, &next)})
+		s = next
+	}
+	// The records are written into the local copy, which every command
+	// then carries along (commands only ever copy the state).
+	request(CommandRetry, c.Retry, &s.Handled.Retry, func(s State) State { return s.Retry(now) })
+	request(CommandAbort, c.Abort, &s.Handled.Abort, func(s State) State { return s.Abort(ReasonAborted, now) })
+	request(CommandPromoteFull, c.PromoteFull, &s.Handled.PromoteFull, func(s State) State {
+		held := c.Paused && s.Paused && s.PauseReason == ReasonControlPause
+		n := s.PromoteFull(now)
+		if held {
+			n.Paused, n.PauseReason = true, ReasonControlPause // kept until the spec is un-paused
+		}
+		return n
+	})
+	request(CommandPromote, c.Promote, &s.Handled.Promote, func(s State) State { return s.Promote(now) })
+	request(CommandResume, c.Resume, &s.Handled.Resume, func(s State) State {
+		if c.Paused && s.Paused && s.PauseReason == ReasonControlPause {
+			return s // the spec holds the rollout: un-pause it instead
+		}
+		return s.Resume(now)
+	})
+	switch {
+	case c.Paused && !s.Paused:
+		if next := s.pause(ReasonControlPause, now); next.Paused {
+			s = next
+			applied = append(applied, Applied{Command: CommandPause})
+		}
+	case c.Paused && s.holdable() && (s.PauseReason == ReasonPauseStep || s.PauseReason == ReasonGateInconclusive):
+		// Take the step's pause over, so that a Promote requested
+		// meanwhile does not pass it before the spec is un-paused. The
+		// step pauses again once this pause ends (it was not resumed).
+		s = s.command(now)
+		s.PauseReason, s.PausedAt = ReasonControlPause, s.LastCommandAt
+		applied = append(applied, Applied{Command: CommandPause})
+	case !c.Paused && s.Paused && s.PauseReason == ReasonControlPause:
+		if next := s.Resume(now); !next.Paused {
+			s = next
+			applied = append(applied, Applied{Command: CommandResume})
+		}
+	}
+	return s, applied
+}
+
+// holdable reports whether Pause applies to the rollout's phase.
+func (s *State) holdable() bool {
+	return !s.Idle() && !s.Phase.Terminal() && s.Phase != PhaseAborting
+}
+
+// commandChanged reports whether a command changed anything in the state
+// but the instant it records (LastCommandAt): whether it applied.
+func commandChanged(before, after *State) bool {
+	a, b := *before, *after
+	a.LastCommandAt, b.LastCommandAt = metav1.MicroTime{}, metav1.MicroTime{}
+	return !reflect.DeepEqual(a, b)
+}
