@@ -11,6 +11,7 @@ replace (
 
 require (
 	github.com/go-logr/logr v1.4.3
+	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.24.0
 	github.com/upshift-dev/upshift v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/gateway v0.0.0-00010101000000-000000000000
