@@ -58,6 +58,7 @@ const (
 	msgPausedGate                = "paused: gate inconclusive"
 	msgPausedUnhealthy           = "paused: canary unhealthy"
 	msgUnhealthy                 = "canary unhealthy: holding"
+	msgInconclusive              = "canary health inconclusive: holding"
 	msgDeadline                  = "the rollout did not progress within the progress deadline"
 	msgScaleDownDelay            = "waiting for the scale-down delay"
 	msgDone                      = "done"

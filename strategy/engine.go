@@ -402,6 +402,9 @@ func (r *run) countHealth() (bool, string) {
 		return false, ""
 	}
 	st.HealthCheckedAt = at
+	if st.Observed.Health == HealthInconclusive && !r.canaryShort {
+		return false, "" // neither counts nor clears the unhealthy streak
+	}
 	if st.Observed.Health != HealthUnhealthy && !r.canaryShort {
 		st.UnhealthyCount = 0
 		return false, ""
@@ -549,6 +552,13 @@ func (r *run) progress() {
 			o := &st.Observed
 			setShort(&st.Message, "canary", o.Canary.Ready, o.Weight)
 		}
+		r.d.RequeueAfter = e.opts.pollInterval()
+		return
+	}
+	if st.Observed.Health == HealthInconclusive && st.Observed.Weight > 0 {
+		// The canary has traffic but its health cannot be told: give it
+		// no more until it can.
+		st.Message = msgInconclusive
 		r.d.RequeueAfter = e.opts.pollInterval()
 		return
 	}

@@ -330,7 +330,7 @@ func TestStepInvariants(t *testing.T) {
 						sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
 					}
 				case 2:
-					w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+					w.health = rapid.SampledFrom([]Health{HealthUnknown, HealthHealthy, HealthUnhealthy, HealthInconclusive}).Draw(t, "health")
 				default:
 					revisionFault(t, w)
 				}

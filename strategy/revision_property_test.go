@@ -338,7 +338,7 @@ func chainFault(t *rapid.T, w *world, strat Strategy) {
 	case 4:
 		sd.crash(rapid.Int32Range(1, 100).Draw(t, "crash"))
 	case 5:
-		w.health = rapid.SampledFrom([]Health{HealthHealthy, HealthUnhealthy}).Draw(t, "health")
+		w.health = rapid.SampledFrom([]Health{HealthHealthy, HealthUnhealthy, HealthInconclusive}).Draw(t, "health")
 	case 6:
 		w.failing = !w.failing
 	default:

@@ -665,6 +665,7 @@ func TestStepUnhealthy(t *testing.T) {
 	const (
 		ok  = strategy.HealthHealthy
 		bad = strategy.HealthUnhealthy
+		inc = strategy.HealthInconclusive
 	)
 	holding := hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}
 	tests := []struct {
@@ -687,6 +688,12 @@ func TestStepUnhealthy(t *testing.T) {
 			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 2, strategy.ReasonUnhealthy, ""},
 		{"threshold pauses", with(strategy.UnhealthyPause), t1, []strategy.Health{bad, bad},
 			false, hopsOf{Phase: strategy.PhasePaused}, 2, "", strategy.ReasonUnhealthy},
+		{"inconclusive holds", with(""), t3, []strategy.Health{inc}, false, holding, 0, "", ""},
+		{"inconclusive holds at every poll", with(""), t3, []strategy.Health{inc, inc, inc, inc}, false, holding, 0, "", ""},
+		{"inconclusive, then healthy, goes on", with(""), t3, []strategy.Health{inc, inc, ok},
+			false, hopsOf{Weight: set(20), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, 0, "", ""},
+		{"inconclusive neither counts nor resets", with(strategy.UnhealthyAbort), t1, []strategy.Health{bad, inc, inc, bad},
+			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 2, strategy.ReasonUnhealthy, ""},
 		{"default threshold is 3", incremental, t1, []strategy.Health{bad, bad}, false, holding, 2, "", ""},
 		{"default threshold is 3, reached", incremental, t1, []strategy.Health{bad, bad, bad},
 			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 3, strategy.ReasonUnhealthy, ""},
@@ -710,6 +717,9 @@ func TestStepUnhealthy(t *testing.T) {
 			if diff := cmp.Diff(tt.want, hopsIn(d)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
+			if last := tt.obs[len(tt.obs)-1]; last == inc && s.Message != "canary health inconclusive: holding" {
+				t.Errorf("message %q, want the inconclusive hold", s.Message)
+			}
 			if s.UnhealthyCount != tt.wantCount {
 				t.Errorf("UnhealthyCount = %d, want %d", s.UnhealthyCount, tt.wantCount)
 			}
@@ -721,6 +731,20 @@ func TestStepUnhealthy(t *testing.T) {
 				t.Errorf("abort %q pause %q, want abort %q pause %q", gotAbort, s.PauseReason, tt.wantAbort, tt.wantReason)
 			}
 		})
+	}
+}
+
+// TestStepInconclusiveWithoutTraffic: an inconclusive health (no data yet)
+// does not hold a canary that has no traffic: the first weight hop is made,
+// so that data can come.
+func TestStepInconclusiveWithoutTraffic(t *testing.T) {
+	s, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool {
+		return s.Observed.Canary.Capacity >= 10 && s.Observed.Weight == 0
+	})
+	s.Observed.Health, s.Observed.At = strategy.HealthInconclusive, mt(t0)
+	d := stepChecked(t, incremental, s, t0)
+	if diff := cmp.Diff(set(10), d.Weight); diff != "" {
+		t.Errorf("first weight hop with an inconclusive health (-want +got):\n%s", diff)
 	}
 }
 

@@ -81,6 +81,15 @@ const (
 	// lasts; after Options.UnhealthyThreshold consecutive unhealthy
 	// observations the rollout aborts (or pauses, by option).
 	HealthUnhealthy Health = "Unhealthy"
+	// HealthInconclusive: the canary's health cannot be told now (an
+	// analysis without data, or whose metrics source is down). While the
+	// canary has traffic (weight above 0) no progress is made: no weight,
+	// capacity or completion hop, as for an unhealthy canary; but it does
+	// not count toward Options.UnhealthyThreshold, nor end a streak of
+	// unhealthy observations, and the rollout goes on by itself once the
+	// health is known again. At weight 0 (before the first weight hop, or
+	// while walking back) it is treated as unknown.
+	HealthInconclusive Health = "Inconclusive"
 )
 
 // Verdict is the outcome of a gate's analysis.
