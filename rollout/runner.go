@@ -341,6 +341,9 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 			so.Revision, so.Updated = rs.Revision, rs.Updated
 		}
 	}
+	if r.Health != nil || (s.Gate != "" && r.Analyzer != nil) {
+		ctx = context.WithValue(ctx, stateKey{}, s)
+	}
 	if r.Health != nil {
 		h, msg, err := r.Health.Health(ctx)
 		if err != nil {
