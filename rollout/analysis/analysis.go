@@ -128,6 +128,14 @@ type Source interface {
 	Measure(ctx context.Context, c *Check, v Vars, q, requests string, at time.Time) (Measurement, error)
 }
 
+// SourceFunc adapts a function to Source.
+type SourceFunc func(ctx context.Context, c *Check, v Vars, q, requests string, at time.Time) (Measurement, error)
+
+// Measure calls f.
+func (f SourceFunc) Measure(ctx context.Context, c *Check, v Vars, q, requests string, at time.Time) (Measurement, error) {
+	return f(ctx, c, v, q, requests, at)
+}
+
 // Policy is how evaluations become a verdict (see Judge).
 type Policy struct {
 	// Interval between two evaluations; default 10s.
