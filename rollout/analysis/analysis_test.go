@@ -34,7 +34,9 @@ func (s *script) Measure(_ context.Context, _ *analysis.Check, _ analysis.Vars, 
 }
 
 func rate(v float64) func(time.Time) (analysis.Measurement, error) {
-	return func(time.Time) (analysis.Measurement, error) { return analysis.Measurement{Value: v, Requests: 100}, nil }
+	return func(time.Time) (analysis.Measurement, error) {
+		return analysis.Measurement{Value: v, Requests: 100}, nil
+	}
 }
 
 // progressing is a rollout started at t0 - 10m with side A stable.
@@ -56,7 +58,9 @@ func newAnalysis(src analysis.Source, clk *fake.Clock) *analysis.Analysis {
 }
 
 func TestHealth(t *testing.T) {
-	down := func(time.Time) (analysis.Measurement, error) { return analysis.Measurement{}, errors.New("connection refused") }
+	down := func(time.Time) (analysis.Measurement, error) {
+		return analysis.Measurement{}, errors.New("connection refused")
+	}
 	for _, tc := range []struct {
 		name   string
 		answer func(time.Time) (analysis.Measurement, error)
@@ -71,7 +75,9 @@ func TestHealth(t *testing.T) {
 			return analysis.Measurement{Value: 0.99, Requests: 100}, nil
 		}, strategy.HealthInconclusive},
 		{"no data", func(time.Time) (analysis.Measurement, error) { return analysis.Measurement{NoData: true}, nil }, strategy.HealthInconclusive},
-		{"too few requests", func(time.Time) (analysis.Measurement, error) { return analysis.Measurement{Value: 0.2, Requests: 3}, nil }, strategy.HealthInconclusive},
+		{"too few requests", func(time.Time) (analysis.Measurement, error) {
+			return analysis.Measurement{Value: 0.2, Requests: 3}, nil
+		}, strategy.HealthInconclusive},
 		{"source down", down, strategy.HealthInconclusive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
