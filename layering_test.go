@@ -109,7 +109,8 @@ func TestLayering(t *testing.T) {
 		"serve":              {},
 		"serve/drain":        {"clock"},
 		"serve/retry":        {"clock"},
-		"fake":               {"rollout", "strategy", "clock"},
+		"rollout/analysis":   {"rollout", "strategy", "clock"},
+		"fake":               {"rollout", "rollout/analysis", "strategy", "clock"},
 		"gateway":            {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
 		"serve/ray":          {"rollout", "strategy", "clock"},
 		"serve/replicas":     {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
@@ -119,14 +120,15 @@ func TestLayering(t *testing.T) {
 	// What each package may import from outside the standard library and
 	// the module, by prefix; absent means anything.
 	outside := map[string][]string{
-		"strategy":    {"k8s.io/apimachinery/"},
-		"clock":       {},
-		"rollout":     {"k8s.io/apimachinery/", "github.com/go-logr/logr"},
-		"serve":       {},
-		"serve/drain": {},
-		"serve/retry": {},
-		"fake":        {"k8s.io/apimachinery/"},
-		"serve/ray":   {"k8s.io/apimachinery/"},
+		"strategy":         {"k8s.io/apimachinery/"},
+		"clock":            {},
+		"rollout":          {"k8s.io/apimachinery/", "github.com/go-logr/logr"},
+		"serve":            {},
+		"serve/drain":      {},
+		"serve/retry":      {},
+		"rollout/analysis": {},
+		"fake":             {"k8s.io/apimachinery/"},
+		"serve/ray":        {"k8s.io/apimachinery/"},
 	}
 	pkgs := listPackages(t)
 	for name, p := range pkgs {

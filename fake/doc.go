@@ -33,7 +33,15 @@
 //     or a retry Transport.
 //   - Traffic sends simulated requests split by the applied weights and
 //     counts what each side could serve: a rollout that ever sends traffic
-//     to capacity that is not ready shows up as Overloaded or Dropped.
+//     to capacity that is not ready shows up as Overloaded or Dropped. A
+//     revision can answer a share of its requests with a 500
+//     (SetErrorRate), and every request can be recorded into a Metrics
+//     (RecordTo).
+//   - Metrics is an analysis.Source over requests recorded per side, as a
+//     metrics backend scrapes them: the canary's success rate and latency
+//     quantile over a window, values of custom queries (SetQuery), a scrape
+//     and ingestion lag (SetLag), and a backend that is down (SetDown). An
+//     analysis.Analysis over it judges the simulated canary.
 //   - RayServe emulates one Ray cluster's Serve REST API as an
 //     http.Handler for httptest.NewServer: it validates PUT configs as Ray
 //     does, derives the target capacity direction and every deployment's

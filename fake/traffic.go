@@ -1,9 +1,12 @@
 package fake
 
 import (
+	"math"
 	"sync"
+	"time"
 
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
 )
 
 // Traffic simulates load on the two sides. Each Tick sends PerTick requests,
@@ -14,24 +17,46 @@ import (
 // and Dropped when it has none. PeakCapacity is the largest sum of the two
 // sides' provisioned capacities seen at a tick.
 //
+// Each revision answers the requests its side serves: SetErrorRate makes a
+// share of them fail with a 500 (Failed counts them; they are Served
+// too), SetLatency sets how long they take. RecordTo records every request
+// a side receives into a Metrics, as a data plane's metrics would count
+// it: an overloaded or dropped request as a 503.
+//
 // Build it with the fakes it reads; the zero value is not usable. Safe for
 // concurrent use.
 type Traffic struct {
 	mu      sync.Mutex
 	router  *Router
 	a, b    func() rollout.CapacityStatus // nil: fixed capacity, always ready
+	revA    func() string                 // the revision a side runs; nil: ""
+	revB    func() string
 	perTick int64
+	metrics *Metrics
+	answers map[string]*answers // by revision
 
 	ticks        int64
 	served       int64
 	overloaded   int64
 	dropped      int64
+	failed       int64
 	peakCapacity int32
 }
 
-// TrafficStats are the counts so far.
+// answers is how one revision answers: the share that fails, the
+// duration of each request, and the requests it served and failed so far
+// (failures are spread evenly: after n served, floor(n * rate) failed).
+type answers struct {
+	errorRate      float64
+	latency        time.Duration
+	served, failed int64
+}
+
+// TrafficStats are the counts so far. Failed counts the requests served
+// with a 500 (SetErrorRate), which Served counts too.
 type TrafficStats struct {
 	Ticks, Served, Overloaded, Dropped int64
+	Failed                             int64
 	PeakCapacity                       int32
 }
 
@@ -39,12 +64,12 @@ type TrafficStats struct {
 // router, traffic follows ready capacity) and the two sides (nil: fixed
 // capacity, always 100 percent ready).
 func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
-	t := &Traffic{router: router, perTick: perTick}
+	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}}
 	if a != nil {
-		t.a = a.Status
+		t.a, t.revA = a.Status, func() string { return a.RevisionStatus().Revision }
 	}
 	if b != nil {
-		t.b = b.Status
+		t.b, t.revB = b.Status, func() string { return b.RevisionStatus().Revision }
 	}
 	return t
 }
@@ -54,14 +79,80 @@ func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
 // 100 percent ready): a side serves at most its ready share, which a
 // deploy lowers while its replicas restart.
 func NewDeploymentTraffic(router *Router, a, b *Deployment, perTick int64) *Traffic {
-	t := &Traffic{router: router, perTick: perTick}
+	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}}
 	if a != nil {
-		t.a = a.Status
+		t.a, t.revA = a.Status, func() string { return a.RevisionStatus().Revision }
 	}
 	if b != nil {
-		t.b = b.Status
+		t.b, t.revB = b.Status, func() string { return b.RevisionStatus().Revision }
 	}
 	return t
+}
+
+// SetErrorRate makes the sides running revision answer that share (0..1,
+// clamped) of the requests they serve with a 500, spread evenly over the
+// ticks. A side that runs no revision the fakes know runs "".
+func (t *Traffic) SetErrorRate(revision string, rate float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.answersOf(revision).errorRate = min(max(rate, 0), 1)
+}
+
+// SetLatency sets the duration of every request the sides running
+// revision serve (0 until set), as RecordTo records it.
+func (t *Traffic) SetLatency(revision string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.answersOf(revision).latency = d
+}
+
+// RecordTo records the requests of every later Tick into m, at the time of
+// m's clock (the zero time without one), on the side they were sent to:
+// a 200 or a 500 when served, a 503 when overloaded or dropped. Requests
+// that no route sends to a side are not recorded. nil stops recording.
+func (t *Traffic) RecordTo(m *Metrics) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.metrics = m
+}
+
+func (t *Traffic) answersOf(revision string) *answers {
+	a, ok := t.answers[revision]
+	if !ok {
+		a = &answers{}
+		t.answers[revision] = a
+	}
+	return a
+}
+
+func sideRevision(rev func() string) string {
+	if rev == nil {
+		return ""
+	}
+	return rev()
+}
+
+// serve accounts for sent requests to a side running revision, of which
+// served were served (the rest were overloaded, or dropped when the side
+// had nothing ready), and records them.
+func (t *Traffic) serve(side strategy.Side, revision string, sent, served int64, ready bool, at time.Time) {
+	ans := t.answersOf(revision)
+	failed := int64(math.Floor(float64(ans.served+served)*ans.errorRate+1e-9)) - ans.failed // 1e-9: 0.29 * 100 is 29
+	failed = min(max(failed, 0), served)
+	ans.served += served
+	ans.failed += failed
+	t.served += served
+	t.failed += failed
+	if ready {
+		t.overloaded += sent - served
+	} else {
+		t.dropped += sent - served
+	}
+	if t.metrics != nil {
+		t.metrics.RecordN(side, at, 200, ans.latency, served-failed)
+		t.metrics.RecordN(side, at, 500, ans.latency, failed)
+		t.metrics.RecordN(side, at, 503, 0, sent-served)
+	}
 }
 
 func sideState(status func() rollout.CapacityStatus) (capacity, ready int64) {
@@ -76,21 +167,29 @@ func sideState(status func() rollout.CapacityStatus) (capacity, ready int64) {
 func (t *Traffic) Tick() {
 	capA, readyA := sideState(t.a)
 	capB, readyB := sideState(t.b)
+	revA, revB := sideRevision(t.revA), sideRevision(t.revB)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var at time.Time
+	if t.metrics != nil && t.metrics.clock != nil {
+		at = t.metrics.clock.Now()
+	}
 	t.ticks++
 	if p := int32(capA + capB); p > t.peakCapacity {
 		t.peakCapacity = p
 	}
 	n := t.perTick
 	if t.router == nil {
-		served := min(n, n*(readyA+readyB)/100)
-		t.served += served
+		// A Service spreads requests over the ready pods of both sides;
+		// beyond their ready capacity, requests are overloaded.
 		if readyA+readyB == 0 {
-			t.dropped += n - served
-		} else {
-			t.overloaded += n - served
+			t.dropped += n // nothing ready anywhere: no side receives them
+			return
 		}
+		served := min(n, n*(readyA+readyB)/100)
+		servedA, overA := served*readyA/(readyA+readyB), (n-served)*readyA/(readyA+readyB)
+		t.serve(strategy.SideA, revA, servedA+overA, servedA, true, at)
+		t.serve(strategy.SideB, revB, n-servedA-overA, served-servedA, true, at)
 		return
 	}
 	w := t.router.Applied()
@@ -99,20 +198,13 @@ func (t *Traffic) Tick() {
 		return
 	}
 	toA := n * int64(w.A) / int64(w.A+w.B) // requests follow the weights' proportions
-	for _, side := range [2]struct{ sent, ready int64 }{{toA, readyA}, {n - toA, readyB}} {
-		served := min(side.sent, n*side.ready/100)
-		t.served += served
-		if side.ready == 0 {
-			t.dropped += side.sent - served
-		} else {
-			t.overloaded += side.sent - served
-		}
-	}
+	t.serve(strategy.SideA, revA, toA, min(toA, n*readyA/100), readyA > 0, at)
+	t.serve(strategy.SideB, revB, n-toA, min(n-toA, n*readyB/100), readyB > 0, at)
 }
 
 // Stats returns the counts so far.
 func (t *Traffic) Stats() TrafficStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return TrafficStats{Ticks: t.ticks, Served: t.served, Overloaded: t.overloaded, Dropped: t.dropped, PeakCapacity: t.peakCapacity}
+	return TrafficStats{Ticks: t.ticks, Served: t.served, Overloaded: t.overloaded, Dropped: t.dropped, Failed: t.failed, PeakCapacity: t.peakCapacity}
 }

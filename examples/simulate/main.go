@@ -25,9 +25,24 @@
 // route conflicts, failed capacity changes, a failed first attempt of each
 // deploy, slower replicas and deploys, and partial readiness.
 //
+// -analysis judges each canary by its success rate, as a controller would
+// with package rollout/analysis: every simulated request is recorded into
+// a fake.Metrics (a metrics backend that sees requests a second after
+// they happen), and an analysis.Analysis requires that at least 95% of the
+// canary's requests in a 3s window succeed, evaluated every second (the
+// Runner's health; the canary strategy also gets a gate of the same check
+// after its first step), tolerating one failed evaluation, with the
+// strategy's UnhealthyThreshold at 1 so that the analysis decides alone.
+// -canary-errors makes each rollout's new revision answer that share of its
+// requests with a 500: above 5% the analysis must abort the rollout by
+// itself (a rollout that succeeds then exits 1), below it the rollout must
+// succeed. Each summary then adds the requests sent and failed and, for an
+// abort, how long after the first failed request it came.
+//
 //	go run ./examples/simulate
 //	go run ./examples/simulate -strategy canary -abort-at 15s -svg out.svg
 //	go run ./examples/simulate -faults -speed 0
+//	go run ./examples/simulate -analysis -canary-errors 0.1
 package main
 
 import (
@@ -55,6 +70,8 @@ func main() {
 	flag.IntVar(&cfg.Replicas, "replicas", cfg.Replicas, "replicas of each side at full capacity")
 	flag.Float64Var(&cfg.Speed, "speed", cfg.Speed, "simulated seconds per wall-clock second (0: no waiting)")
 	flag.StringVar(&cfg.SVG, "svg", "", "write a timeline plot of the last rollout as SVG to this file")
+	flag.BoolVar(&cfg.Analysis, "analysis", false, "judge each canary by its success rate (at least 95% of its requests in a 3s window, from metrics of the simulated traffic): a failing canary aborts by itself")
+	flag.Float64Var(&cfg.CanaryErrors, "canary-errors", 0, "share of its requests (0..1) that each rollout's new revision answers with a 500")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
@@ -76,6 +93,10 @@ type Config struct {
 	Replicas    int
 	Speed       float64
 	SVG         string
+	// Analysis judges each canary by its success rate; CanaryErrors is the
+	// share of requests each rollout's new revision fails.
+	Analysis     bool
+	CanaryErrors float64
 }
 
 func defaultConfig() Config {

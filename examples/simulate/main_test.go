@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -300,6 +301,9 @@ func TestBadFlags(t *testing.T) {
 		func() Config { c := defaultConfig(); c.Step = 0; return c }(),
 		func() Config { c := defaultConfig(); c.AbortRamp = "sideways"; return c }(),
 		func() Config { c := defaultConfig(); c.Replicas = 0; return c }(),
+		func() Config { c := defaultConfig(); c.CanaryErrors = -0.1; return c }(),
+		func() Config { c := defaultConfig(); c.CanaryErrors = 1.5; return c }(),
+		func() Config { c := defaultConfig(); c.CanaryErrors = math.NaN(); return c }(),
 	} {
 		if err := run(context.Background(), cfg, io.Discard); err == nil {
 			t.Errorf("%+v: want an error", cfg)
@@ -332,6 +336,22 @@ func TestCheck(t *testing.T) {
 		{name: "deployed under traffic", peak: 120, res: result{name: "incremental", phase: strategy.PhaseSucceeded, surge: 20,
 			violations: []string{`side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}},
 			want: []string{`incremental: side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}},
+		{name: "aborted by the analysis", peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted, surge: 20,
+			expect: expectAnalysisAbort, aborted: true, abortReason: strategy.ReasonUnhealthy}},
+		{name: "aborted by a failed gate", peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted, surge: 20,
+			expect: expectAnalysisAbort, aborted: true, abortReason: strategy.ReasonGateFailed}},
+		{name: "aborted on request before the analysis", abortAsked: true, peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted,
+			surge: 20, expect: expectAnalysisAbort, aborted: true, abortReason: "requested by -abort-at"}},
+		{name: "aborted, not by the analysis", peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted, surge: 20,
+			expect: expectAnalysisAbort, aborted: true, abortReason: strategy.ReasonProgressDeadline},
+			want: []string{"canary: aborted (ProgressDeadlineExceeded), not by the analysis"}},
+		{name: "let through by the analysis", peak: 120, res: result{name: "incremental", phase: strategy.PhaseSucceeded, surge: 20,
+			expect: expectAnalysisAbort, canaryErrors: 0.1},
+			want: []string{"incremental: ended Succeeded: the analysis should have aborted a canary failing 10% of its requests"}},
+		{name: "next to the threshold, succeeded", peak: 120, res: result{name: "incremental", phase: strategy.PhaseSucceeded, surge: 20,
+			expect: expectEither}},
+		{name: "next to the threshold, aborted", peak: 120, res: result{name: "incremental", phase: strategy.PhaseAborted, surge: 20,
+			expect: expectEither, aborted: true, abortReason: strategy.ReasonUnhealthy}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := tc.res
@@ -739,5 +759,185 @@ func TestDeployViolation(t *testing.T) {
 	want := []string{`incremental: side B: deploy "v2" over "" at capacity 0 (0 of 10 replicas wanted) while serving 10% of traffic`}
 	if diff := cmp.Diff(want, res.problems); diff != "" {
 		t.Errorf("problems (-want +got):\n%s", diff)
+	}
+}
+
+// failures is the line under a summary with -analysis or -canary-errors:
+// the requests sent and failed, the new revision's error rate, when the
+// first request failed, and how long after it the analysis aborted, or
+// that it let the rollout through.
+var failures = regexp.MustCompile(`(?m)^   requests sent (\d+), failed (\d+)(?: \((v\d+) answers (\S+) of its requests with a 500\))?(?:; the first failed at \+(\S+))?(?:, the analysis aborted (\S+) after it: (.*)|; (the analysis let it through))?$`)
+
+// analysisReport is what the failures line says of a rollout.
+type analysisReport struct {
+	Sent, Failed int
+	Revision     string
+	ErrorRate    string
+	FirstFailure time.Duration // -1: none
+	ToAbort      time.Duration // -1: not aborted by the analysis
+	Why          string
+	Through      bool
+}
+
+func analysisReports(t *testing.T, out string) []analysisReport {
+	t.Helper()
+	var rs []analysisReport
+	for _, m := range failures.FindAllStringSubmatch(out, -1) {
+		dur := func(s string) time.Duration {
+			if s == "" {
+				return -1
+			}
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				t.Fatalf("duration %q: %v", s, err)
+			}
+			return d
+		}
+		num := func(s string) int { n, _ := strconv.Atoi(s); return n }
+		rs = append(rs, analysisReport{Sent: num(m[1]), Failed: num(m[2]), Revision: m[3], ErrorRate: m[4],
+			FirstFailure: dur(m[5]), ToAbort: dur(m[6]), Why: m[7], Through: m[8] != ""})
+	}
+	return rs
+}
+
+// TestAnalysis runs -analysis for every strategy, with and without faults:
+// a new revision that fails 10% of its requests is aborted by the analysis
+// alone (the success rate under 95% fails two evaluations a second apart),
+// within a few seconds of its first failed request and before the
+// rollout's first step is over; one that fails none, or 2%, is let through
+// (for the canary, its gate passes too). The failures line reports the
+// requests, and the default run prints none of it.
+func TestAnalysis(t *testing.T) {
+	strategies := map[string][]string{"all": {"incremental", "canary"}, "bluegreen": {"bluegreen"}}
+	for _, name := range []string{"all", "bluegreen"} {
+		for _, faults := range []bool{false, true} {
+			for _, errorRate := range []float64{0.1, 0, 0.02} {
+				t.Run(fmt.Sprintf("%s/faults=%t/errors=%v", name, faults, errorRate), func(t *testing.T) {
+					cfg := defaultConfig()
+					cfg.Strategy, cfg.Faults, cfg.Analysis, cfg.CanaryErrors = name, faults, true, errorRate
+					out := runSim(t, cfg)
+					rs, as := reports(t, out), analysisReports(t, out)
+					if len(as) != len(rs) || len(rs) != len(strategies[name]) {
+						t.Fatalf("%d rollouts and %d failures lines, want %d:\n%s", len(rs), len(as), len(strategies[name]), out)
+					}
+					for i, r := range rs {
+						a := as[i]
+						if a.Sent != r.Served+r.Overloaded+r.Dropped || r.Overloaded+r.Dropped != 0 {
+							t.Errorf("%s: %d requests sent, %d served, %d overloaded, %d dropped", r.Strategy, a.Sent, r.Served, r.Overloaded, r.Dropped)
+						}
+						if errorRate == 0 {
+							if r.Phase != "Succeeded" || !a.Through || a.Failed != 0 || a.FirstFailure != -1 || a.Revision != "" {
+								t.Errorf("%s: a healthy canary: got %+v, %+v", r.Strategy, r, a)
+							}
+							continue
+						}
+						if a.Revision != r.To || a.ErrorRate != strconv.FormatFloat(errorRate*100, 'f', -1, 64)+"%" || a.Failed == 0 || a.FirstFailure <= 0 {
+							t.Errorf("%s: got %+v", r.Strategy, a)
+						}
+						if errorRate < 1-minSuccess {
+							if r.Phase != "Succeeded" || !a.Through {
+								t.Errorf("%s: a canary failing %v of its requests: got %+v, %+v\n%s", r.Strategy, errorRate, r, a, out)
+							}
+							continue
+						}
+						if r.Phase != "Aborted" || r.AbortReason != strategy.ReasonUnhealthy || a.Through {
+							t.Errorf("%s: got %+v, %+v: want aborted as unhealthy\n%s", r.Strategy, r, a, out)
+							continue
+						}
+						// Two evaluations (a second apart, 3s windows, trailing the
+						// clock by 2s) must fail after the first failed request.
+						if a.ToAbort < 3*time.Second || a.ToAbort > 6*time.Second || r.AbortAt != a.FirstFailure+a.ToAbort {
+							t.Errorf("%s: first failure at %s, aborted at %s, %s after it: want 3 to 6s", r.Strategy, a.FirstFailure, r.AbortAt, a.ToAbort)
+						}
+						if !strings.HasPrefix(a.Why, "success-rate Fail (2 of ") || !strings.HasSuffix(a.Why, "failed (limit 1): 0.9, 0.9)") {
+							t.Errorf("%s: the analysis said %q", r.Strategy, a.Why)
+						}
+						// A tenth of the canary's requests failed, which are a
+						// share of all.
+						if a.Failed*10 > a.Sent {
+							t.Errorf("%s: %d of %d requests failed", r.Strategy, a.Failed, a.Sent)
+						}
+					}
+					lines := rolloutLines(t, out)
+					for i, r := range rs {
+						var health, gates []string
+						for _, l := range lines[i] {
+							if strings.HasPrefix(l.Event, "health ") {
+								health = append(health, strings.SplitN(l.Event, ":", 2)[0])
+							}
+							if strings.HasPrefix(l.Event, "gate ") {
+								gates = append(gates, l.Event)
+							}
+						}
+						wantHealth := []string{"health Inconclusive", "health Healthy"}
+						if r.Phase == "Aborted" {
+							wantHealth = []string{"health Inconclusive", "health Unhealthy"}
+						}
+						if diff := cmp.Diff(wantHealth, health); diff != "" {
+							t.Errorf("%s: the health shown (-want +got):\n%s", r.Strategy, diff)
+						}
+						var wantGates []string
+						if r.Strategy == "canary" && r.Phase == "Succeeded" {
+							wantGates = []string{"gate success-rate: Pass"}
+						}
+						if diff := cmp.Diff(wantGates, gates); diff != "" {
+							t.Errorf("%s: the gates shown (-want +got):\n%s", r.Strategy, diff)
+						}
+					}
+					checkDeploys(t, out)
+				})
+			}
+		}
+	}
+	if out := runSim(t, defaultConfig()); failures.MatchString(out) || strings.Contains(out, "health ") || strings.Contains(out, "gate ") {
+		t.Errorf("the default run shows the analysis:\n%s", out)
+	}
+}
+
+// TestCanaryErrorsWithoutAnalysis: without -analysis nothing watches the
+// canary: a new revision that fails 30% of its requests succeeds, and the
+// failures are reported.
+func TestCanaryErrorsWithoutAnalysis(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.Strategy, cfg.CanaryErrors = "incremental", 0.3
+	out := runSim(t, cfg)
+	rs, as := reports(t, out), analysisReports(t, out)
+	if len(rs) != 1 || len(as) != 1 || rs[0].Phase != "Succeeded" || as[0].Failed == 0 || as[0].Through || as[0].ToAbort != -1 {
+		t.Errorf("got %+v, %+v:\n%s", rs, as, out)
+	}
+	// 30% of what the canary received, which is at least a tenth and at
+	// most all of the requests: 3% to 30% of them.
+	if f := float64(as[0].Failed) / float64(as[0].Sent); f < 0.03 || f > 0.3 {
+		t.Errorf("%d of %d failed", as[0].Failed, as[0].Sent)
+	}
+}
+
+func TestPercent(t *testing.T) {
+	for share, want := range map[float64]string{0: "0%", 0.07: "7%", 0.1: "10%", 0.025: "2.5%", 0.29: "29%", 1: "100%"} {
+		if got := percent(share); got != want {
+			t.Errorf("percent(%v) = %q, want %q", share, got, want)
+		}
+	}
+}
+
+func TestExpect(t *testing.T) {
+	for _, tc := range []struct {
+		analysis bool
+		errors   float64
+		want     expectation
+	}{
+		{false, 0.5, expectSuccess},
+		{true, 0, expectSuccess},
+		{true, 0.03, expectSuccess},
+		{true, 0.045, expectEither},
+		{true, 0.05, expectEither},
+		{true, 0.055, expectEither},
+		{true, 0.07, expectAnalysisAbort},
+		{true, 1, expectAnalysisAbort},
+	} {
+		sim := &simulation{cfg: Config{Analysis: tc.analysis, CanaryErrors: tc.errors}}
+		if got := sim.expect(); got != tc.want {
+			t.Errorf("analysis %t, errors %v: %v, want %v", tc.analysis, tc.errors, got, tc.want)
+		}
 	}
 }

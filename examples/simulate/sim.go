@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/rollout/analysis"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -21,6 +23,32 @@ import (
 const tick = 100 * time.Millisecond
 
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// The analysis of -analysis: at least minSuccess of the canary's requests
+// in a window of 3 intervals succeed, evaluated every analysisInterval
+// (health), and the canary strategy's gate of the same check.
+const (
+	minSuccess       = 0.95
+	analysisInterval = time.Second
+	gateName         = "success-rate"
+	// metricsLag is how long after a request the fake metrics backend sees
+	// it; the analysis trails the clock by analysis.DefaultLag, more.
+	metricsLag = time.Second
+)
+
+// expectation is how a rollout must end.
+type expectation int
+
+const (
+	// expectSuccess: Succeeded, or Aborted when -abort-at asked for it.
+	expectSuccess expectation = iota
+	// expectAnalysisAbort: Aborted, by the analysis unless -abort-at
+	// asked first.
+	expectAnalysisAbort
+	// expectEither: -canary-errors next to the analysis' threshold, where
+	// the failures in a window decide: either end.
+	expectEither
+)
 
 // simulation is two sides and a route, shared by consecutive rollouts: after
 // a rollout succeeds, the canary side holds the stable role of the next one.
@@ -37,6 +65,9 @@ type simulation struct {
 	side    strategy.Side // the physical side holding the stable role
 	running string        // the revision on the stable side
 	faults  faultCounts
+	// metrics records every simulated request (with -analysis), for the
+	// analysis to read.
+	metrics *fake.Metrics
 }
 
 type faultCounts struct{ conflicts, errors int }
@@ -84,6 +115,18 @@ type result struct {
 	// "side B: ..." each.
 	deploys    []deploy
 	violations []string
+	// expect is how the rollout must end; analysis reports that an
+	// analysis judged it; canaryErrors is the share of requests its new
+	// revision failed on purpose.
+	expect       expectation
+	analysis     bool
+	revision     string
+	canaryErrors float64
+	// firstFailure is when (since the start) the first request failed
+	// with a 500, -1 if none did; abortWhy is what the analysis reported
+	// when the rollout aborted.
+	firstFailure time.Duration
+	abortWhy     string
 	// problems lists what went wrong: an unexpected phase, requests dropped
 	// or overloaded, capacity above the surge budget, a deploy violation.
 	// Empty when all is well.
@@ -97,7 +140,12 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 	if cfg.Speed < 0 {
 		return nil, fmt.Errorf("-speed %v: want 0 or more", cfg.Speed)
 	}
+	if !(cfg.CanaryErrors >= 0 && cfg.CanaryErrors <= 1) {
+		return nil, fmt.Errorf("-canary-errors %v: want a share from 0 to 1", cfg.CanaryErrors)
+	}
 	sim := &simulation{cfg: cfg, out: out, clock: fake.NewClock(start), side: strategy.SideA, running: "v1"}
+	sim.metrics = fake.NewMetrics(sim.clock)
+	sim.metrics.SetLag(metricsLag)
 	sim.router = fake.NewRouter(sim.clock)
 	sim.a = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 100)
 	sim.b = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 0)
@@ -132,16 +180,22 @@ func (sim *simulation) strategy(name string) (strategy.Strategy, error) {
 	default:
 		return nil, fmt.Errorf("-abort-ramp %q: want immediate, gradual or emergency", sim.cfg.AbortRamp)
 	}
+	if sim.cfg.Analysis {
+		opts.UnhealthyThreshold = 1 // the analysis' own limits decide
+	}
 	var s strategy.Strategy
 	switch name {
 	case "incremental":
 		s = strategy.Incremental{StepPercent: int32(sim.cfg.Step), Interval: metav1.Duration{Duration: sim.cfg.Interval}, MaxSurgePercent: int32(sim.cfg.Surge), Options: opts}
 	case "canary":
-		s = strategy.Canary{MaxSurgePercent: int32(sim.cfg.Surge), Options: opts, Steps: []strategy.CanaryStep{
-			strategy.SetWeight(20), strategy.Pause(sim.cfg.Pause),
+		steps := []strategy.CanaryStep{strategy.SetWeight(20)}
+		if sim.cfg.Analysis {
+			steps = append(steps, strategy.Gate(gateName))
+		}
+		steps = append(steps, strategy.Pause(sim.cfg.Pause),
 			strategy.SetWeight(50), strategy.PauseUntilResumed(),
-			strategy.SetWeight(80),
-		}}
+			strategy.SetWeight(80))
+		s = strategy.Canary{MaxSurgePercent: int32(sim.cfg.Surge), Options: opts, Steps: steps}
 	default:
 		s = strategy.BlueGreen{Options: opts}
 	}
@@ -164,6 +218,47 @@ func surgeBudget(s strategy.Strategy) int32 {
 		return 100
 	}
 	panic(fmt.Sprintf("surgeBudget: unknown strategy %T", s))
+}
+
+// analysis returns the analysis of -analysis for a rollout of strat: the
+// canary's success rate from the recorded requests, as the Runner's health
+// and, when strat has one, its gate.
+func (sim *simulation) analysis(strat strategy.Strategy) (*analysis.Analysis, error) {
+	checks := []analysis.Check{analysis.SuccessRate(minSuccess)}
+	a := &analysis.Analysis{
+		Source: sim.metrics, Namespace: "sim", Route: "web",
+		A:      analysis.Backend{Namespace: "sim", Name: "web-a", Port: 80},
+		B:      analysis.Backend{Namespace: "sim", Name: "web-b", Port: 80},
+		Checks: checks,
+		// Evaluated every second over 3s; one failed evaluation is
+		// tolerated, a second fails the canary; fewer than 100 of its
+		// requests in the window is no data.
+		Policy: analysis.Policy{Interval: analysisInterval, FailureLimit: 1, MinRequests: 100},
+		Clock:  sim.clock,
+	}
+	if gates := strat.Gates(); len(gates) > 0 {
+		a.Gates = map[string][]analysis.Check{}
+		for _, g := range gates {
+			a.Gates[g] = checks
+		}
+	}
+	return a, a.Validate()
+}
+
+// expect is how a rollout must end: with -analysis, aborted when the new
+// revision fails more requests than the analysis tolerates.
+func (sim *simulation) expect() expectation {
+	if !sim.cfg.Analysis {
+		return expectSuccess
+	}
+	limit := 1 - minSuccess
+	switch {
+	case math.Abs(sim.cfg.CanaryErrors-limit) < 0.01:
+		return expectEither
+	case sim.cfg.CanaryErrors > limit:
+		return expectAnalysisAbort
+	}
+	return expectSuccess
 }
 
 // capacity returns the fake of a physical side.
@@ -225,6 +320,23 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rol
 	}
 }
 
+// judged sets the analysis of -analysis on r: its health, and its gates'
+// analyzer when the strategy has gates.
+func (sim *simulation) judged(r *rollout.Runner) error {
+	if !sim.cfg.Analysis {
+		return nil
+	}
+	a, err := sim.analysis(r.Strategy)
+	if err != nil {
+		return err
+	}
+	r.Health = a
+	if len(a.Gates) > 0 {
+		r.Analyzer = a
+	}
+	return nil
+}
+
 // flakyDeployer is a side's rollout.Deployer whose every other deploy fails
 // (the first attempt of each), as a deploy API that answers 503 once: the
 // Runner asks again at the next reconcile.
@@ -260,11 +372,21 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	}
 	var hops []rollout.Hop
 	runner := sim.runner(strat, &hops)
+	if err := sim.judged(runner); err != nil {
+		return nil, err
+	}
 	traffic := fake.NewTraffic(sim.router, sim.a, sim.b, 1000)
+	traffic.SetErrorRate(next, sim.cfg.CanaryErrors)
+	if sim.cfg.Analysis {
+		traffic.RecordTo(sim.metrics)
+	}
 	s := strategy.NewState(sim.running, next)
 	s.StableSide = sim.side
 	began := sim.clock.Now()
-	res := &result{name: name, plan: plan, surge: surgeBudget(strat)}
+	res := &result{name: name, plan: plan, surge: surgeBudget(strat), expect: sim.expect(),
+		analysis: sim.cfg.Analysis, revision: next, canaryErrors: sim.cfg.CanaryErrors, firstFailure: -1}
+	var health strategy.Health
+	var gate strategy.Verdict
 	faultsBefore := sim.faults
 	violationsBefore := map[strategy.Side]int{strategy.SideA: len(sim.a.Violations()), strategy.SideB: len(sim.b.Violations())}
 	fmt.Fprintf(sim.out, "== %s %s -> %s (plan with instant adapters: %s, %d hops)\n", name, sim.running, next, plan.Duration, plan.Hops)
@@ -302,6 +424,25 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 		s = next
 		if s.Aborted != nil && s.Aborted.Emergency {
 			res.emergency = true
+		}
+		if s.Aborted != nil && res.abortWhy == "" && sim.cfg.Analysis {
+			switch s.Aborted.Reason {
+			case strategy.ReasonUnhealthy:
+				res.abortWhy = s.Observed.HealthMessage
+			case strategy.ReasonGateFailed:
+				res.abortWhy = "gate " + gateName + " failed"
+			}
+		}
+		// The analysis' verdicts, when they change.
+		if h := s.Observed.Health; sim.cfg.Analysis && h != health && h != strategy.HealthUnknown {
+			sim.line(now.Sub(began), &s, fmt.Sprintf("health %s: %s", h, s.Observed.HealthMessage))
+		}
+		health = s.Observed.Health
+		for _, g := range s.Observed.Gates {
+			if g.Verdict != gate && g.Verdict != strategy.VerdictPending {
+				sim.line(now.Sub(began), &s, fmt.Sprintf("gate %s: %s", g.Name, g.Verdict))
+			}
+			gate = g.Verdict
 		}
 		hopped := applied < len(hops)
 		for ; applied < len(hops); applied++ {
@@ -341,6 +482,9 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	}
 	traffic.Tick()
 	res.stats = traffic.Stats()
+	if res.firstFailure < 0 && res.stats.Failed > 0 {
+		res.firstFailure = res.took
+	}
 	for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
 		for _, v := range sim.capacity(side).Violations()[violationsBefore[side]:] {
 			res.violations = append(res.violations, fmt.Sprintf("side %s: %s", side, v))
@@ -357,14 +501,31 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 }
 
 // check lists what went wrong in a finished rollout: it must succeed (or,
-// when -abort-at asked for it, may end aborted), serve every request
-// (unless an emergency abort sent traffic beyond ready capacity on purpose),
-// stay within the strategy's surge budget and deploy only on a side that
-// serves nothing and holds no capacity.
+// when -abort-at asked for it, may end aborted; with -analysis and a new
+// revision that fails too many requests, it must end aborted by the
+// analysis), serve every request (unless an emergency abort sent traffic
+// beyond ready capacity on purpose), stay within the strategy's surge
+// budget and deploy only on a side that serves nothing and holds no
+// capacity.
 func (sim *simulation) check(res *result, abortAsked bool) []string {
 	var problems []string
-	if res.phase != strategy.PhaseSucceeded && !(abortAsked && res.phase == strategy.PhaseAborted) {
-		problems = append(problems, fmt.Sprintf("%s: ended %s", res.name, res.phase))
+	byAnalysis := res.aborted && (res.abortReason == strategy.ReasonUnhealthy || res.abortReason == strategy.ReasonGateFailed)
+	switch res.expect {
+	case expectSuccess:
+		if res.phase != strategy.PhaseSucceeded && !(abortAsked && res.phase == strategy.PhaseAborted) {
+			problems = append(problems, fmt.Sprintf("%s: ended %s", res.name, res.phase))
+		}
+	case expectAnalysisAbort:
+		if res.phase != strategy.PhaseAborted {
+			problems = append(problems, fmt.Sprintf("%s: ended %s: the analysis should have aborted a canary failing %s of its requests",
+				res.name, res.phase, percent(res.canaryErrors)))
+		} else if !byAnalysis && !abortAsked {
+			problems = append(problems, fmt.Sprintf("%s: aborted (%s), not by the analysis", res.name, res.abortReason))
+		}
+	case expectEither:
+		if res.phase != strategy.PhaseSucceeded && res.phase != strategy.PhaseAborted {
+			problems = append(problems, fmt.Sprintf("%s: ended %s", res.name, res.phase))
+		}
 	}
 	if (res.stats.Dropped > 0 || res.stats.Overloaded > 0) && !res.emergency {
 		problems = append(problems, fmt.Sprintf("%s: %d requests dropped and %d overloaded", res.name, res.stats.Dropped, res.stats.Overloaded))
@@ -395,6 +556,40 @@ func (sim *simulation) summary(res *result, faults faultCounts) {
 		fmt.Fprintf(sim.out, "; faults injected: %s, %s", count(faults.conflicts, "route conflict"), count(faults.errors, "adapter error"))
 	}
 	fmt.Fprintln(sim.out)
+	if res.analysis || res.canaryErrors > 0 {
+		fmt.Fprintln(sim.out, "   "+failuresText(res))
+	}
+}
+
+// failuresText renders the requests sent and failed in a rollout and, for
+// one that the analysis aborted, how long after the first failure:
+// "requests sent 94000, failed 440 (v2 answers 10% of its requests with a
+// 500); the first failed at +3.3s, the analysis aborted 4.1s after it:
+// success-rate Fail (...)".
+func failuresText(res *result) string {
+	st := res.stats
+	text := fmt.Sprintf("requests sent %d, failed %d", st.Served+st.Overloaded+st.Dropped, st.Failed)
+	if res.canaryErrors > 0 {
+		text += fmt.Sprintf(" (%s answers %s of its requests with a 500)", res.revision, percent(res.canaryErrors))
+	}
+	if res.firstFailure >= 0 {
+		text += "; the first failed at +" + seconds(res.firstFailure)
+	}
+	switch {
+	case res.aborted && res.abortWhy != "" && res.firstFailure >= 0 && res.firstFailure <= res.abortAt:
+		text += fmt.Sprintf(", the analysis aborted %s after it: %s", seconds(res.abortAt-res.firstFailure), res.abortWhy)
+	case res.aborted && res.abortWhy != "":
+		text += "; the analysis aborted: " + res.abortWhy
+	case res.analysis && !res.aborted:
+		text += "; the analysis let it through"
+	}
+	return text
+}
+
+// percent renders a share as "10%", "2.5%" (to a ten-thousandth of a
+// percent, so that 0.07 is "7%").
+func percent(share float64) string {
+	return strconv.FormatFloat(math.Round(share*1e6)/1e4, 'f', -1, 64) + "%"
 }
 
 // deploysText renders the deploys of a rollout for its summary: "deployed
@@ -434,6 +629,9 @@ func (sim *simulation) wait(d time.Duration, traffic *fake.Traffic, res *result,
 		sim.clock.Advance(step)
 		d -= step
 		traffic.Tick()
+		if res.firstFailure < 0 && traffic.Stats().Failed > 0 {
+			res.firstFailure = sim.clock.Now().Sub(began)
+		}
 		sim.record(res, began, s)
 		sim.watchDeploys(res, began, s)
 		if sim.cfg.Speed > 0 {
