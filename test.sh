@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs all of upshift's tests, the adapter and end-to-end tests included:
-# builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh)
-# and the Traefik data plane of e2e/traefik (hack/traefik.sh) when missing,
-# from the Go module proxy, cached outside the repository, then, in every
+# builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh),
+# the Traefik data plane of e2e/traefik (hack/traefik.sh) and the Prometheus
+# server of internal/promtest (hack/prometheus.sh) when missing, from the Go
+# module proxy, cached outside the repository, then, in every
 # module that go.work lists, go test -race ./... against that module's own
 # go.mod (GOWORK=off: the root module at its minimum versions, each adapter
 # module at its own), with the API-server tests required rather than
@@ -15,6 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 bash hack/kube-binaries.sh
 bash hack/traefik.sh
+bash hack/prometheus.sh
 mapfile -t modules < <(GOWORK="$PWD/go.work" go list -m -f '{{.Dir}}')
 (( ${#modules[@]} > 1 )) || { echo "no modules from go.work" >&2; exit 1; }
 status=0

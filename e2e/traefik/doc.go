@@ -8,4 +8,8 @@
 // runs as root in a private mount namespace (unshare --mount) whose /etc/hosts
 // resolves the backends' FQDN EndpointSlice addresses to 127.0.0.1 and whose
 // /etc/resolv.conf names only 127.0.0.1, so it sends nothing off loopback.
+//
+// Traefik serves its Prometheus metrics (per entry point, router and backend
+// service) on a loopback entry point of their own; tests read them directly
+// and through a real Prometheus (internal/promtest) scraping Traefik.
 package traefik

@@ -67,7 +67,8 @@ func traefikBinary(t testing.TB) string {
 	return bin
 }
 
-// backend is a real HTTP server on loopback answering with its name.
+// backend is a real HTTP server on loopback answering with its name, with
+// status 200, or with the status code NNN for a request to /status/NNN.
 type backend struct {
 	name string
 	port int
@@ -85,6 +86,11 @@ func startBackend(t testing.TB, name string) *backend {
 		b.hits.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "text/plain")
+		if c, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
+			if code, err := strconv.Atoi(c); err == nil && code >= 200 && code <= 599 {
+				w.WriteHeader(code)
+			}
+		}
 		_, _ = io.WriteString(w, b.name)
 	})}
 	go func() { _ = srv.Serve(ln) }()
@@ -109,7 +115,18 @@ type proxy struct {
 	port int
 	url  string
 	log  string
+	// metricsAddr (host:port) serves Traefik's Prometheus metrics at
+	// metricsURL, on an entry point of its own that no Gateway listener
+	// uses.
+	metricsAddr string
+	metricsURL  string
 }
+
+// latencyBuckets are the upper bounds of Traefik's request duration
+// histograms (traefik_*_request_duration_seconds): finer than Traefik's
+// default (0.1, 0.3, 1.2, 5), which puts every request on loopback in the
+// first bucket.
+const latencyBuckets = "0.001,0.0025,0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5"
 
 // startTraefik runs Traefik with its kubernetesGateway provider against env's
 // API server, in a private mount namespace whose /etc/hosts maps the backends'
@@ -137,10 +154,19 @@ func startTraefik(t testing.TB, env *kubetest.Env, backends ...*backend) *proxy 
 	logFile := filepath.Join(dir, "traefik.log")
 
 	port := freePort(t)
+	metricsAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := []string{
 		"--global.checkNewVersion=false",
 		"--global.sendAnonymousUsage=false",
 		"--entryPoints.web.address=127.0.0.1:" + strconv.Itoa(port),
+		// Prometheus metrics, per entry point, router and service.
+		"--entryPoints.metrics.address=" + metricsAddr,
+		"--metrics.prometheus=true",
+		"--metrics.prometheus.entryPoint=metrics",
+		"--metrics.prometheus.addEntryPointsLabels=true",
+		"--metrics.prometheus.addRoutersLabels=true",
+		"--metrics.prometheus.addServicesLabels=true",
+		"--metrics.prometheus.buckets=" + latencyBuckets,
 		"--providers.providersThrottleDuration=10ms",
 		"--providers.kubernetesGateway=true",
 		"--providers.kubernetesGateway.throttleDuration=0s",
@@ -183,7 +209,8 @@ exec "$@"`
 			dumpFile(t, logFile)
 		}
 	})
-	p := &proxy{port: port, url: "http://127.0.0.1:" + strconv.Itoa(port), log: logFile}
+	p := &proxy{port: port, url: "http://127.0.0.1:" + strconv.Itoa(port), log: logFile,
+		metricsAddr: metricsAddr, metricsURL: "http://" + metricsAddr + "/metrics"}
 	deadline := time.Now().Add(propagationBudget)
 	for {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
