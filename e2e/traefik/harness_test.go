@@ -364,6 +364,35 @@ type load struct {
 	failures []string
 	total    atomic.Int64
 	failed   atomic.Int64
+	// firstFail and lastFail are the start instants (UnixNano) of the
+	// first and the last failed request.
+	firstFail, lastFail atomic.Int64
+}
+
+// firstFailure and lastFailure are the instants of the first and the last
+// failed request, zero when none failed.
+func (l *load) firstFailure() time.Time { return unixNano(l.firstFail.Load()) }
+func (l *load) lastFailure() time.Time  { return unixNano(l.lastFail.Load()) }
+
+// firstCanary is the start of the first request the canary answered (once
+// the clients stopped), zero when none.
+func (l *load) firstCanary() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var first time.Time
+	for _, s := range l.samples {
+		if s.canary && (first.IsZero() || s.start.Before(first)) {
+			first = s.start
+		}
+	}
+	return first
+}
+
+func unixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n)
 }
 
 func (l *load) run(ctx context.Context, url string, clients int) *sync.WaitGroup {
@@ -393,6 +422,9 @@ func (l *load) run(ctx context.Context, url string, clients int) *sync.WaitGroup
 						return
 					}
 					l.failed.Add(1)
+					l.firstFail.CompareAndSwap(0, start.UnixNano())
+					for last := l.lastFail.Load(); last < start.UnixNano() && !l.lastFail.CompareAndSwap(last, start.UnixNano()); last = l.lastFail.Load() {
+					}
 					l.mu.Lock()
 					if len(l.failures) < 20 {
 						l.failures = append(l.failures, fmt.Sprintf("%s: %v", start.Format("15:04:05.000"), err))

@@ -37,10 +37,16 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, startBackend(t, nameStable), startBackend(t, nameCanary))
+}
+
+// newWorldWith is newWorld with the given backends.
+func newWorldWith(t *testing.T, stable, canary *backend) *world {
+	t.Helper()
 	traefikBinary(t) // skip early, before the control plane starts
 	env := kubetest.Get(t)
 	ns := env.Namespace(t)
-	w := &world{env: env, stable: startBackend(t, nameStable), canary: startBackend(t, nameCanary)}
+	w := &world{env: env, stable: stable, canary: canary}
 	w.proxy = startTraefik(t, env, w.stable, w.canary)
 	w.route = setup(t, env, ns, w.proxy, w.stable, w.canary)
 	created := time.Now()
