@@ -3,10 +3,6 @@ package traefik_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,39 +15,6 @@ import (
 	"github.com/upshift-dev/upshift/rollout/analysis/prometheus"
 	"github.com/upshift-dev/upshift/strategy"
 )
-
-// faults make a backend misbehave: every failEvery-th request answered
-// with a 500, and every request delayed.
-type faults struct {
-	failEvery atomic.Int64
-	delay     atomic.Int64 // nanoseconds
-	n         atomic.Int64
-}
-
-// startFaultyBackend is startBackend with faults.
-func startFaultyBackend(t testing.TB, name string, f *faults) *backend {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &backend{name: name, port: ln.Addr().(*net.TCPAddr).Port}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.hits.Add(1)
-		_, _ = io.Copy(io.Discard, r.Body)
-		if d := f.delay.Load(); d > 0 {
-			time.Sleep(time.Duration(d))
-		}
-		w.Header().Set("Content-Type", "text/plain")
-		if every := f.failEvery.Load(); every > 0 && f.n.Add(1)%every == 0 {
-			w.WriteHeader(http.StatusInternalServerError)
-		}
-		_, _ = io.WriteString(w, b.name)
-	})}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
-	return b
-}
 
 // analysisWorld is a Traefik with its metrics scraped by a real Prometheus,
 // a healthy stable backend and a canary with faults.

@@ -75,21 +75,40 @@ type backend struct {
 	hits atomic.Int64
 }
 
-func startBackend(t testing.TB, name string) *backend {
+func startBackend(t testing.TB, name string) *backend { return startFaultyBackend(t, name, nil) }
+
+// faults make a backend misbehave: every failEvery-th request answered
+// with a 500, and every request delayed.
+type faults struct {
+	failEvery atomic.Int64
+	delay     atomic.Int64 // nanoseconds
+	n         atomic.Int64
+}
+
+// startFaultyBackend is startBackend with faults (nil: none).
+func startFaultyBackend(t testing.TB, name string, f *faults) *backend {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f == nil {
+		f = &faults{}
+	}
 	b := &backend{name: name, port: ln.Addr().(*net.TCPAddr).Port}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b.hits.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
+		if d := f.delay.Load(); d > 0 {
+			time.Sleep(time.Duration(d))
+		}
 		w.Header().Set("Content-Type", "text/plain")
 		if c, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
 			if code, err := strconv.Atoi(c); err == nil && code >= 200 && code <= 599 {
 				w.WriteHeader(code)
 			}
+		} else if every := f.failEvery.Load(); every > 0 && f.n.Add(1)%every == 0 {
+			w.WriteHeader(http.StatusInternalServerError)
 		}
 		_, _ = io.WriteString(w, b.name)
 	})}
