@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -282,6 +284,15 @@ func (l *lockstep) wait(t harnessTB) (runResult, bool) {
 func (l *lockstep) nudge(t harnessTB) {
 	t.Helper()
 	for !l.g.deliver() {
+		// Move the clock only while Run is blocked in its wait: a Run that
+		// is reconciling (woken by a wake it had already coalesced) would
+		// see the next hop at a requeue the clock reached behind its back.
+		if !runBlocked() {
+			return // Run is busy, or already signalling its next wait
+		}
+		if l.g.deliver() {
+			return // a wake held while Run finished its reconcile
+		}
 		at, ok := l.clock.NextWake()
 		if !ok {
 			// Run is not waiting after all: a wake that was already
@@ -296,6 +307,45 @@ func (l *lockstep) nudge(t harnessTB) {
 			return
 		}
 	}
+}
+
+// runBlocked waits until the goroutine running Runner.Run is blocked in its
+// select (true), or reports false at once when it is blocked sending the
+// signal of its next wait, or is gone. It reads the goroutines' stacks: Run
+// offers no hook between choosing its wait and blocking in it.
+func runBlocked() bool {
+	buf := make([]byte, 64<<10)
+	for i := 0; i < 20000; i++ {
+		n := runtime.Stack(buf, true)
+		for n == len(buf) {
+			buf = make([]byte, 2*len(buf))
+			n = runtime.Stack(buf, true)
+		}
+		found := false
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			if !strings.Contains(g, "rollout.(*Runner).Run(") {
+				continue
+			}
+			found = true
+			header, _, _ := strings.Cut(g, "\n")
+			switch {
+			case strings.Contains(header, "[select"):
+				// Blocked in Run's own select (its frame on top: the
+				// runtime's are not shown), not in one of a call it makes.
+				lines := strings.SplitN(g, "\n", 3)
+				if len(lines) > 1 && strings.Contains(lines[1], "rollout.(*Runner).Run(") {
+					return true
+				}
+			case strings.Contains(header, "[chan send"):
+				return false // the harness reads that signal next
+			}
+		}
+		if !found {
+			return false
+		}
+		runtime.Gosched()
+	}
+	return false
 }
 
 // finish drives Run to its end and returns its result.
