@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 )
 
 // When the test binary dies without running Main's cleanup (SIGKILL, a
@@ -66,29 +65,3 @@ func wrapBinaries(dir string) (apiserver, etcd string, cleanup func(), err error
 	}
 	return filepath.Join(tmp, "kube-apiserver"), filepath.Join(tmp, "etcd"), cleanup, nil
 }
-
-// osThread runs functions on one locked OS thread that lives until close.
-// A parent-death signal fires when the thread that started the child exits,
-// not the process, so envtest must start its processes from a thread that
-// outlives them.
-type osThread struct{ work chan func() }
-
-func newOSThread() *osThread {
-	t := &osThread{work: make(chan func())}
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked: the thread ends with the goroutine, after close.
-		for f := range t.work {
-			f()
-		}
-	}()
-	return t
-}
-
-func (t *osThread) run(f func()) {
-	done := make(chan struct{})
-	t.work <- func() { defer close(done); f() }
-	<-done
-}
-
-func (t *osThread) close() { close(t.work) }

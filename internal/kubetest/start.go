@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/gateway-api/pkg/consts"
+
+	"github.com/upshift-dev/upshift/internal/osthread"
 )
 
 // gatewayModule is the module whose zip ships the CRDs under crdSubdir.
@@ -68,12 +70,12 @@ func start(dir string) (*Env, error) {
 		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  stopTimeout,
 	}
-	thread := newOSThread()
+	thread := osthread.New()
 	var cfg *rest.Config
-	thread.run(func() { cfg, err = te.Start() })
+	thread.Run(func() { cfg, err = te.Start() })
 	abort := func() {
 		_ = te.Stop()
-		thread.close()
+		thread.Close()
 		cleanup()
 	}
 	if err != nil {
@@ -88,7 +90,7 @@ func start(dir string) (*Env, error) {
 	}
 	env.stop = func() error {
 		err := te.Stop()
-		thread.close()
+		thread.Close()
 		cleanup()
 		return err
 	}

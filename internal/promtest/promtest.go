@@ -44,13 +44,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/upshift-dev/upshift/internal/osthread"
 )
 
 // Version is the Prometheus release that hack/prometheus.sh builds.
@@ -162,7 +163,7 @@ type Server struct {
 	bin          string
 	args         []string
 	startTimeout time.Duration
-	thread       *osThread
+	thread       *osthread.Thread
 
 	mu      sync.Mutex
 	running *process // nil when stopped
@@ -205,7 +206,7 @@ func Start(tb testing.TB, cfg Config) *Server {
 		Version:      version,
 		bin:          bin,
 		startTimeout: cfg.StartTimeout,
-		thread:       newOSThread(),
+		thread:       osthread.New(),
 	}
 	if s.startTimeout <= 0 {
 		s.startTimeout = DefaultStartTimeout
@@ -221,7 +222,7 @@ func Start(tb testing.TB, cfg Config) *Server {
 		if err := s.Stop(); err != nil {
 			tb.Errorf("promtest: %v", err)
 		}
-		s.thread.close()
+		s.thread.Close()
 		if tb.Failed() {
 			s.dumpLog(tb)
 		}
@@ -284,7 +285,7 @@ func (s *Server) Start() error {
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = sysProcAttr()
 	var startErr error
-	s.thread.run(func() { startErr = cmd.Start() })
+	s.thread.Run(func() { startErr = cmd.Start() })
 	logf.Close() // the child has its own descriptor
 	if startErr != nil {
 		return fmt.Errorf("promtest: starting %s: %w", s.bin, startErr)
@@ -602,29 +603,3 @@ func (s *Server) dumpLog(tb testing.TB) {
 	tb.Helper()
 	tb.Logf("promtest: %s:%s", s.LogFile, s.logTail(200))
 }
-
-// osThread runs functions on one locked OS thread that lives until close.
-// On Linux a parent-death signal fires when the thread that started the
-// child exits, not the process, so Prometheus must be started from a thread
-// that outlives it.
-type osThread struct{ work chan func() }
-
-func newOSThread() *osThread {
-	t := &osThread{work: make(chan func())}
-	go func() {
-		runtime.LockOSThread()
-		// Never unlocked: the thread ends with the goroutine, after close.
-		for f := range t.work {
-			f()
-		}
-	}()
-	return t
-}
-
-func (t *osThread) run(f func()) {
-	done := make(chan struct{})
-	t.work <- func() { defer close(done); f() }
-	<-done
-}
-
-func (t *osThread) close() { close(t.work) }
