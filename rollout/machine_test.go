@@ -274,11 +274,12 @@ func genStoredState(t *rapid.T) strategy.State {
 // endGrace ends the grace of the revisions a command abandoned once a
 // reconcile has had the chance to walk them back: at once, unless that
 // reconcile is walking back (Aborting), in which case the grace lasts until
-// the walk back ends. A data plane that applies the walk back's weight
+// the walk back ends, nor after a reconcile that failed (it could not
+// observe, so it walked nothing back). A data plane that applies the walk back's weight
 // later still routes to an abandoned revision (one that reconciles whose
 // state was lost had ramped) until it does.
-func (m *machine) endGrace() {
-	if m.s.Phase != strategy.PhaseAborting {
+func (m *machine) endGrace(err error) {
+	if err == nil && m.s.Phase != strategy.PhaseAborting {
 		m.graceRevs = nil
 	}
 }
@@ -291,12 +292,12 @@ func (m *machine) canarySide() *fake.Capacity {
 }
 
 func (m *machine) Reconcile(t *rapid.T) {
-	next, _, _ := m.runner.Reconcile(context.Background(), m.s) // errors are injected on purpose
+	next, _, err := m.runner.Reconcile(context.Background(), m.s) // errors are injected on purpose
 	if next.Aborted != nil && next.Aborted.Emergency {
 		m.emergency = true
 	}
 	m.s = next
-	m.endGrace()
+	m.endGrace(err)
 	m.traffic.Tick()
 }
 
@@ -310,7 +311,7 @@ func (m *machine) Progress(t *rapid.T) {
 			m.emergency = true
 		}
 		m.s = next
-		m.endGrace()
+		m.endGrace(err)
 		m.traffic.Tick()
 		m.Check(t)
 		m.checkProgress(t, before)
