@@ -1,9 +1,11 @@
 package ray_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -12,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"pgregory.net/rapid"
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
@@ -212,4 +215,97 @@ func TestSetCapacityOnUnknownConfigNotWritable(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUnknownConfigProperty: on a cluster that runs another writer's
+// config (random applications and replica counts, at a random or null
+// target capacity), with an adapter that knew a revision before or none,
+// a series of SetCapacity requests never raises the cluster's target
+// capacity, never changes the config it runs (the emulator's guard sees
+// no redeploy), and never fails
+// permanently; a request at or below the cluster's capacity is carried
+// out (the value written at least the one asked, unless the cluster held
+// less), and one above it is refused with ErrUnknownRevision, writing
+// nothing.
+func TestUnknownConfigProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: rapid.IntRange(0, 2).Draw(t, "start"), GuardRedeploys: true})
+		r, d := revAdapter(t, "http://ray.test", inProcess(rs))
+		if rapid.Bool().Draw(t, "known") {
+			if err := d.Deploy(ctx, "v1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var apps []any
+		for i := range rapid.IntRange(1, 3).Draw(t, "apps") {
+			var deps []any
+			for j := range rapid.IntRange(1, 3).Draw(t, "deployments") {
+				deps = append(deps, map[string]any{"name": fmt.Sprintf("d%d", j), "num_replicas": rapid.IntRange(0, 12).Draw(t, "num")})
+			}
+			apps = append(apps, map[string]any{"name": fmt.Sprintf("app%d", i), "route_prefix": fmt.Sprintf("/a%d", i),
+				"import_path": "other:app", "deployments": deps})
+		}
+		other := map[string]any{"applications": apps}
+		if rapid.Bool().Draw(t, "pinned") {
+			other["target_capacity"] = rapid.IntRange(0, 100).Draw(t, "held")
+		}
+		raw, err := json.Marshal(other)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.PutByOther(raw); err != nil {
+			t.Fatal(err)
+		}
+		configs := map[string]json.RawMessage{}
+		for i := range apps {
+			name := fmt.Sprintf("app%d", i)
+			configs[name], _ = rs.DeployedConfig(name)
+		}
+		for range rapid.IntRange(1, 6).Draw(t, "requests") {
+			req := rollout.CapacityRequest{Percent: int32(rapid.IntRange(0, 100).Draw(t, "percent"))}
+			if req.Percent == 100 && rapid.Bool().Draw(t, "steady") {
+				req.Steady = true
+			}
+			rs.Advance(rapid.IntRange(0, 2).Draw(t, "polls"))
+			before, _ := rs.TargetCapacity()
+			held := 100.0
+			if before != nil {
+				held = *before
+			}
+			puts := rs.Puts()
+			err := r.SetCapacity(ctx, req)
+			after, _ := rs.TargetCapacity()
+			raise := req.Steady && before != nil || !req.Steady && float64(req.Percent) > held
+			switch {
+			case rollout.IsPermanent(err):
+				t.Fatalf("SetCapacity(%+v) at %v: a permanent error: %v", req, fmtTC(before), err)
+			case raise && !errors.Is(err, ray.ErrUnknownRevision):
+				t.Fatalf("SetCapacity(%+v) at %v: %v, want ErrUnknownRevision", req, fmtTC(before), err)
+			case raise && rs.Puts() != puts:
+				t.Fatalf("SetCapacity(%+v) at %v wrote, refusing", req, fmtTC(before))
+			case !raise && err != nil:
+				t.Fatalf("SetCapacity(%+v) at %v: %v", req, fmtTC(before), err)
+			}
+			switch {
+			case before != nil && after == nil:
+				t.Fatalf("SetCapacity(%+v): target capacity %v -> %v", req, fmtTC(before), fmtTC(after))
+			case after != nil && *after > held:
+				t.Fatalf("SetCapacity(%+v): target capacity raised %v -> %v", req, fmtTC(before), fmtTC(after))
+			case !raise && !req.Steady && after != nil && *after < float64(req.Percent):
+				t.Fatalf("SetCapacity(%+v): target capacity %v -> %v, below the %d asked", req, fmtTC(before), fmtTC(after), req.Percent)
+			}
+			for name, want := range configs {
+				if got, ok := rs.DeployedConfig(name); !ok || !bytes.Equal(got, want) {
+					t.Fatalf("SetCapacity(%+v): application %s runs %s (%v), want %s", req, name, got, ok, want)
+				}
+			}
+			if _, ok := rs.DeployedConfig("llm"); ok {
+				t.Fatalf("SetCapacity(%+v) put v1's application back", req)
+			}
+			if n := len(rs.Violations()); n > 0 {
+				t.Fatalf("violations: %v", rs.Violations())
+			}
+		}
+	})
 }
