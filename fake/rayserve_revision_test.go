@@ -292,3 +292,22 @@ func TestRayServeGuardWriteBack(t *testing.T) {
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}
 }
+
+// Another writer may redeploy a serving cluster; the guard, which checks
+// the client under test, lets it through and records no violation.
+func ExampleRayServe_PutByOther() {
+	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+	config := `{"applications": [{"name": "app", "import_path": "m:%s"}], "target_capacity": 100}`
+	if err := rs.PutByOther(json.RawMessage(fmt.Sprintf(config, "v1"))); err != nil {
+		fmt.Println(err)
+	}
+	if err := rs.PutByOther(json.RawMessage(fmt.Sprintf(config, "v2"))); err != nil { // a redeploy at 100
+		fmt.Println(err)
+	}
+	raw, _ := rs.DeployedConfig("app")
+	fmt.Println(string(raw), rs.Violations())
+	fmt.Println(rs.PutByOther(json.RawMessage(`{"applications": [{"name": "app"}]}`)))
+	// Output:
+	// {"name": "app", "import_path": "m:v2"} []
+	// fake rayserve: 1 validation error(s) for ServeDeploySchema: applications.0.import_path: field required
+}
