@@ -198,7 +198,16 @@ func walkBackRedeployedCanary(t *testing.T, otherTC string, after []string) {
 		t.Fatal(err)
 	}
 	redeployedAt := reconciles
-	s = until(s, "the walk back", func(s strategy.State) bool { return s.Phase == strategy.PhaseAborted })
+	var phases []strategy.Phase
+	s = until(s, "the walk back", func(s strategy.State) bool {
+		if len(phases) == 0 || phases[len(phases)-1] != s.Phase {
+			phases = append(phases, s.Phase)
+		}
+		return s.Phase == strategy.PhaseAborted
+	})
+	if diff := cmp.Diff([]strategy.Phase{strategy.PhaseProgressing, strategy.PhaseAborting, strategy.PhaseAborted}, phases); diff != "" {
+		t.Errorf("phases after the redeploy (-want +got):\n%s", diff)
+	}
 	if s.Aborted == nil || s.Aborted.Reason != strategy.ReasonRevisionChanged {
 		t.Errorf("aborted %+v, want reason %s", s.Aborted, strategy.ReasonRevisionChanged)
 	}
