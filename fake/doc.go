@@ -57,7 +57,10 @@
 //     DeployedConfig returns an application's deployed config. With
 //     RayServeOptions.GuardRedeploys (off by default), a PUT that changes
 //     the config on a cluster not at target_capacity 0, or serving traffic
-//     (ServingFunc), is refused with 400 and listed by Violations.
+//     (ServingFunc), is refused with 400 and listed by Violations;
+//     writing back what GET reports is no change. PutByOther is another
+//     writer's PUT (someone redeploying a serving cluster), which the
+//     guard lets through.
 //
 // Router, Capacity and Deployment are rollout.Notifiers, as a watch on the
 // route or workload is: Notify wakes a subscriber on every write or test

@@ -56,10 +56,14 @@ type RayServeOptions struct {
 	// is answered 400 and recorded as a violation (Violations) unless the
 	// cluster is at target_capacity 0 (null counts as 100), the PUT asks
 	// target_capacity 0 too, and the func given to ServingFunc reports no
-	// traffic. The first PUT after Serve starts (or after a DELETE) is
-	// accepted whatever the capacity and the traffic. Ray itself accepts such a PUT; the
-	// guard is for tests that upshift never redeploys a cluster that
-	// serves, and is off by default.
+	// traffic. proxy_location, http_options and grpc_options are compared
+	// as GET reports them (Ray's default for one a config leaves out), so
+	// a client that writes back what GET reported changes nothing; a PUT
+	// without logging_config keeps the cluster's. The first PUT after
+	// Serve starts (or after a DELETE) is accepted whatever the capacity
+	// and the traffic. Ray itself accepts such a PUT; the guard is for
+	// tests that upshift never redeploys a cluster that serves, and is off
+	// by default. PutByOther, another writer's PUT, is never refused.
 	GuardRedeploys bool
 }
 
@@ -75,7 +79,8 @@ type RayServeOptions struct {
 //     autoscaling_config with 0 <= min_replicas <= initial_replicas <=
 //     max_replicas (max at least 1), and not both; target_capacity is null
 //     or 0..100. Unknown fields are kept: deployed_app_config echoes each
-//     application as submitted.
+//     application as submitted. A config without logging_config keeps the
+//     cluster's, as Ray's dashboard applies one only when given.
 //   - GET /api/serve/applications/ (api_type declarative, imperative or
 //     none) answers the instance details: controller_info, proxy_location,
 //     http_options, grpc_options, proxies, deploy_mode, applications with
@@ -133,7 +138,8 @@ type RayServeOptions struct {
 //
 // Test-only controls: FailDeployment, HealDeployment, KillReplicas,
 // CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance,
-// ServingFunc; inspection with TargetCapacity, TargetCapacityDirection,
+// ServingFunc, PutByOther (another writer's PUT, which GuardRedeploys lets
+// through); inspection with TargetCapacity, TargetCapacityDirection,
 // LastPut, DeployedConfig, Deployment, AppStatus, Polls, Puts, Violations,
 // History. Safe for concurrent use.
 type RayServe struct {

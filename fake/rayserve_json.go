@@ -81,9 +81,9 @@ func (s *RayServe) details(imperative bool) rayInstanceJSON {
 		"node_id": rayNodeID, "node_ip": "127.0.0.1", "actor_id": "emulated-controller",
 		"actor_name": "SERVE_CONTROLLER_ACTOR", "worker_id": "emulated", "log_file_path": "/serve/controller.log",
 	}
-	out.ProxyLocation = orDefault(s.config["proxy_location"], `"EveryNode"`)
-	out.HTTPOptions = orDefault(s.config["http_options"], `{"host":"0.0.0.0","port":8000}`)
-	out.GRPCOptions = orDefault(s.config["grpc_options"], `{"port":9000,"grpc_servicer_functions":[]}`)
+	out.ProxyLocation = s.clusterWide("proxy_location")
+	out.HTTPOptions = s.clusterWide("http_options")
+	out.GRPCOptions = s.clusterWide("grpc_options")
 	out.Proxies[rayNodeID] = map[string]any{
 		"node_id": rayNodeID, "node_ip": "127.0.0.1", "actor_id": "emulated-proxy",
 		"actor_name": "SERVE_PROXY_ACTOR-" + rayNodeID, "status": "HEALTHY",
@@ -105,6 +105,20 @@ func (s *RayServe) details(imperative bool) rayInstanceJSON {
 	})
 	out.TargetGroups = targets
 	return out
+}
+
+// rayClusterWide are the cluster-wide fields of a Serve config that GET
+// reports, with the value Ray gives each when a config leaves it out.
+var rayClusterWide = map[string]string{
+	"proxy_location": `"EveryNode"`,
+	"http_options":   `{"host":"0.0.0.0","port":8000}`,
+	"grpc_options":   `{"port":9000,"grpc_servicer_functions":[]}`,
+}
+
+// clusterWide is the value of a field of rayClusterWide in the applied
+// config, its default when the config left it out.
+func (s *RayServe) clusterWide(field string) json.RawMessage {
+	return orDefault(s.config[field], rayClusterWide[field])
 }
 
 func orDefault(raw json.RawMessage, def string) json.RawMessage {

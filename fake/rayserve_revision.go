@@ -104,6 +104,16 @@ func (s *RayServe) configChanges(cfg *rayConfig) []string {
 		if k == "target_capacity" || k == "applications" {
 			continue
 		}
+		if _, ok := cfg.top[k]; !ok && k == "logging_config" {
+			continue // a PUT without one keeps the cluster's (see apply)
+		}
+		if def, ok := rayClusterWide[k]; ok {
+			// The value GET reports, which a client may write back.
+			if !sameJSON(s.clusterWide(k), orDefault(cfg.top[k], def)) {
+				changes = append(changes, fmt.Sprintf("field %q", k))
+			}
+			continue
+		}
 		if !sameJSON(orNull(s.config[k]), orNull(cfg.top[k])) {
 			changes = append(changes, fmt.Sprintf("field %q", k))
 		}
@@ -142,4 +152,29 @@ func formatTC(tc *float64) string {
 		return "null"
 	}
 	return strconv.FormatFloat(*tc, 'f', -1, 64)
+}
+
+// PutByOther applies config as a PUT from another client of the dashboard
+// would (a person with the Ray CLI, a GitOps tool, another operator):
+// validated as a PUT is, and on success applied, counted by Puts and
+// recorded in History as a PUT whose Arg ends in " by another writer".
+// GuardRedeploys never refuses it and records no violation: the guard
+// checks what the client under test writes, and another writer redeploys
+// a serving cluster when it pleases. It does not read ServingFunc, so it
+// may be called while the caller holds a lock that func takes. A config
+// Ray would refuse is an error listing every problem, and changes
+// nothing.
+func (s *RayServe) PutByOther(config json.RawMessage) error {
+	cfg, problems := parseRayConfig(config)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(problems) > 0 {
+		err := fmt.Errorf("fake rayserve: %d validation error(s) for ServeDeploySchema: %s", len(problems), strings.Join(problems, "; "))
+		s.hist.add(s.opts.Clock, "PUT", "invalid by another writer", err)
+		return err
+	}
+	s.lastPut = append([]byte(nil), config...)
+	s.apply(cfg)
+	s.hist.add(s.opts.Clock, "PUT", "target_capacity="+formatTC(cfg.tc)+" by another writer", nil)
+	return nil
 }

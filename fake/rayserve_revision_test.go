@@ -197,3 +197,117 @@ func ExampleRayServeOptions_guardRedeploys() {
 	// 200
 	// [PUT changes application "app" while the cluster is at target_capacity 100 and the PUT asks target_capacity 100]
 }
+
+// TestRayServePutByOther: another writer's PUT is applied whatever the
+// guard, counted, and recorded as another writer's; one Ray would refuse
+// changes nothing.
+func TestRayServePutByOther(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	rs.ServingFunc(func() int32 { return 100 })
+	if code, text := rayDo(t, srv, http.MethodPut, "", rayRevConfig("v1", "100")); code != 200 {
+		t.Fatalf("first PUT: %d %s", code, text)
+	}
+	// The guard refuses the client under test a redeploy of a serving
+	// cluster, and lets another writer make it.
+	if code, _ := rayDo(t, srv, http.MethodPut, "", rayRevConfig("v2", "100")); code != 400 {
+		t.Fatalf("a redeploy of a serving cluster: %d, want 400", code)
+	}
+	if err := rs.PutByOther(json.RawMessage(rayRevConfig("v2", "40"))); err != nil {
+		t.Fatal(err)
+	}
+	if raw, ok := rs.DeployedConfig("app"); !ok || !strings.Contains(string(raw), `"v2"`) {
+		t.Errorf("after another writer's PUT the cluster runs %s (%v), want v2", raw, ok)
+	}
+	if tc, _ := rs.TargetCapacity(); tc == nil || *tc != 40 {
+		t.Errorf("target capacity %v, want 40", tc)
+	}
+	err := rs.PutByOther(json.RawMessage(`{"applications": [{"name": "app"}]}`))
+	if err == nil || !strings.Contains(err.Error(), "import_path") {
+		t.Errorf("an invalid config by another writer: %v, want an error naming import_path", err)
+	}
+	if raw, _ := rs.DeployedConfig("app"); !strings.Contains(string(raw), `"v2"`) {
+		t.Errorf("an invalid config changed the cluster: %s", raw)
+	}
+	if rs.Puts() != 2 {
+		t.Errorf("%d PUTs, want 2 (the first, another writer's)", rs.Puts())
+	}
+	var got []string
+	for _, c := range rs.History() {
+		if c.Op == "PUT" {
+			got = append(got, fmt.Sprintf("%s %v", c.Arg, c.Err != nil))
+		}
+	}
+	want := []string{"target_capacity=100 false", "redeploy true", "target_capacity=40 by another writer false", "invalid by another writer true"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PUTs in the history (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{`PUT changes application "app" while the cluster is at target_capacity 100 and the PUT asks target_capacity 100 and the cluster serves 100% of traffic`}, rs.Violations()); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}
+
+// TestRayServeGuardWriteBack: a client that writes back the config GET
+// reports (the cluster-wide fields as reported, no logging_config, which
+// GET does not report) with another target_capacity changes nothing the
+// guard counts, as with Ray, whose dashboard ignores HTTP and gRPC options
+// a running Serve already has and applies a logging_config only when a
+// PUT carries one. A different logging_config is a change.
+func TestRayServeGuardWriteBack(t *testing.T) {
+	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+	app := `{"name": "app", "route_prefix": "/app", "import_path": "m:app", "deployments": [{"name": "D", "num_replicas": 2}]}`
+	first := `{"logging_config": {"log_level": "DEBUG"}, "applications": [` + app + `], "target_capacity": 100}`
+	if code, text := rayDo(t, srv, http.MethodPut, "", first); code != 200 {
+		t.Fatalf("first PUT: %d %s", code, text)
+	}
+	got := rayGet(t, srv)
+	back := map[string]any{"applications": []any{}, "target_capacity": 50}
+	for _, f := range []string{"proxy_location", "http_options", "grpc_options"} {
+		if got[f] == nil {
+			t.Fatalf("GET reports no %s: %v", f, got)
+		}
+		back[f] = got[f]
+	}
+	back["applications"] = []any{got["applications"].(map[string]any)["app"].(map[string]any)["deployed_app_config"]}
+	body, err := json.Marshal(back)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, text := rayDo(t, srv, http.MethodPut, "", string(body)); code != 200 {
+		t.Fatalf("writing back what GET reported at 50: %d %s", code, text)
+	}
+	// The logging_config was kept: the same one is no change, another is.
+	same := `{"logging_config": {"log_level": "DEBUG"}, "applications": [` + app + `], "target_capacity": 40}`
+	if code, text := rayDo(t, srv, http.MethodPut, "", same); code != 200 {
+		t.Fatalf("the same logging_config at 40: %d %s", code, text)
+	}
+	other := `{"logging_config": {"log_level": "INFO"}, "applications": [` + app + `], "target_capacity": 40}`
+	if code, _ := rayDo(t, srv, http.MethodPut, "", other); code != 400 {
+		t.Fatalf("another logging_config at 40: %d, want 400", code)
+	}
+	if diff := cmp.Diff([]string{`PUT changes field "logging_config" while the cluster is at target_capacity 40 and the PUT asks target_capacity 40`}, rs.Violations()); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+}
+
+// Another writer may redeploy a serving cluster; the guard, which checks
+// the client under test, lets it through and records no violation.
+func ExampleRayServe_PutByOther() {
+	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+	config := `{"applications": [{"name": "app", "import_path": "m:%s"}], "target_capacity": 100}`
+	if err := rs.PutByOther(json.RawMessage(fmt.Sprintf(config, "v1"))); err != nil {
+		fmt.Println(err)
+	}
+	if err := rs.PutByOther(json.RawMessage(fmt.Sprintf(config, "v2"))); err != nil { // a redeploy at 100
+		fmt.Println(err)
+	}
+	raw, _ := rs.DeployedConfig("app")
+	fmt.Println(string(raw), rs.Violations())
+	fmt.Println(rs.PutByOther(json.RawMessage(`{"applications": [{"name": "app"}]}`)))
+	// Output:
+	// {"name": "app", "import_path": "m:v2"} []
+	// fake rayserve: 1 validation error(s) for ServeDeploySchema: applications.0.import_path: field required
+}

@@ -16,6 +16,14 @@ func (s *RayServe) apply(cfg *rayConfig) {
 		next.apps[ac.name] = true
 	}
 	s.dir = rayCapacityDirection(s.applied, next, s.dir)
+	if old, ok := s.config["logging_config"]; ok && s.running {
+		if _, set := cfg.top["logging_config"]; !set {
+			// Ray's dashboard applies a logging_config only when a PUT has
+			// one: without, the cluster keeps its own.
+			cfg.top = maps.Clone(cfg.top)
+			cfg.top["logging_config"] = old
+		}
+	}
 	s.running, s.applied = true, next
 	s.tc, s.config = cfg.tc, cfg.top
 	keep := map[string]bool{}

@@ -63,8 +63,44 @@
 //     never another's. That revision lives in memory, set by Deploy and by
 //     Revision; after a restart the Runner's next Revision, which it always
 //     calls before applying anything, recognises it again. While it is
-//     unknown SetCapacity writes nothing and returns ErrUnknownRevision.
-//     Until then Capacity observes every application the cluster runs.
+//     unknown, SetCapacity only takes capacity away (see below), and
+//     Capacity observes every application the cluster runs.
+//
+// # A config the adapter does not recognise
+//
+// Someone else may PUT a Serve config onto a cluster (the Ray CLI, the
+// dashboard's API, a GitOps tool): then the cluster runs a config of no
+// revision this adapter knows, Revision reports "", and the strategy walks
+// the side back (a canary side redeployed by someone else is aborted with
+// reason RevisionChanged, see package strategy). Taking capacity away from
+// a side that carries no traffic is always allowed, whatever it runs, so
+// SetCapacity on such a cluster:
+//
+//   - lowers the target capacity, or keeps it: a request at or below the
+//     cluster's target_capacity (null counts as 100; Steady only when it
+//     is null already) is written with the deployed config left as it is.
+//     Ray's PUT replaces the whole declarative config, so the body is the
+//     config the cluster runs, rebuilt from the GET just sent, not a
+//     revision's: every live application's deployed_app_config, sorted by
+//     name, with proxy_location, http_options and grpc_options as Ray
+//     reports them, and the new target_capacity. Ray does not report the
+//     cluster's logging_config, and the PUT carries none, which Ray's
+//     dashboard takes as leaving it as it is. The written value is rounded
+//     up as for a known revision but never above the cluster's own
+//     target_capacity; a request that changes nothing writes nothing, and
+//     0 on a cluster with no live application writes nothing;
+//   - refuses to raise it: a request above the cluster's target_capacity
+//     (or Steady on a cluster that is not at null) writes nothing and
+//     returns an error matching ErrUnknownRevision, not marked permanent;
+//   - refuses, with the same error, to lower it when the config cannot be
+//     written back as it runs: an application Ray reports without a
+//     deployed_app_config, or with one naming another application.
+//
+// Then the Runner's Retry deploys the canary revision on the cluster at
+// target_capacity 0 as usual (Deploy accepts a cluster at 0 whatever it
+// runs), observes it and ramps again. Like every write here, the PUT is
+// not conditional: a config someone writes between the GET and the PUT
+// is replaced by the one the GET reported.
 //
 // Ray reports each application's config as submitted, but not the
 // cluster-wide fields (proxy_location, http_options, grpc_options,
@@ -95,7 +131,10 @@
 // With revisions, Deploy sends that GET and, unless the cluster runs the
 // revision already, the PUT with the revision's config and
 // "target_capacity": 0; Revision sends the GET only, and reads each
-// application's deployed_app_config besides.
+// application's deployed_app_config besides. On a cluster that runs a
+// config of no known revision, the PUT of a SetCapacity that lowers the
+// capacity carries the config the GET reported, as described above, and
+// the GET's proxy_location, http_options and grpc_options are read too.
 //
 // # Authentication and redirects
 //

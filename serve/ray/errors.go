@@ -23,9 +23,12 @@ var (
 	ErrServing = errors.New("ray: the cluster serves another config")
 	// ErrUnknownRevision: with Config.Revisions set, SetCapacity does not
 	// know which revision's config the cluster runs (none was deployed or
-	// recognised by this adapter, or the cluster now runs another config),
-	// so it writes nothing rather than guess. Not marked permanent: the
-	// next Deployer.Revision may recognise the cluster's config.
+	// recognised by this adapter, or the cluster now runs another config)
+	// and was asked to raise its capacity, or to lower it on a cluster
+	// whose config it cannot write back as it runs; it wrote nothing.
+	// Lowering the capacity of such a cluster is carried out (see the
+	// package documentation). Not marked permanent: the next
+	// Deployer.Revision may recognise the cluster's config.
 	ErrUnknownRevision = errors.New("ray: unknown revision")
 )
 

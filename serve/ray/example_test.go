@@ -62,3 +62,57 @@ func ExampleRay_Deployer() {
 	// deploy v2 while serving: true true
 	// runs "v2", updated true
 }
+
+// Someone else puts a config of no known revision on a cluster (here
+// through the emulator's PutByOther). The adapter does not raise its
+// capacity, but takes capacity away by writing back the config the
+// cluster runs, as Ray reports it, so a walk back reaches 0; then the
+// revision is deployed at 0 as usual.
+func ExampleRay_SetCapacity_unknownConfig() {
+	ctx := context.Background()
+	rs := fake.NewRayServe(fake.RayServeOptions{})
+	srv := httptest.NewServer(rs)
+	defer srv.Close()
+
+	v1 := `{"applications": [{"name": "shop", "import_path": "shop:app", "deployments": [{"name": "Shop", "num_replicas": 2}]}]}`
+	side, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(map[string]json.RawMessage{"v1": json.RawMessage(v1)})})
+	if err != nil {
+		panic(err)
+	}
+	deployer, err := side.Deployer()
+	if err != nil {
+		panic(err)
+	}
+	// Another writer's config, at target_capacity 40.
+	other := `{"applications": [{"name": "blog", "import_path": "blog:app"}], "target_capacity": 40}`
+	if err := rs.PutByOther(json.RawMessage(other)); err != nil {
+		panic(err)
+	}
+	st, _ := deployer.Revision(ctx, "v1")
+	fmt.Printf("runs %q\n", st.Revision)
+
+	err = side.SetCapacity(ctx, rollout.CapacityRequest{Percent: 60})
+	fmt.Println("raise to 60:", errors.Is(err, ray.ErrUnknownRevision))
+	if err := side.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
+		panic(err)
+	}
+	var put struct {
+		Applications   []struct{ Name string }
+		TargetCapacity *float64 `json:"target_capacity"`
+	}
+	if err := json.Unmarshal(rs.LastPut(), &put); err != nil {
+		panic(err)
+	}
+	fmt.Printf("lowered: PUT %s at target_capacity %v\n", put.Applications[0].Name, *put.TargetCapacity)
+
+	if err := deployer.Deploy(ctx, "v1"); err != nil {
+		panic(err)
+	}
+	st, _ = deployer.Revision(ctx, "v1")
+	fmt.Printf("runs %q, updated %v\n", st.Revision, st.Updated)
+	// Output:
+	// runs ""
+	// raise to 60: true
+	// lowered: PUT blog at target_capacity 0
+	// runs "v1", updated true
+}

@@ -506,9 +506,26 @@ func (r *Ray) current() *serveConfig {
 // With Config.Revisions set it writes the config of the revision the
 // cluster runs, never another: the one this adapter last deployed or
 // recognised (Deployer.Revision), which the cluster must still run (or, a
-// cluster that lost its config, run nothing). Otherwise it writes nothing
+// cluster that lost its config, run nothing).
+//
+// A cluster that runs a config of no revision the adapter knows (someone
+// else redeployed it, or the adapter has not recognised it yet) may always
+// lose capacity, never gain it. A request at or below the cluster's
+// target_capacity (null counts as 100; Steady only when it is null
+// already) is written with the config the cluster runs left as it is: the
+// PUT carries every live application's deployed_app_config and the
+// proxy_location, http_options and grpc_options, all as the GET just
+// reported them, with the new target_capacity (Ray's PUT replaces the
+// whole declarative config, so a body with only target_capacity, or with
+// a revision's config, would redeploy the cluster). The adapter then
+// knows no revision until Deploy or Revision. On such a cluster the
+// target capacity written is rounded up as for a known revision, but never
+// above the cluster's own, and 0 on a cluster with no live application
+// writes nothing. A request that would raise the capacity writes nothing
 // and returns an error matching ErrUnknownRevision, not marked permanent:
-// the next Revision may recognise the cluster's config.
+// the next Revision may recognise the cluster's config. So does a request
+// to lower it when the config cannot be written back as it runs (an
+// application Ray reports without a deployed_app_config).
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
 	if err := req.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("ray: %w", err))
@@ -518,14 +535,8 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 		return err
 	}
 	c := r.current()
-	if r.revisions != nil {
-		if c == nil {
-			return fmt.Errorf("%w: %s: no revision deployed or recognised by this adapter; capacity is set only for a known revision",
-				ErrUnknownRevision, r.putURL)
-		}
-		if len(liveApps(d)) > 0 && !runs(d, c) {
-			return fmt.Errorf("%w: %s: the cluster no longer runs the config of revision %q", ErrUnknownRevision, r.putURL, c.revision)
-		}
+	if r.revisions != nil && (c == nil || len(liveApps(d)) > 0 && !runs(d, c)) {
+		return r.lower(ctx, d, c, req)
 	}
 	write := req
 	if !req.Steady {

@@ -40,12 +40,19 @@ const maxReplicas = 1 << 24
 
 // instanceDetails is the part of Ray Serve's GET /api/serve/applications/
 // answer (its ServeInstanceDetails) that upshift reads. Fields it does not
-// name (controller_info, proxies, http_options, target_groups...) are
-// ignored when decoding. The zero value is a cluster without Serve.
+// name (controller_info, proxies, target_groups...) are ignored when
+// decoding; the cluster-wide fields a PUT also takes are kept as they are,
+// to write them back (deployedConfig). The zero value is a cluster
+// without Serve.
 type instanceDetails struct {
 	// TargetCapacity is the target_capacity of the last applied config:
 	// nil for null (no capacity pinned), else 0..100.
 	TargetCapacity *float64 `json:"target_capacity"`
+	// ProxyLocation, HTTPOptions and GRPCOptions are the cluster-wide
+	// settings Serve runs with, as Ray reports them (absent: nil).
+	ProxyLocation json.RawMessage `json:"proxy_location"`
+	HTTPOptions   json.RawMessage `json:"http_options"`
+	GRPCOptions   json.RawMessage `json:"grpc_options"`
 	// Applications are the live applications by name.
 	Applications map[string]applicationDetails `json:"applications"`
 }

@@ -278,8 +278,8 @@ func put(t *testing.T, dashboard, config string) {
 }
 
 // TestRecognitionAfterRestart: a new adapter value knows no revision; it
-// refuses to set capacity until Revision recognises the cluster's config,
-// and then writes that config.
+// refuses to raise capacity until Revision recognises the cluster's
+// config, and then writes that config.
 func TestRecognitionAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 1})
@@ -287,7 +287,7 @@ func TestRecognitionAfterRestart(t *testing.T) {
 	if err := d.Deploy(ctx, "v3"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
+	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 30}); err != nil {
 		t.Fatal(err)
 	}
 	rs.Advance(1)
@@ -299,12 +299,13 @@ func TestRecognitionAfterRestart(t *testing.T) {
 		t.Fatalf("SetCapacity before Revision: %v, want a retryable ErrUnknownRevision", err)
 	}
 	if rs.Puts() != before {
-		t.Fatal("SetCapacity wrote without knowing the revision")
+		t.Fatal("SetCapacity raised the capacity without knowing the revision")
 	}
 	// Capacity observes whatever the cluster runs meanwhile: both
-	// applications, steady.
+	// applications, at the 38 written for the 30 asked (a new adapter
+	// value has not asked anything).
 	st, err := r2.Capacity(ctx)
-	if err != nil || !st.Steady || st.Ready != 100 || !st.Settled {
+	if err != nil || st.Steady || st.Capacity != 38 || st.Ready < 38 || !st.Settled {
 		t.Fatalf("capacity before Revision: %+v %v", st, err)
 	}
 	if got := revision(t, d2, "v3"); got != (rollout.RevisionStatus{Revision: "v3", Updated: true}) {
@@ -352,8 +353,9 @@ func TestSetCapacityKeepsRevision(t *testing.T) {
 			}
 		}
 	}
-	// Someone puts v1 back by hand: the adapter writes nothing more.
-	put(t, srv.URL, revV1)
+	// Someone puts v1 back by hand, at 20: the adapter does not raise the
+	// capacity of a config it does not know, and never writes v2's again.
+	put(t, srv.URL, strings.Replace(revV1, `{"proxy_location"`, `{"target_capacity": 20, "proxy_location"`, 1))
 	before := rs.Puts()
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); !errors.Is(err, ray.ErrUnknownRevision) {
 		t.Fatalf("SetCapacity over another config: %v, want ErrUnknownRevision", err)
@@ -362,7 +364,7 @@ func TestSetCapacityKeepsRevision(t *testing.T) {
 		t.Errorf("Revision(v2) over v1 = %+v", st)
 	}
 	if rs.Puts() != before {
-		t.Error("wrote over a config of another revision")
+		t.Error("raised the capacity of a config of another revision")
 	}
 	// Recognised as v1 when v1 is expected, then capacity follows v1.
 	if st := revision(t, d, "v1"); st.Revision != "v1" {
