@@ -95,7 +95,6 @@ func (e *exporter) serve(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write([]byte(b.String()))
 }
 
-
 // setup starts the exporter (a healthy canary, a stable side failing half
 // its requests, both under the Gateway API and the Ingress labels) and a
 // Prometheus scraping it.
