@@ -34,7 +34,39 @@
 // no data, a source that is down, too few requests. As a gate, a verdict
 // other than Pass or Fail stays Pending until Count evaluations of the gate
 // are in; then no data (or a source down) is Inconclusive, which pauses the
-// gate (strategy.ReasonGateInconclusive).
+// gate (strategy.ReasonGateInconclusive). An inconclusive health does not
+// hold for ever: the strategy counts the hold toward its progress deadline
+// (see strategy.HealthInconclusive).
+//
+// Query errors are set aside while the newest Policy.ConsecutiveErrorLimit
+// evaluations or fewer failed to query (0 is the default, 2; -1 sets none
+// aside); more in a row is inconclusive. The verdict's message names the
+// newest error whenever the newest evaluations failed.
+//
+// # A source that does not answer
+//
+// All the queries of one judgement (one Health or Analyze call: every check
+// at every instant not cached) share one deadline, Policy.Timeout (5s by
+// default), on the Analysis' Clock. The first query that finds the source
+// unavailable (its error matches ErrUnavailable: unreachable, a transport
+// timeout, a server error without an answer; or the deadline passed) ends
+// the querying: the evaluations not yet measured are query errors, not sent.
+// The outage is remembered until the next evaluation instant: a reconcile
+// before it sends nothing and judges at once. So a Prometheus that accepts
+// connections and never answers costs a reconcile at most one timeout, once
+// per Interval, and an abort or another object on the same worker does not
+// wait behind it.
+//
+// # Names in queries
+//
+// A check's templates are rendered with text/template, which escapes
+// nothing: a value goes through the function for the context it lands in.
+// Inside a double-quoted PromQL string, str escapes a label value
+// (PromQLString) and re a regular expression that matches the value
+// exactly (PromQLRegexp: the regular expression escaping, then the string
+// escaping of its backslashes, so a route web.v2 is web\\.v2 in the query
+// text); traefik writes a name as Traefik does in its labels (TraefikName:
+// web.v2 is web-v2). The built-in checks do so (TraefikService).
 package analysis
 
 import (
