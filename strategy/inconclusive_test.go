@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"pgregory.net/rapid"
 
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -100,4 +101,93 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInconclusiveHoldIsBounded: whatever the strategy, once the canary has
+// traffic and its health stays inconclusive, the rollout holds (no hop)
+// and then aborts for the progress deadline with AbortOnProgressDeadline:
+// never before the deadline has passed since the last hop, never later
+// than the deadline past the timed waits the strategy would have made (its
+// pauses or one step interval). Adapters apply every hop at once; the
+// rollout is stepped at each requeue.
+func TestInconclusiveHoldIsBounded(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		deadline := time.Duration(rapid.IntRange(1, 20).Draw(t, "deadlineMinutes")) * time.Minute
+		opts := strategy.Options{ProgressDeadline: metav1.Duration{Duration: deadline}, AbortOnProgressDeadline: true}
+		var strat strategy.Strategy
+		var timed time.Duration // the most the strategy waits by its own clock after the first weight hop
+		if rapid.Bool().Draw(t, "canary") {
+			var steps []strategy.CanaryStep
+			w := int32(0)
+			for i, n := 0, rapid.IntRange(1, 5).Draw(t, "steps"); i < n; i++ {
+				if rapid.Bool().Draw(t, "pause") {
+					d := time.Duration(rapid.IntRange(1, 600).Draw(t, "pauseSeconds")) * time.Second
+					steps = append(steps, strategy.Pause(d))
+					timed += d
+					continue
+				}
+				w = min(100, w+int32(rapid.IntRange(1, 60).Draw(t, "weightStep")))
+				steps = append(steps, strategy.SetWeight(w))
+			}
+			strat = strategy.Canary{Steps: steps, MaxSurgePercent: 100, Options: opts}
+		} else {
+			interval := time.Duration(rapid.IntRange(0, 300).Draw(t, "intervalSeconds")) * time.Second
+			strat = strategy.Incremental{StepPercent: int32(rapid.IntRange(1, 50).Draw(t, "stepPercent")),
+				Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: 100, Options: opts}
+			timed = interval
+		}
+		if err := strat.Validate(); err != nil {
+			t.Skip(err)
+		}
+		s, now := strategy.NewState("v1", "v2"), t0
+		var lastHop, holdFrom time.Time
+		for i := 0; ; i++ {
+			if i > 10000 {
+				t.Fatalf("no end after %d steps: %+v", i, s)
+			}
+			if s.Observed.Weight > 0 {
+				s.Observed.Health = strategy.HealthInconclusive
+				if holdFrom.IsZero() {
+					holdFrom = now
+				}
+			}
+			s.Observed.At = mt(now)
+			d := strat.Step(s, now)
+			if d.State.Phase == strategy.PhaseAborting {
+				if d.State.Aborted == nil || d.State.Aborted.Reason != strategy.ReasonProgressDeadline {
+					t.Fatalf("aborted %+v, want for the progress deadline", d.State.Aborted)
+				}
+				if holdFrom.IsZero() {
+					t.Fatalf("aborted before the canary had traffic")
+				}
+				if got := now.Sub(lastHop); got < deadline {
+					t.Fatalf("aborted %v after the last hop, before the deadline %v", got, deadline)
+				}
+				if bound := lastHop.Add(timed + deadline); now.After(bound) {
+					t.Fatalf("aborted at %v, after the bound %v (last hop %v, timed waits %v, deadline %v)", now, bound, lastHop, timed, deadline)
+				}
+				return
+			}
+			if d.State.Phase.Terminal() || d.State.Phase == strategy.PhaseCompleting {
+				if !holdFrom.IsZero() {
+					t.Fatalf("phase %s with an inconclusive canary that had traffic", d.State.Phase)
+				}
+				return // the first weight hop went straight to 100: nothing to hold
+			}
+			if d.HasHops() {
+				if !holdFrom.IsZero() {
+					t.Fatalf("a hop %+v while inconclusive with traffic", d)
+				}
+				lastHop = now
+			}
+			s = d.State
+			observe(&s, d, now)
+			if !d.HasHops() {
+				if d.RequeueAfter <= 0 {
+					t.Fatalf("no requeue in phase %s (%s)", s.Phase, s.Message)
+				}
+				now = now.Add(d.RequeueAfter)
+			}
+		}
+	})
 }
