@@ -150,6 +150,8 @@
 // the step interval or of the timed pauses ahead), so a hold that lasts
 // longer than the deadline past that instant reports Degraded and, with
 // AbortOnProgressDeadline, aborts; one that ends in time costs nothing.
+// (A PauseUntilResumed step next bounds nothing: the rollout would wait
+// there for a Resume without a deadline.)
 // Adapters that fail (Observation.Error, set by the Runner from a
 // read or a write that failed) report Degraded (ObservationFailed) at once,
 // ask for nothing, and count toward the deadline from their first failure

@@ -642,8 +642,8 @@ func (r *run) holdInconclusive() {
 	st, o := r.st, r.e.opts
 	st.Message = msgInconclusive
 	wait := o.pollInterval()
-	if dl := o.progressDeadline(); dl > 0 {
-		end := r.holdDue().Add(dl)
+	if due, bounded := r.holdDue(); bounded && o.progressDeadline() > 0 {
+		end := due.Add(o.progressDeadline())
 		if !r.now.Before(end) {
 			r.overdue = true
 			if o.AbortOnProgressDeadline {
@@ -667,12 +667,14 @@ func (r *run) holdInconclusive() {
 // step in progress counts from its start; the pauses that follow a
 // SetWeight already reached, from the start of the wait). A promotion
 // skips them. So an inconclusive health during a pause or an interval
-// costs none of the deadline; only the time the hold adds does.
-func (r *run) holdDue() time.Time {
+// costs none of the deadline; only the time the hold adds does. It reports
+// false when the steps ahead pause until resumed: the rollout would not
+// have moved on by itself, and such a pause has no deadline either.
+func (r *run) holdDue() (time.Time, bool) {
 	st, e := r.st, r.e
 	due := r.waitingSince()
 	if st.PromoteRequested || st.PromoteFullRequested {
-		return due
+		return due, true
 	}
 	if !e.canary {
 		if e.interval > 0 && !st.WeightChangedAt.IsZero() {
@@ -680,7 +682,7 @@ func (r *run) holdDue() time.Time {
 				due = end
 			}
 		}
-		return due
+		return due, true
 	}
 	for i := int(st.StepIndex); i >= 0 && i < len(e.steps); i++ {
 		s := &e.steps[i]
@@ -695,11 +697,13 @@ func (r *run) holdDue() time.Time {
 			if end := start.Add(s.Pause.Duration.Duration); end.After(due) {
 				due = end
 			}
+		case s.Pause != nil:
+			return due, i == int(st.StepIndex) && st.Resumed
 		default:
-			return due // a hop, a gate or a pause until resumed
+			return due, true // a hop or a gate
 		}
 	}
-	return due
+	return due, true
 }
 
 // reached is called when all traffic is observed on the canary.

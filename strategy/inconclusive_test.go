@@ -28,6 +28,10 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 		return strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(5 * time.Minute), strategy.SetWeight(60)},
 			MaxSurgePercent: 100, Options: o}
 	}
+	approval := func(o strategy.Options) strategy.Strategy {
+		return strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.PauseUntilResumed(), strategy.SetWeight(60)},
+			MaxSurgePercent: 100, Options: o}
+	}
 	abortAfterMinute := strategy.Options{ProgressDeadline: minute, AbortOnProgressDeadline: true}
 	// Incremental at weight 10 from t0: the interval ends at t3, so the
 	// deadline (1 minute) at t9. The pausing Canary reaches weight 20 at
@@ -76,6 +80,11 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the pause not entered yet, at the deadline: abort", pausing, abortAfterMinute, at20, t0.Add(6 * time.Minute),
 			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+		// Weight 20 reached, a pause until resumed ahead: the rollout would
+		// not move on by itself, so the hold has no deadline, as the
+		// pause has none.
+		{"a pause until resumed ahead: held, no deadline", approval, abortAfterMinute, at20, t0.Add(time.Hour),
+			hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, false, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			strat := tc.strat(tc.opts)

@@ -93,7 +93,8 @@ const (
 	// interval or of the timed pauses ahead), so once the deadline passes
 	// the state reports Degraded (ProgressDeadlineExceeded) and, with
 	// AbortOnProgressDeadline, the rollout aborts; NoProgressDeadline lets
-	// it hold for ever. At weight 0 (before the first weight hop, or while
+	// it hold for ever, and so does a PauseUntilResumed step next (the
+	// rollout would wait for a Resume there, with no deadline either). At weight 0 (before the first weight hop, or while
 	// walking back) it is treated as unknown.
 	HealthInconclusive Health = "Inconclusive"
 )
