@@ -12,7 +12,9 @@
 // with the wall clock at fixed rates, for a healthy canary backend and a
 // failing stable one; Prometheus scrapes it every 250 ms. The tests judge
 // the built-in checks (analysis.SuccessRate, analysis.LatencyQuantile) and
-// custom queries using the template functions str, re and traefik.
+// custom queries using the template functions str, re and traefik, and
+// what a judgement sends while Prometheus is stopped (one query, then
+// none until the next evaluation instant).
 //
 // The package has no API. Its tests skip without the Prometheus binary,
 // and fail instead with CI=true or UPSHIFT_REQUIRE_KUBE=1.

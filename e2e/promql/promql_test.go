@@ -7,11 +7,13 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/internal/promtest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/rollout/analysis"
@@ -230,5 +232,79 @@ func TestRegexpEscapingAlone(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Value != 2 {
 		t.Fatalf("Query(%s) = %+v, want the 2 series (200 and 500) of %s", good, got, ingressLabel(canary))
+	}
+}
+
+// countingTransport counts the requests it carries.
+type countingTransport struct{ n atomic.Int32 }
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestPrometheusStopped: with Prometheus stopped, a judgement sends one
+// query (connection refused: the source is unavailable) and no other, a
+// second one at the same evaluation instant sends none, and once Prometheus
+// is back the canary is judged healthy again. The Analysis runs on a fake
+// clock set from the wall clock, so the test chooses when an evaluation
+// instant passes.
+func TestPrometheusStopped(t *testing.T) {
+	prom, exp := setup(t)
+	rt := &countingTransport{}
+	src, err := prometheus.New(prom.URL, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := fake.NewClock(time.Now())
+	a := &analysis.Analysis{
+		Source: src, Namespace: namespace, Route: route,
+		A:      analysis.Backend{Namespace: namespace, Name: stable, Port: port},
+		B:      analysis.Backend{Namespace: namespace, Name: canary, Port: port},
+		Checks: checks(),
+		Policy: analysis.Policy{Interval: time.Second, Window: 2 * time.Second, Lag: time.Second, MinRequests: 10, ConsecutiveErrorLimit: analysis.NoConsecutiveErrors},
+		Clock:  clk,
+	}
+	s := strategy.NewState("v1", "v2")
+	s.Phase, s.StartedAt, s.StableSide = strategy.PhaseProgressing, metav1.NewMicroTime(exp.start), strategy.SideA
+	ctx := rollout.WithState(context.Background(), s)
+	healthy := func() (strategy.Health, string) {
+		var h strategy.Health
+		var msg string
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+			clk.Set(time.Now())
+			if h, msg, err = a.Health(ctx); err != nil {
+				t.Fatalf("Health: %v", err)
+			}
+			if h == strategy.HealthHealthy {
+				break
+			}
+		}
+		return h, msg
+	}
+	if h, msg := healthy(); h != strategy.HealthHealthy {
+		t.Fatalf("before the stop: Health = %s (%s)", h, msg)
+	}
+	if err := prom.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second) // the next evaluation instant
+	n := rt.n.Load()
+	h, msg, err := a.Health(ctx)
+	if err != nil || h != strategy.HealthInconclusive || !strings.Contains(msg, "connection refused") {
+		t.Fatalf("Prometheus stopped: Health = %s (%s), %v; want Inconclusive naming the refused connection", h, msg, err)
+	}
+	if got := rt.n.Load() - n; got != 1 {
+		t.Fatalf("Prometheus stopped: %d requests for a judgement, want 1", got)
+	}
+	n = rt.n.Load()
+	if h, _, _ := a.Health(ctx); h != strategy.HealthInconclusive || rt.n.Load() != n {
+		t.Fatalf("again at the same instant: Health %s, %d requests; want Inconclusive and none", h, rt.n.Load()-n)
+	}
+	if err := prom.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if h, msg := healthy(); h != strategy.HealthHealthy {
+		t.Fatalf("Prometheus back: Health = %s (%s)", h, msg)
 	}
 }
