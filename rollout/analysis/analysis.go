@@ -284,8 +284,9 @@ type Analysis struct {
 	Gates map[string][]Check
 	// Policy applies to every check.
 	Policy Policy
-	// Clock is the source of time; nil is clock.Real. Give it the
-	// Runner's.
+	// Clock is the source of time, of the evaluation instants and of
+	// the judgement's deadline (Policy.Timeout); nil is clock.Real. Give
+	// it the Runner's.
 	Clock clock.Clock
 
 	mu     sync.Mutex
@@ -567,7 +568,8 @@ func (ev *evaluation) evaluate(c *Check, v Vars, q, rq string, at time.Time) Res
 		case ev.parent.Err() != nil:
 			// The caller gave up: nothing is learnt about the source.
 		case ev.ctx.Err() != nil:
-			ev.unavailable(fmt.Errorf("%w: Policy.Timeout %v for all the queries of a judgement passed: %w", ErrUnavailable, p.Timeout, err))
+			err = fmt.Errorf("%w: Policy.Timeout %v for all the queries of a judgement passed: %w", ErrUnavailable, p.Timeout, err)
+			ev.unavailable(err)
 		case errors.Is(err, ErrUnavailable):
 			ev.unavailable(err)
 		}

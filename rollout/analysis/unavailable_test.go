@@ -139,7 +139,7 @@ func TestJudgementDeadline(t *testing.T) {
 	waitTimer(t, clk)
 	clk.Advance(3 * time.Second)
 	got := <-done
-	if got.err != nil || got.h != strategy.HealthInconclusive || !strings.Contains(got.msg, "Policy.Timeout 3s") {
+	if got.err != nil || got.h != strategy.HealthInconclusive || !strings.HasPrefix(got.msg, "success-rate Inconclusive (5 queries in a row failed (ConsecutiveErrorLimit 2): metrics source unavailable: Policy.Timeout 3s") {
 		t.Fatalf("Health = %s (%s), %v; want Inconclusive naming Policy.Timeout", got.h, got.msg, got.err)
 	}
 	if n := src.n.Load(); n != 1 {
