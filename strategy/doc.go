@@ -143,7 +143,16 @@
 // come, a route no gateway reports on, a gate verdict that never arrives.
 // When it passes the rollout reports Degraded (ProgressDeadlineExceeded),
 // and aborts if AbortOnProgressDeadline. Pauses and step intervals are
-// exempt. Adapters that fail (Observation.Error, set by the Runner from a
+// exempt. A canary with traffic whose health is inconclusive (an analysis
+// without data, or whose metrics source is down) is held, and the hold is
+// such a wait: it counts toward the deadline from when the rollout would
+// have moved on without it (the hop applied and, later still, the end of
+// the step interval or of the timed pauses ahead), so a hold that lasts
+// longer than the deadline past that instant reports Degraded and, with
+// AbortOnProgressDeadline, aborts; one that ends in time costs nothing.
+// (A PauseUntilResumed step next bounds nothing: the rollout would wait
+// there for a Resume without a deadline.)
+// Adapters that fail (Observation.Error, set by the Runner from a
 // read or a write that failed) report Degraded (ObservationFailed) at once,
 // ask for nothing, and count toward the deadline from their first failure
 // (State.FailingSince), pauses included.

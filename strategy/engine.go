@@ -557,9 +557,8 @@ func (r *run) progress() {
 	}
 	if st.Observed.Health == HealthInconclusive && st.Observed.Weight > 0 {
 		// The canary has traffic but its health cannot be told: give it
-		// no more until it can.
-		st.Message = msgInconclusive
-		r.d.RequeueAfter = e.opts.pollInterval()
+		// no more until it can, within the progress deadline.
+		r.holdInconclusive()
 		return
 	}
 	if !r.onRevision() {
@@ -632,6 +631,79 @@ func (r *run) progress() {
 	if r.move(100, 0, 0) {
 		r.reached()
 	}
+}
+
+// holdInconclusive holds a canary with traffic whose health cannot be told
+// (HealthInconclusive) and counts the hold toward the progress deadline
+// from holdDue: once the deadline passes the rollout is Degraded
+// (ProgressDeadlineExceeded), and aborts if AbortOnProgressDeadline. A hold
+// that ends before then costs nothing more than its wait.
+func (r *run) holdInconclusive() {
+	st, o := r.st, r.e.opts
+	st.Message = msgInconclusive
+	wait := o.pollInterval()
+	if due, bounded := r.holdDue(); bounded && o.progressDeadline() > 0 {
+		end := due.Add(o.progressDeadline())
+		if !r.now.Before(end) {
+			r.overdue = true
+			if o.AbortOnProgressDeadline {
+				r.abort(ReasonProgressDeadline)
+				r.d.RequeueAfter = wait
+				r.walkBack()
+				return
+			}
+		} else if left := end.Sub(r.now); left < wait {
+			wait = left
+		}
+	}
+	r.d.RequeueAfter = wait
+}
+
+// holdDue is when the rollout would have moved on had the canary's health
+// been known: when the wait for the world began (waitingSince: the last
+// hop, the start of the step, the last command), or later when the timed
+// waits it was in end: the step interval since the last weight hop
+// (Incremental) or the timed pauses the steps hold next (Canary: a pause
+// step in progress counts from its start; the pauses that follow a
+// SetWeight already reached, from the start of the wait). A promotion
+// skips them. So an inconclusive health during a pause or an interval
+// costs none of the deadline; only the time the hold adds does. It reports
+// false when the steps ahead pause until resumed: the rollout would not
+// have moved on by itself, and such a pause has no deadline either.
+func (r *run) holdDue() (time.Time, bool) {
+	st, e := r.st, r.e
+	due := r.waitingSince()
+	if st.PromoteRequested || st.PromoteFullRequested {
+		return due, true
+	}
+	if !e.canary {
+		if e.interval > 0 && !st.WeightChangedAt.IsZero() {
+			if end := after(st.WeightChangedAt, e.interval); end.After(due) {
+				due = end
+			}
+		}
+		return due, true
+	}
+	for i := int(st.StepIndex); i >= 0 && i < len(e.steps); i++ {
+		s := &e.steps[i]
+		switch {
+		case s.SetWeight != nil && *s.SetWeight == st.Desired.Weight:
+			// Reached: the next step would begin.
+		case s.Pause != nil && s.Pause.Duration != nil:
+			start := due
+			if i == int(st.StepIndex) {
+				start = st.StepStartedAt.Time
+			}
+			if end := start.Add(s.Pause.Duration.Duration); end.After(due) {
+				due = end
+			}
+		case s.Pause != nil:
+			return due, i == int(st.StepIndex) && st.Resumed
+		default:
+			return due, true // a hop or a gate
+		}
+	}
+	return due, true
 }
 
 // reached is called when all traffic is observed on the canary.

@@ -87,8 +87,15 @@ const (
 	// capacity or completion hop, as for an unhealthy canary; but it does
 	// not count toward Options.UnhealthyThreshold, nor end a streak of
 	// unhealthy observations, and the rollout goes on by itself once the
-	// health is known again. At weight 0 (before the first weight hop, or
-	// while walking back) it is treated as unknown.
+	// health is known again. The hold is bounded: it counts toward
+	// Options.ProgressDeadline from when the rollout would have moved on
+	// without it (the last hop applied, or later the end of the step
+	// interval or of the timed pauses ahead), so once the deadline passes
+	// the state reports Degraded (ProgressDeadlineExceeded) and, with
+	// AbortOnProgressDeadline, the rollout aborts; NoProgressDeadline lets
+	// it hold for ever, and so does a PauseUntilResumed step next (the
+	// rollout would wait for a Resume there, with no deadline either). At weight 0 (before the first weight hop, or while
+	// walking back) it is treated as unknown.
 	HealthInconclusive Health = "Inconclusive"
 )
 

@@ -34,7 +34,39 @@
 // no data, a source that is down, too few requests. As a gate, a verdict
 // other than Pass or Fail stays Pending until Count evaluations of the gate
 // are in; then no data (or a source down) is Inconclusive, which pauses the
-// gate (strategy.ReasonGateInconclusive).
+// gate (strategy.ReasonGateInconclusive). An inconclusive health does not
+// hold for ever: the strategy counts the hold toward its progress deadline
+// (see strategy.HealthInconclusive).
+//
+// Query errors are set aside while the newest Policy.ConsecutiveErrorLimit
+// evaluations or fewer failed to query (0 is the default, 2; -1 sets none
+// aside); more in a row is inconclusive. The verdict's message names the
+// newest error whenever the newest evaluations failed.
+//
+// # A source that does not answer
+//
+// All the queries of one judgement (one Health or Analyze call: every check
+// at every instant not cached) share one deadline, Policy.Timeout (5s by
+// default), on the Analysis' Clock. The first query that finds the source
+// unavailable (its error matches ErrUnavailable: unreachable, a transport
+// timeout, a server error without an answer; or the deadline passed) ends
+// the querying: the evaluations not yet measured are query errors, not sent.
+// The outage is remembered until the next evaluation instant: a reconcile
+// before it sends nothing and judges at once. So a Prometheus that accepts
+// connections and never answers costs a reconcile at most one timeout, once
+// per Interval, and an abort or another object on the same worker does not
+// wait behind it.
+//
+// # Names in queries
+//
+// A check's templates are rendered with text/template, which escapes
+// nothing: a value goes through the function for the context it lands in.
+// Inside a double-quoted PromQL string, str escapes a label value
+// (PromQLString) and re a regular expression that matches the value
+// exactly (PromQLRegexp: the regular expression escaping, then the string
+// escaping of its backslashes, so a route web.v2 is web\\.v2 in the query
+// text); traefik writes a name as Traefik does in its labels (TraefikName:
+// web.v2 is web-v2). The built-in checks do so (TraefikService).
 package analysis
 
 import (
@@ -43,7 +75,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
 	"strings"
 	"sync"
 	"text/template"
@@ -77,9 +108,13 @@ type Check struct {
 	Kind Kind
 	// Query is a text/template of a PromQL expression that returns one
 	// value, with the fields of Vars ({{.Canary.Name}}, {{.Window}}, ...)
-	// and the function re (quotes a string for a regular expression
-	// matcher). A result with several series is an error; no series, or
-	// NaN, is no data.
+	// and three functions for the context a value lands in: str escapes
+	// it for a double-quoted PromQL string (namespace="{{str .Namespace}}",
+	// PromQLString), re for a regular expression matching it exactly
+	// inside a double-quoted PromQL string (pod=~"{{re .Canary.Name}}-.*",
+	// PromQLRegexp), and traefik writes a name as Traefik does in its
+	// metrics' labels (TraefikName). A result with several series is an
+	// error; no series, or NaN, is no data.
 	Query string
 	// RequestsQuery, when set, is a template of the number of the
 	// canary's requests in the window; fewer than Policy.MinRequests
@@ -153,7 +188,10 @@ type Policy struct {
 	// for a pass; default 1.
 	ConsecutiveSuccesses int
 	// ConsecutiveErrorLimit is the number of query errors in a row (the
-	// newest) that are set aside; one more is inconclusive. Default 2.
+	// newest) that are set aside; one more is inconclusive. 0 is the
+	// default, DefaultConsecutiveErrorLimit (2); -1 sets none aside (the
+	// newest evaluation failing to query is inconclusive); n > 0 sets up
+	// to n aside. Below -1 is invalid.
 	ConsecutiveErrorLimit int
 	// MinRequests is the least number of the canary's requests in the
 	// window for a verdict (checks with a RequestsQuery); default 0.
@@ -161,6 +199,16 @@ type Policy struct {
 	// Lag is how far evaluations trail the clock, so that the source has
 	// ingested what they read; default 2s.
 	Lag time.Duration
+	// Timeout bounds one judgement as a whole: every query that one
+	// Health or Analyze call sends, for every check at every instant,
+	// shares one deadline, counted on the Analysis' Clock. 0 is
+	// DefaultTimeout (5s); negative is invalid. When it passes, or when
+	// the source is unavailable (an error matching ErrUnavailable: the
+	// server unreachable, a transport timeout), the judgement sends no
+	// other query: the evaluations not yet measured are query errors, and
+	// until the next evaluation instant (Interval) no judgement queries
+	// the source again; a reconcile in between costs nothing.
+	Timeout time.Duration
 }
 
 // Defaults of Policy.
@@ -168,8 +216,16 @@ const (
 	DefaultInterval              = 10 * time.Second
 	DefaultConsecutiveErrorLimit = 2
 	DefaultLag                   = 2 * time.Second
+	DefaultTimeout               = 5 * time.Second
 )
 
+// NoConsecutiveErrors is the Policy.ConsecutiveErrorLimit that sets no query
+// error aside.
+const NoConsecutiveErrors = -1
+
+// withDefaults returns p with its defaults applied. It is the one place
+// that applies them, and it is idempotent: a ConsecutiveErrorLimit of -1
+// (none set aside) stays -1, never becoming 0 and then the default.
 func (p Policy) withDefaults() Policy {
 	if p.Interval <= 0 {
 		p.Interval = DefaultInterval
@@ -183,20 +239,27 @@ func (p Policy) withDefaults() Policy {
 	if p.FailureLimit < 0 {
 		p.FailureLimit = 0
 	}
-	if p.ConsecutiveErrorLimit == 0 {
+	switch {
+	case p.ConsecutiveErrorLimit == 0:
 		p.ConsecutiveErrorLimit = DefaultConsecutiveErrorLimit
-	}
-	if p.ConsecutiveErrorLimit < 0 {
-		p.ConsecutiveErrorLimit = 0
+	case p.ConsecutiveErrorLimit < 0:
+		p.ConsecutiveErrorLimit = NoConsecutiveErrors
 	}
 	if p.Count <= 0 {
-		p.Count = p.FailureLimit + p.ConsecutiveSuccesses + p.ConsecutiveErrorLimit + 1
+		p.Count = p.FailureLimit + p.ConsecutiveSuccesses + p.errorLimit() + 1
 	}
 	if p.Lag <= 0 {
 		p.Lag = DefaultLag
 	}
+	if p.Timeout <= 0 {
+		p.Timeout = DefaultTimeout
+	}
 	return p
 }
+
+// errorLimit is the number of query errors in a row set aside, of a Policy
+// with its defaults applied.
+func (p Policy) errorLimit() int { return max(p.ConsecutiveErrorLimit, 0) }
 
 // FieldError is a configuration error, naming the field.
 type FieldError struct {
@@ -221,12 +284,14 @@ type Analysis struct {
 	Gates map[string][]Check
 	// Policy applies to every check.
 	Policy Policy
-	// Clock is the source of time; nil is clock.Real. Give it the
-	// Runner's.
+	// Clock is the source of time, of the evaluation instants and of
+	// the judgement's deadline (Policy.Timeout); nil is clock.Real. Give
+	// it the Runner's.
 	Clock clock.Clock
 
-	mu    sync.Mutex
-	cache map[cacheKey]Result
+	mu     sync.Mutex
+	cache  map[cacheKey]Result
+	outage *outage // the source found unavailable, until a newer instant
 }
 
 type cacheKey struct {
@@ -286,6 +351,12 @@ func (a *Analysis) Validate() error {
 		return &FieldError{"Policy.FailureLimit", "negative"}
 	case p.MinRequests < 0:
 		return &FieldError{"Policy.MinRequests", "negative"}
+	case p.ConsecutiveErrorLimit < NoConsecutiveErrors:
+		return &FieldError{"Policy.ConsecutiveErrorLimit", fmt.Sprintf("%d: want -1 (set no query error aside), 0 (the default, %d) or a positive count", p.ConsecutiveErrorLimit, DefaultConsecutiveErrorLimit)}
+	case p.Lag < 0:
+		return &FieldError{"Policy.Lag", "negative"}
+	case p.Timeout < 0:
+		return &FieldError{"Policy.Timeout", "negative"}
 	}
 	if d := p.withDefaults(); d.Count < d.ConsecutiveSuccesses || d.Count <= d.FailureLimit {
 		return &FieldError{"Policy.Count", fmt.Sprintf("%d evaluations cannot hold %d successes in a row nor %d failures", d.Count, d.ConsecutiveSuccesses, d.FailureLimit+1)}
@@ -295,11 +366,14 @@ func (a *Analysis) Validate() error {
 
 var templates sync.Map // string -> *template.Template
 
+// funcs are the functions of a check's templates (see Check.Query).
+var funcs = template.FuncMap{"re": PromQLRegexp, "str": PromQLString, "traefik": TraefikName}
+
 func parse(text string) (*template.Template, error) {
 	if t, ok := templates.Load(text); ok {
 		return t.(*template.Template), nil
 	}
-	t, err := template.New("query").Option("missingkey=error").Funcs(template.FuncMap{"re": regexp.QuoteMeta}).Parse(text)
+	t, err := template.New("query").Option("missingkey=error").Funcs(funcs).Parse(text)
 	if err != nil {
 		return nil, err
 	}
@@ -365,12 +439,18 @@ func (a *Analysis) Analyze(ctx context.Context, gate string) (strategy.Verdict, 
 
 // judge evaluates checks at the instants since since and combines their
 // verdicts. For a gate, a verdict other than Pass or Fail is Pending
-// until the gate has had Count evaluations.
+// until the gate has had Count evaluations. All its queries share one
+// deadline (Policy.Timeout); the first that finds the source unavailable
+// ends the querying (see evaluation). When the caller's ctx ends first,
+// judge returns its error and no verdict.
 func (a *Analysis) judge(ctx context.Context, s *strategy.State, checks []Check, since time.Time, gate bool) (strategy.Verdict, string, error) {
 	p := a.Policy.withDefaults()
-	now := clock.OrReal(a.Clock).Now()
+	clk := clock.OrReal(a.Clock)
+	now := clk.Now()
 	vars := a.vars(s, p)
 	ats := instants(now, since, p)
+	ev := a.begin(ctx, clk, p, newest(now, p))
+	defer ev.end()
 	verdict, msgs := strategy.VerdictPass, make([]string, 0, len(checks))
 	for i := range checks {
 		c := &checks[i]
@@ -384,46 +464,85 @@ func (a *Analysis) judge(ctx context.Context, s *strategy.State, checks []Check,
 		}
 		rs := make([]Result, len(ats))
 		for j, at := range ats {
-			rs[j] = a.evaluate(ctx, c, vars, q, rq, at, p)
+			rs[j] = ev.evaluate(c, vars, q, rq, at)
 		}
-		v, why := Judge(rs, p)
+		v, why := judge(rs, p)
 		if gate && len(ats) < p.Count && v != strategy.VerdictPass && v != strategy.VerdictFail {
 			v, why = strategy.VerdictPending, fmt.Sprintf("%d of %d evaluations in: %s", len(ats), p.Count, why)
 		}
 		verdict = worse(verdict, v)
 		msgs = append(msgs, fmt.Sprintf("%s %s (%s)", c.Name, v, why))
 	}
+	if err := ctx.Err(); err != nil {
+		return strategy.VerdictPending, "", fmt.Errorf("analysis: %w", context.Cause(ctx))
+	}
 	return verdict, strings.Join(msgs, "; "), nil
 }
 
-func (a *Analysis) vars(s *strategy.State, p Policy) Vars {
-	canary, stable := a.B, a.A
-	if s.StableSide == strategy.SideB {
-		canary, stable = a.A, a.B
-	}
-	return Vars{Namespace: a.Namespace, Route: a.Route, Canary: canary, Stable: stable,
-		CanarySide: s.StableSide.Other(), Window: promDuration(p.Window)}
+// ErrUnavailable marks an error of a Source that says the source itself
+// cannot answer now, whatever the query: it is unreachable, the connection
+// or the transport timed out, it answered with a server error instead of a
+// result. A judgement that meets one sends no other query, and none is
+// sent until the next evaluation instant (see Policy.Timeout). A Source
+// wraps it (fmt.Errorf("...: %w: %w", analysis.ErrUnavailable, err)); an
+// error of the query itself (a bad expression, a result of several
+// series) does not match it and ends nothing. The end of a judgement's own
+// deadline counts as unavailable too, whatever the Source returns.
+var ErrUnavailable = errors.New("metrics source unavailable")
+
+// outage is a source found unavailable by a judgement at an evaluation
+// instant: no judgement queries it again until a newer instant.
+type outage struct {
+	newest time.Time // the newest evaluation instant when it was found
+	err    error
 }
 
-// instants returns the evaluation instants, newest first: aligned to the
-// interval, trailing now by the lag, at most Count, none whose window
-// starts before since.
-func instants(now, since time.Time, p Policy) []time.Time {
-	last := now.Add(-p.Lag).Truncate(p.Interval)
-	out := make([]time.Time, 0, p.Count)
-	for k := 0; k < p.Count; k++ {
-		at := last.Add(-time.Duration(k) * p.Interval)
-		if at.Add(-p.Window).Before(since) {
-			break
-		}
-		out = append(out, at)
-	}
-	return out
+// evaluation is the querying of one judgement: one deadline for all its
+// queries, and the first unavailability ends it.
+type evaluation struct {
+	a      *Analysis
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	stop   func() bool
+	p      Policy
+	newest time.Time
+	down   error // the source is unavailable: send nothing
 }
 
-// evaluate measures one check at one instant, from the cache when it was
-// measured before.
-func (a *Analysis) evaluate(ctx context.Context, c *Check, v Vars, q, rq string, at time.Time, p Policy) Result {
+// errDeadline is the cause of a judgement's context when Policy.Timeout
+// passes.
+var errDeadline = errors.New("deadline of the judgement passed")
+
+// begin starts the querying of a judgement whose newest evaluation
+// instant is newest. A source found unavailable at the same newest instant
+// is not queried at all.
+func (a *Analysis) begin(ctx context.Context, clk clock.Clock, p Policy, newest time.Time) *evaluation {
+	ev := &evaluation{a: a, parent: ctx, p: p, newest: newest}
+	ev.ctx, ev.cancel = context.WithCancelCause(ctx)
+	ev.stop = clk.AfterFunc(p.Timeout, func() { ev.cancel(errDeadline) })
+	a.mu.Lock()
+	if o := a.outage; o != nil && o.newest.Equal(newest) {
+		ev.down = o.err
+	}
+	a.mu.Unlock()
+	return ev
+}
+
+func (ev *evaluation) end() {
+	ev.stop()
+	ev.cancel(nil)
+}
+
+// newest is the newest evaluation instant at now, whether or not its
+// window lies inside the rollout.
+func newest(now time.Time, p Policy) time.Time { return now.Add(-p.Lag).Truncate(p.Interval) }
+
+// evaluate measures one check at one instant: from the cache when it was
+// measured before, as a query error without sending anything when the
+// source is unavailable, else from the source.
+func (ev *evaluation) evaluate(c *Check, v Vars, q, rq string, at time.Time) Result {
+	a, p := ev.a, ev.p
 	key := cacheKey{q, rq, at.UnixNano()}
 	a.mu.Lock()
 	r, ok := a.cache[key]
@@ -434,9 +553,27 @@ func (a *Analysis) evaluate(ctx context.Context, c *Check, v Vars, q, rq string,
 		r.Outcome = Classify(Measurement{Value: r.Value, Requests: r.Requests}, c, p.MinRequests)
 		return r
 	}
-	m, err := a.Source.Measure(ctx, c, v, q, rq, at)
-	if err != nil {
+	failed := func(err error) Result {
 		return Result{At: at, Outcome: OutcomeError, Value: math.NaN(), Requests: math.NaN(), Err: err.Error()}
+	}
+	if ev.down != nil {
+		return failed(fmt.Errorf("not queried: %w", ev.down))
+	}
+	if err := ev.parent.Err(); err != nil {
+		return failed(err)
+	}
+	m, err := a.Source.Measure(ev.ctx, c, v, q, rq, at)
+	if err != nil {
+		switch {
+		case ev.parent.Err() != nil:
+			// The caller gave up: nothing is learnt about the source.
+		case ev.ctx.Err() != nil:
+			err = fmt.Errorf("%w: Policy.Timeout %v for all the queries of a judgement passed: %w", ErrUnavailable, p.Timeout, err)
+			ev.unavailable(err)
+		case errors.Is(err, ErrUnavailable):
+			ev.unavailable(err)
+		}
+		return failed(err)
 	}
 	if m.NoData {
 		m.Value = math.NaN()
@@ -461,6 +598,40 @@ func (a *Analysis) evaluate(ctx context.Context, c *Check, v Vars, q, rq string,
 	}
 	a.mu.Unlock()
 	return r
+}
+
+// unavailable ends the querying of the judgement and remembers the outage
+// until the next evaluation instant.
+func (ev *evaluation) unavailable(err error) {
+	ev.down = err
+	ev.a.mu.Lock()
+	ev.a.outage = &outage{newest: ev.newest, err: err}
+	ev.a.mu.Unlock()
+}
+
+func (a *Analysis) vars(s *strategy.State, p Policy) Vars {
+	canary, stable := a.B, a.A
+	if s.StableSide == strategy.SideB {
+		canary, stable = a.A, a.B
+	}
+	return Vars{Namespace: a.Namespace, Route: a.Route, Canary: canary, Stable: stable,
+		CanarySide: s.StableSide.Other(), Window: promDuration(p.Window)}
+}
+
+// instants returns the evaluation instants, newest first: aligned to the
+// interval, trailing now by the lag, at most Count, none whose window
+// starts before since.
+func instants(now, since time.Time, p Policy) []time.Time {
+	last := newest(now, p)
+	out := make([]time.Time, 0, p.Count)
+	for k := 0; k < p.Count; k++ {
+		at := last.Add(-time.Duration(k) * p.Interval)
+		if at.Add(-p.Window).Before(since) {
+			break
+		}
+		out = append(out, at)
+	}
+	return out
 }
 
 // promDuration writes d in PromQL's duration notation.

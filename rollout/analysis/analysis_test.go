@@ -182,6 +182,9 @@ func TestValidate(t *testing.T) {
 		}, "Gates[g][0].Quantile"},
 		{"negative interval", func(a *analysis.Analysis) { a.Policy.Interval = -1 }, "Policy.Interval"},
 		{"count too small", func(a *analysis.Analysis) { a.Policy.Count, a.Policy.FailureLimit = 2, 2 }, "Policy.Count"},
+		{"error limit below -1", func(a *analysis.Analysis) { a.Policy.ConsecutiveErrorLimit = -2 }, "Policy.ConsecutiveErrorLimit"},
+		{"negative lag", func(a *analysis.Analysis) { a.Policy.Lag = -time.Second }, "Policy.Lag"},
+		{"negative timeout", func(a *analysis.Analysis) { a.Policy.Timeout = -time.Second }, "Policy.Timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAnalysis(&script{answer: rate(1)}, fake.NewClock(t0))

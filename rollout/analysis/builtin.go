@@ -2,19 +2,25 @@ package analysis
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
 )
 
-// TraefikService is the matcher (a regular expression) of the service label
-// that Traefik's Gateway API provider gives a backend of an HTTPRoute in its
+// TraefikService is the matcher (a regular expression, written for a
+// double-quoted PromQL string: service=~"...") of the service label that
+// Traefik's Gateway API provider gives a backend of an HTTPRoute in its
 // metrics (traefik_service_*, with --metrics.prometheus.addServicesLabels):
 //
 //	httproute-<ns>-<route>-gw-<gateway ns>-<gateway>-ep-<entry point>-<rule>-<hash>-svc-<service ns>-<service>-<n>@kubernetesgateway
 //
-// It matches the side's backend in every rule of the route, through any
-// Gateway.
-const TraefikService = `httproute-{{re .Namespace}}-{{re .Route}}-gw-.*-svc-{{re .Canary.Namespace}}-{{re .Canary.Name}}-[0-9]+@kubernetesgateway`
+// Traefik writes each name with every run of characters other than letters
+// and digits turned into one '-' (a route web.v2 appears as web-v2), which
+// the template function traefik does too. It matches the side's backend in
+// every rule of the route, through any Gateway.
+const TraefikService = `httproute-{{re (traefik .Namespace)}}-{{re (traefik .Route)}}-gw-.*-svc-{{re (traefik .Canary.Namespace)}}-{{re (traefik .Canary.Name)}}-[0-9]+@kubernetesgateway`
 
 // traefikRequests is the canary's requests in the window.
 const traefikRequests = `sum(increase(traefik_service_requests_total{service=~"` + TraefikService + `"}[{{.Window}}]))`
@@ -49,4 +55,32 @@ func LatencyQuantile(q float64, max time.Duration) Check {
 		RequestsQuery: traefikRequests,
 		Max:           &limit,
 	}
+}
+
+// PromQLString escapes s for the inside of a double-quoted PromQL string
+// literal ("..."): a backslash, a double quote and control characters are
+// written as escape sequences, which Prometheus reads back as s. It is the
+// template function str, for a label value: namespace="{{str .Namespace}}".
+func PromQLString(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+// PromQLRegexp escapes s for a regular expression matching exactly s,
+// written inside a double-quoted PromQL string literal (label=~"..."):
+// regexp.QuoteMeta, then PromQLString, so that Prometheus reads the
+// string back as the regular expression and the regular expression matches
+// s alone (a dot in web.v2 matches a dot, not any character). It is the
+// template function re: pod=~"{{re .Canary.Name}}-.*".
+func PromQLRegexp(s string) string { return PromQLString(regexp.QuoteMeta(s)) }
+
+// TraefikName is a Kubernetes name as Traefik writes it into its router and
+// service names, and so into the service label of its metrics: each run of
+// characters other than letters and digits becomes one '-', and none is
+// left at either end (web.v2 is web-v2). It is the template function
+// traefik; compose it with re: {{re (traefik .Route)}}.
+func TraefikName(s string) string {
+	return strings.Join(strings.FieldsFunc(s, func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsNumber(r)
+	}), "-")
 }

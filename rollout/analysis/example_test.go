@@ -24,7 +24,7 @@ func Example() {
 	restarts := analysis.Check{
 		Name:  "restarts",
 		Kind:  analysis.KindQuery,
-		Query: `sum(increase(kube_pod_container_status_restarts_total{namespace="{{.Namespace}}",pod=~"{{re .Canary.Name}}-.*"}[{{.Window}}]))`,
+		Query: `sum(increase(kube_pod_container_status_restarts_total{namespace="{{str .Namespace}}",pod=~"{{re .Canary.Name}}-.*"}[{{.Window}}]))`,
 		Max:   &zero,
 	}
 	a := &analysis.Analysis{

@@ -60,7 +60,9 @@ func Classify(m Measurement, c *Check, minRequests float64) Outcome {
 //  1. Errors: while the newest ConsecutiveErrorLimit evaluations or fewer
 //     in a row failed to query, those are set aside (a query that fails now
 //     and then changes nothing); more in a row than that makes the verdict
-//     Inconclusive, whatever came before.
+//     Inconclusive, whatever came before. With ConsecutiveErrorLimit -1 no
+//     error is set aside: the newest evaluation failing to query is
+//     Inconclusive.
 //  2. Fail when more than FailureLimit of the remaining evaluations failed.
 //  3. Pass when the newest ConsecutiveSuccesses remaining evaluations all
 //     passed.
@@ -70,14 +72,25 @@ func Classify(m Measurement, c *Check, minRequests float64) Outcome {
 //
 // So a verdict is never Pass without ConsecutiveSuccesses evaluations that
 // had data, and never Fail before more than FailureLimit evaluations failed.
+// Whenever the newest evaluations failed to query, the reason names the
+// newest error.
 func Judge(rs []Result, p Policy) (strategy.Verdict, string) {
-	p = p.withDefaults()
+	return judge(rs, p.withDefaults())
+}
+
+// judge is Judge under a Policy whose defaults are applied.
+func judge(rs []Result, p Policy) (strategy.Verdict, string) {
 	errs := 0
 	for errs < len(rs) && rs[errs].Outcome == OutcomeError {
 		errs++
 	}
-	if errs > p.ConsecutiveErrorLimit {
-		return strategy.VerdictInconclusive, fmt.Sprintf("%d queries in a row failed: %s", errs, rs[0].Err)
+	if limit := p.errorLimit(); errs > limit {
+		return strategy.VerdictInconclusive, fmt.Sprintf("%d queries in a row failed (ConsecutiveErrorLimit %d): %s", errs, p.ConsecutiveErrorLimit, rs[0].Err)
+	}
+	// aside says which errors were set aside, for the reasons below.
+	aside := ""
+	if errs > 0 {
+		aside = fmt.Sprintf("; the newest %d queries failed, set aside (ConsecutiveErrorLimit %d): %s", errs, p.ConsecutiveErrorLimit, rs[0].Err)
 	}
 	kept := make([]Result, 0, len(rs))
 	for _, r := range rs {
@@ -93,7 +106,7 @@ func Judge(rs []Result, p Policy) (strategy.Verdict, string) {
 	}
 	if len(failed) > p.FailureLimit {
 		return strategy.VerdictFail, fmt.Sprintf("%d of %d evaluations failed (limit %d): %s",
-			len(failed), len(kept), p.FailureLimit, strings.Join(failed, ", "))
+			len(failed), len(kept), p.FailureLimit, strings.Join(failed, ", ")) + aside
 	}
 	if len(kept) >= p.ConsecutiveSuccesses {
 		pass := true
@@ -101,19 +114,22 @@ func Judge(rs []Result, p Policy) (strategy.Verdict, string) {
 			pass = pass && r.Outcome == OutcomePass
 		}
 		if pass {
-			return strategy.VerdictPass, fmt.Sprintf("%d evaluations in a row passed, the last at %s", p.ConsecutiveSuccesses, formatValue(kept[0].Value))
+			return strategy.VerdictPass, fmt.Sprintf("%d evaluations in a row passed, the last at %s", p.ConsecutiveSuccesses, formatValue(kept[0].Value)) + aside
 		}
 	}
 	if len(kept) == 0 {
+		if errs > 0 {
+			return strategy.VerdictInconclusive, fmt.Sprintf("no evaluation with data: %d queries failed, set aside (ConsecutiveErrorLimit %d): %s", errs, p.ConsecutiveErrorLimit, rs[0].Err)
+		}
 		return strategy.VerdictInconclusive, "no evaluation yet"
 	}
 	if kept[0].Outcome == OutcomeNoData {
-		return strategy.VerdictInconclusive, "no data (or too few requests) at the last evaluation"
+		return strategy.VerdictInconclusive, "no data (or too few requests) at the last evaluation" + aside
 	}
 	if kept[0].Outcome == OutcomeFail {
-		return strategy.VerdictPending, fmt.Sprintf("the last evaluation failed at %s (%d failed, limit %d)", formatValue(kept[0].Value), len(failed), p.FailureLimit)
+		return strategy.VerdictPending, fmt.Sprintf("the last evaluation failed at %s (%d failed, limit %d)", formatValue(kept[0].Value), len(failed), p.FailureLimit) + aside
 	}
-	return strategy.VerdictPending, "waiting for more evaluations that pass"
+	return strategy.VerdictPending, "waiting for more evaluations that pass" + aside
 }
 
 func formatValue(v float64) string { return fmt.Sprintf("%.4g", v) }

@@ -53,12 +53,16 @@ func TestJudge(t *testing.T) {
 		{"the limit exceeded", "fpf", analysis.Policy{FailureLimit: 1}, strategy.VerdictFail, "2 of 3 evaluations failed (limit 1): 0.5, 0.5"},
 		{"consecutive successes needed", "ppnp", analysis.Policy{ConsecutiveSuccesses: 3}, strategy.VerdictPending, "waiting for more evaluations that pass"},
 		{"consecutive successes reached", "pppn", analysis.Policy{ConsecutiveSuccesses: 3}, strategy.VerdictPass, "3 evaluations in a row passed, the last at 0.99"},
-		{"errors within the limit are set aside", "eep", analysis.Policy{}, strategy.VerdictPass, "1 evaluations in a row passed, the last at 0.99"},
-		{"errors beyond the limit", "eeep", analysis.Policy{}, strategy.VerdictInconclusive, "3 queries in a row failed: connection refused"},
-		{"errors beyond the limit hide an old pass, not a fail", "eeef", analysis.Policy{}, strategy.VerdictInconclusive, "3 queries in a row failed: connection refused"},
-		{"error limit 0", "ep", analysis.Policy{ConsecutiveErrorLimit: -1}, strategy.VerdictInconclusive, "1 queries in a row failed: connection refused"},
+		{"errors within the limit are set aside", "eep", analysis.Policy{}, strategy.VerdictPass, "1 evaluations in a row passed, the last at 0.99; the newest 2 queries failed, set aside (ConsecutiveErrorLimit 2): connection refused"},
+		{"errors beyond the limit", "eeep", analysis.Policy{}, strategy.VerdictInconclusive, "3 queries in a row failed (ConsecutiveErrorLimit 2): connection refused"},
+		{"errors beyond the limit hide an old pass, not a fail", "eeef", analysis.Policy{}, strategy.VerdictInconclusive, "3 queries in a row failed (ConsecutiveErrorLimit 2): connection refused"},
+		{"no error set aside (-1)", "ep", analysis.Policy{ConsecutiveErrorLimit: -1}, strategy.VerdictInconclusive, "1 queries in a row failed (ConsecutiveErrorLimit -1): connection refused"},
+		{"below -1 is -1 (Validate refuses it)", "ep", analysis.Policy{ConsecutiveErrorLimit: -5}, strategy.VerdictInconclusive, "1 queries in a row failed (ConsecutiveErrorLimit -1): connection refused"},
+		{"limit 1", "ep", analysis.Policy{ConsecutiveErrorLimit: 1}, strategy.VerdictPass, "1 evaluations in a row passed, the last at 0.99; the newest 1 queries failed, set aside (ConsecutiveErrorLimit 1): connection refused"},
+		{"the default limit (0) is 2", "eep", analysis.Policy{ConsecutiveErrorLimit: 0}, strategy.VerdictPass, "1 evaluations in a row passed, the last at 0.99; the newest 2 queries failed, set aside (ConsecutiveErrorLimit 2): connection refused"},
+		{"errors set aside before no data", "en", analysis.Policy{}, strategy.VerdictInconclusive, "no data (or too few requests) at the last evaluation; the newest 1 queries failed, set aside (ConsecutiveErrorLimit 2): connection refused"},
 		{"old errors are set aside", "pep", analysis.Policy{ConsecutiveErrorLimit: -1}, strategy.VerdictPass, "1 evaluations in a row passed, the last at 0.99"},
-		{"all errors", "eeeeee", analysis.Policy{ConsecutiveErrorLimit: 10}, strategy.VerdictInconclusive, "no evaluation yet"},
+		{"all errors, within the limit: the error is named", "eeeeee", analysis.Policy{ConsecutiveErrorLimit: 10}, strategy.VerdictInconclusive, "no evaluation with data: 6 queries failed, set aside (ConsecutiveErrorLimit 10): connection refused"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, why := analysis.Judge(results(tc.rs), tc.p)

@@ -59,34 +59,44 @@ func TestAnalysis(t *testing.T) {
 			return "0.99"
 		}
 	}
-	// unavailableAt answers 503 at the given instants and a healthy canary
-	// else.
-	unavailableAt := func(when func(time.Time) bool) func(string, time.Time) reply {
+	// failingAt answers an error of the query itself (an execution error:
+	// Prometheus answered, about this query) at the given instants and a
+	// healthy canary else.
+	failingAt := func(when func(time.Time) bool) func(string, time.Time) reply {
 		ok := canary(always("0.99"), always("100"))
 		return func(query string, x time.Time) reply {
 			if when(x) {
-				return reply{status: http.StatusServiceUnavailable, body: "Service Unavailable"}
+				return apiError(http.StatusUnprocessableEntity, "execution", "query processing would load too many samples into memory")
 			}
 			return ok(query, x)
 		}
+	}
+	// unavailable answers 503 without an answer of the API, as a proxy in
+	// front of a Prometheus that is down.
+	unavailable := func(string, time.Time) reply {
+		return reply{status: http.StatusServiceUnavailable, body: "Service Unavailable"}
 	}
 	for _, tc := range []struct {
 		name   string
 		answer func(string, time.Time) reply // nil: the server is down
 		want   strategy.Health
 		why    string // in the message
+		sent   int    // the queries the server received; 0: any
 	}{
-		{"healthy", canary(always("0.99"), always("100")), strategy.HealthHealthy, "passed"},
-		{"one failure within the limit, earlier", canary(rateAt("0.5", at(-20*time.Second)), always("100")), strategy.HealthHealthy, "passed"},
-		{"failing at two instants", canary(rateAt("0.5", at(0, -30*time.Second)), always("100")), strategy.HealthUnhealthy, "2 of 5 evaluations failed"},
-		{"failing throughout", canary(always("0.5"), always("100")), strategy.HealthUnhealthy, "failed"},
-		{"no data", canary(always(""), always("")), strategy.HealthInconclusive, "no data"},
-		{"NaN over no requests", canary(always("NaN"), always("")), strategy.HealthInconclusive, "no data"},
-		{"fewer requests than MinRequests", canary(always("0.2"), always("3")), strategy.HealthInconclusive, "too few requests"},
-		{"server down", nil, strategy.HealthInconclusive, "5 queries in a row failed"},
-		{"errors within ConsecutiveErrorLimit", unavailableAt(at(0, -10*time.Second)), strategy.HealthHealthy, "passed"},
-		{"more errors than ConsecutiveErrorLimit", unavailableAt(at(0, -10*time.Second, -20*time.Second)), strategy.HealthInconclusive, "3 queries in a row failed"},
-		{"a bad query", func(string, time.Time) reply { return apiError(http.StatusBadRequest, "bad_data", "parse error") }, strategy.HealthInconclusive, "bad_data"},
+		{"healthy", canary(always("0.99"), always("100")), strategy.HealthHealthy, "passed", 0},
+		{"one failure within the limit, earlier", canary(rateAt("0.5", at(-20*time.Second)), always("100")), strategy.HealthHealthy, "passed", 0},
+		{"failing at two instants", canary(rateAt("0.5", at(0, -30*time.Second)), always("100")), strategy.HealthUnhealthy, "2 of 5 evaluations failed", 0},
+		{"failing throughout", canary(always("0.5"), always("100")), strategy.HealthUnhealthy, "failed", 0},
+		{"no data", canary(always(""), always("")), strategy.HealthInconclusive, "no data", 0},
+		{"NaN over no requests", canary(always("NaN"), always("")), strategy.HealthInconclusive, "no data", 0},
+		{"fewer requests than MinRequests", canary(always("0.2"), always("3")), strategy.HealthInconclusive, "too few requests", 0},
+		{"server down", nil, strategy.HealthInconclusive, "5 queries in a row failed", 0},
+		{"errors within ConsecutiveErrorLimit", failingAt(at(0, -10*time.Second)), strategy.HealthHealthy, "passed", 0},
+		{"more errors than ConsecutiveErrorLimit", failingAt(at(0, -10*time.Second, -20*time.Second)), strategy.HealthInconclusive, "3 queries in a row failed", 0},
+		// A 503 says Prometheus cannot answer at all: the first ends the
+		// judgement, the other evaluations are not queried.
+		{"unavailable: one query, then none", unavailable, strategy.HealthInconclusive, "5 queries in a row failed (ConsecutiveErrorLimit 2): prometheus: query", 1},
+		{"a bad query", func(string, time.Time) reply { return apiError(http.StatusBadRequest, "bad_data", "parse error") }, strategy.HealthInconclusive, "bad_data", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			answer := tc.answer
@@ -123,6 +133,9 @@ func TestAnalysis(t *testing.T) {
 			rs := srv.received()
 			if len(rs) == 0 {
 				t.Fatal("no query")
+			}
+			if tc.sent > 0 && len(rs) != tc.sent {
+				t.Errorf("the server received %d queries, want %d", len(rs), tc.sent)
 			}
 			seen := map[int64]bool{}
 			for _, r := range rs {

@@ -12,10 +12,21 @@
 // string are errors, as are the failures of the query itself (Prometheus
 // unreachable or answering an error, a bad PromQL expression, a timeout).
 // Prometheus' warnings are ignored.
+//
+// An error that says Prometheus itself cannot answer, whatever the query,
+// matches analysis.ErrUnavailable: a transport error (connection refused, a
+// reset, a timeout, Source.Timeout or the caller's deadline passing) and an
+// HTTP error status without an answer of the API (a 5xx or 4xx from
+// Prometheus or a proxy in front of it, such as 503 while it starts). An
+// Analysis then sends no other query of that judgement, nor any before the
+// next evaluation instant. An error the API answered about the query (bad
+// data, an execution error, Prometheus' own query timeout) and a result of
+// the wrong shape do not match it.
 package prometheus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -39,7 +50,8 @@ type Source struct {
 	// API is the client of the server's HTTP API (New makes one).
 	API v1.API
 	// Timeout bounds each query; 0 is DefaultTimeout. A deadline of the
-	// caller's context that comes sooner applies.
+	// caller's context that comes sooner applies (an Analysis gives all
+	// the queries of one judgement one deadline: analysis.Policy.Timeout).
 	Timeout time.Duration
 }
 
@@ -113,6 +125,18 @@ func (s *Source) Measure(ctx context.Context, _ *analysis.Check, _ analysis.Vars
 	return m, nil
 }
 
+// unavailable reports whether err, from the API client, says that the
+// server cannot answer whatever the query: a transport error (the client
+// returns those as they are), or an HTTP error status that carried no
+// answer of the API (ErrServer, ErrClient).
+func unavailable(err error) bool {
+	var apiErr *v1.Error
+	if !errors.As(err, &apiErr) {
+		return true
+	}
+	return apiErr.Type == v1.ErrServer || apiErr.Type == v1.ErrClient
+}
+
 // query runs q at at and returns its one value (NaN for NaN or ±Inf), or
 // true when the result is empty.
 func (s *Source) query(ctx context.Context, q string, at time.Time) (float64, bool, error) {
@@ -127,6 +151,9 @@ func (s *Source) query(ctx context.Context, q string, at time.Time) (float64, bo
 	defer cancel()
 	res, _, err := s.API.Query(ctx, q, at)
 	if err != nil {
+		if unavailable(err) {
+			return 0, false, fmt.Errorf("prometheus: query %q: %w: %w", q, analysis.ErrUnavailable, err)
+		}
 		return 0, false, fmt.Errorf("prometheus: query %q: %w", q, err)
 	}
 	var v model.SampleValue
