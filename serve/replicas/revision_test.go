@@ -560,7 +560,7 @@ func TestRevisionDefaulting(t *testing.T) {
 		}
 		created := &appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
-			Spec: appsv1.DeploymentSpec{Replicas: new(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: first},
+			Spec:       appsv1.DeploymentSpec{Replicas: new(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: first},
 		}
 		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, created, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
