@@ -99,7 +99,8 @@
 //     workload's metadata and on its pod template: the revision the last
 //     Deploy wrote, a hint;
 //   - the fields of the pod template the TemplateFunc sets (with Image,
-//     the container's image), written only by Deploy, at 0 replicas.
+//     the container's image), written only by Deploy: at 0 replicas, or
+//     with FixedCapacity while the side carries no traffic.
 //
 // A GitOps tool that also writes those template fields fights the rollout:
 // the Deployer sees its writes as another revision, and a rollout that
