@@ -37,7 +37,7 @@ import (
 // revision, ready after the Lag.
 //
 // Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
-// CrashLoop, SetRevision, StallDeploys, ServingFunc, DropNotifications,
+// CrashLoop, SetRevision, Overwrite, StallDeploys, ServingFunc, DropNotifications,
 // History; Violations lists the deploys made while the side held capacity
 // or served traffic. It is a rollout.Notifier (see Notify).
 // Safe for concurrent use.
@@ -60,7 +60,8 @@ type Capacity struct {
 	hist     history
 
 	// Revisions (revision.go).
-	rev        string       // the revision deployed: the workload's template; "" for none
+	rev        string       // the revision the workload's template runs; "" for none
+	recorded   string       // the revision upshift's last Deploy recorded (an annotation): a hint, never reported
 	rolling    bool         // a deploy of rev not rolled out yet
 	deploy     *pending     // the deploy's lag: the controller observes it after
 	stall      bool         // deploys never roll out

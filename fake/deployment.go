@@ -24,7 +24,7 @@ import (
 // violation (Violations).
 //
 // Test-only controls: SetLag, SetPartial, FailWith, SetRevision,
-// StallDeploys, ServingFunc, DropNotifications, History.
+// Overwrite, StallDeploys, ServingFunc, DropNotifications, History.
 // NewDeploymentTraffic simulates requests on two of them. It is a
 // rollout.Notifier (see Notify). Safe for concurrent use.
 type Deployment struct {
@@ -80,6 +80,15 @@ func (d *Deployment) FailWith(err error) { d.c.FailWith(err) }
 // SetRevision makes the side run revision at once, fully rolled out (see
 // Capacity.SetRevision).
 func (d *Deployment) SetRevision(revision string) { d.c.SetRevision(revision) }
+
+// Overwrite makes another writer put revision on the side, leaving the
+// revision upshift recorded in place (see Capacity.Overwrite): the
+// replicas restart with it, as for a deploy.
+func (d *Deployment) Overwrite(revision string) { d.c.Overwrite(revision) }
+
+// Recorded returns the revision the last Deploy recorded (see
+// Capacity.Recorded).
+func (d *Deployment) Recorded() string { return d.c.Recorded() }
 
 // StallDeploys makes deploys never roll out until StallDeploys(false) (see
 // Capacity.StallDeploys).

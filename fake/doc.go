@@ -19,7 +19,10 @@
 //     runs one from the start). A deploy replaces its replicas with ones of
 //     the new revision, ready after the Lag, and Revision reports it
 //     Updated once every wanted replica runs it; StallDeploys makes deploys
-//     never roll out. A deploy of another revision while the side holds
+//     never roll out. What a side runs is its template: Overwrite stands
+//     for another writer putting another revision on it, leaving the
+//     revision upshift recorded (Recorded) stale, and Revision reports what
+//     runs, as serve/replicas reads a Deployment. A deploy of another revision while the side holds
 //     capacity, or serves traffic (ServingFunc, given Router.Serving), is a
 //     violation: Violations lists them.
 //   - Deployment is a side of the fixed capacity mode that runs a

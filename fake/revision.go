@@ -24,7 +24,13 @@ import (
 //     at capacity 0 rolls out as soon as the Lag has passed. Updated stays
 //     set afterwards: later scaling and crashes do not change the revision.
 //   - Deploying the revision the side already runs, or is rolling out,
-//     writes nothing.
+//     writes nothing. What it runs is its template, not the revision the
+//     last Deploy recorded: Overwrite stands for another writer (a GitOps
+//     tool healing toward its copy, kubectl set image) putting another
+//     revision on the side and leaving that record (Recorded) in place, as
+//     package serve/replicas reads a Deployment: Revision reports what the
+//     template runs, and a Deploy of the recorded revision deploys it
+//     again.
 //
 // A deploy of another revision while the side wants replicas (capacity
 // above 0) or serves traffic (as the func given to ServingFunc reports) is
@@ -46,6 +52,7 @@ func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 		return err
 	}
 	c.settle(false)
+	c.recorded = revision
 	if revision == c.rev {
 		return nil
 	}
@@ -57,6 +64,14 @@ func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 		c.violations = append(c.violations, fmt.Sprintf("deploy %q over %q at capacity %d (%d of %d replicas wanted) while serving %d%% of traffic",
 			revision, c.rev, c.percent, want, c.replicas, share))
 	}
+	c.replace(revision)
+	return nil
+}
+
+// replace puts revision on the side's template: the replicas of the
+// revision it ran stop at once, and every wanted one is replaced by one of
+// revision, which starts with the lag. The caller holds c.mu.
+func (c *Capacity) replace(revision string) {
 	c.note.change()
 	c.rev, c.rolling = revision, true
 	c.deploy = c.newPending()
@@ -66,7 +81,6 @@ func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 	if c.crashed > 0 && !c.blocked() {
 		c.restart = c.newPending()
 	}
-	return nil
 }
 
 // deployErr checks a deploy and records it in the history.
@@ -151,10 +165,38 @@ func (c *Capacity) SetRevision(revision string) {
 	defer c.mu.Unlock()
 	c.settle(false)
 	c.note.change()
-	c.rev, c.rolling, c.deploy = revision, false, nil
+	c.rev, c.recorded, c.rolling, c.deploy = revision, revision, false, nil
 	if c.crashed > 0 && c.restart == nil && !c.loop {
 		c.restart = c.newPending()
 	}
+}
+
+// Overwrite stands for another writer that puts revision on the side's
+// template (a GitOps tool healing toward its own copy, kubectl set image)
+// and leaves the revision upshift's last Deploy recorded in place
+// (Recorded): the replicas are replaced as by a deploy (ready after the
+// side's Lag; Revision reports revision, Updated once they are), with no
+// violation and no history, since upshift wrote nothing. A Deploy of the
+// recorded revision afterwards deploys it again. Overwriting the revision
+// the side runs changes nothing.
+func (c *Capacity) Overwrite(revision string) {
+	defer c.note.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	if revision == c.rev {
+		return
+	}
+	c.replace(revision)
+}
+
+// Recorded returns the revision the side's last Deploy (or SetRevision)
+// recorded, as serve/replicas records one in an annotation: a hint that
+// Overwrite leaves stale, never what Revision reports.
+func (c *Capacity) Recorded() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recorded
 }
 
 // StallDeploys(true) makes deploys never roll out, as a revision whose image

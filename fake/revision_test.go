@@ -702,3 +702,65 @@ func ExampleCapacity_Deploy() {
 	// violations on B: 0
 	// violations on A: [deploy "v2" over "v1" at capacity 100 (10 of 10 replicas wanted) while serving 100% of traffic]
 }
+
+// TestRunnerCanaryOverwritten: mid-rollout another writer puts v1 back on
+// the canary side, leaving upshift's record of v2: the side reports v1, so
+// the Runner walks the canary back (RevisionChanged) with no request sent
+// to it once it runs v1; a retry deploys v2 again and completes.
+func TestRunnerCanaryOverwritten(t *testing.T) {
+	ctx := context.Background()
+	clock := fake.NewClock(t0)
+	router := fake.NewRouter(clock)
+	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a.SetRevision("v1")
+	for side, c := range map[strategy.Side]*fake.Capacity{strategy.SideA: a, strategy.SideB: b} {
+		c.SetLag(fake.Lag{Reads: 1, Duration: 5 * time.Second})
+		c.ServingFunc(router.Serving(side))
+	}
+	traffic := fake.NewTraffic(router, a, b, 1000)
+	r := &rollout.Runner{
+		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 50},
+		Router:   router, A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
+	}
+	s := strategy.State{}.Retarget("v1", clock.Now()).Retarget("v2", clock.Now())
+	for i := 0; s.Observed.Weight < 25; i++ {
+		if i > 500 {
+			t.Fatalf("no weight on the canary: %s %s", s.Phase, s.Message)
+		}
+		next, requeue, err := r.Reconcile(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s = next
+		traffic.Tick()
+		clock.Advance(max(requeue, time.Second))
+	}
+	b.Overwrite("v1")
+	if got := b.Recorded(); got != "v2" {
+		t.Fatalf("recorded %q after the overwrite, want v2 left in place", got)
+	}
+	if rs := b.RevisionStatus(); rs.Revision != "v1" {
+		t.Fatalf("overwritten side reports %+v, want v1", rs)
+	}
+	s = runRollout(t, r, clock, traffic, s)
+	if s.Phase != strategy.PhaseAborted || s.Aborted == nil || s.Aborted.Reason != strategy.ReasonRevisionChanged {
+		t.Fatalf("after the overwrite: %s, aborted %+v", s.Phase, s.Aborted)
+	}
+	if w := router.Serving(strategy.SideB)(); w != 0 {
+		t.Fatalf("side B still serves %d%%", w)
+	}
+	s, _ = s.Control(strategy.Control{Retry: "r1"}, clock.Now())
+	s = runRollout(t, r, clock, traffic, s)
+	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" {
+		t.Fatalf("retried: %s on %s (%s)", s.Phase, s.StableRevision, s.Message)
+	}
+	if rs := b.RevisionStatus(); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) || b.Deploys() < 2 {
+		t.Errorf("side B: %+v after %d deploys; want v2 deployed again", rs, b.Deploys())
+	}
+	if a.Violations() != nil || b.Violations() != nil {
+		t.Errorf("violations: A %v, B %v", a.Violations(), b.Violations())
+	}
+	if st := traffic.Stats(); st.Dropped != 0 || st.Overloaded != 0 {
+		t.Errorf("traffic: %+v", st)
+	}
+}

@@ -100,10 +100,12 @@ type CapacitySetter interface {
 
 // RevisionStatus is what a side reports about the revision it runs.
 type RevisionStatus struct {
-	// Revision is the revision the side runs, as the adapter recognises it:
-	// the one it last deployed (an annotation on the workload, the Serve
-	// config that Ray reports as deployed, compared exactly). Empty when the
-	// side runs nothing the adapter recognises.
+	// Revision is the revision the side runs, as the adapter recognises it
+	// from what the side runs (the Serve config that Ray reports as
+	// deployed, compared exactly; a Deployment's live pod template compared
+	// with what the revision's template sets), never from a note the
+	// adapter left, which another writer may have made stale. Empty when
+	// the side runs nothing the adapter recognises.
 	Revision string
 	// Updated reports that Revision is fully rolled out on the side: the
 	// workload's controller has observed the change and no instance of
@@ -114,8 +116,9 @@ type RevisionStatus struct {
 // RevisionReader reports the revision one side runs. expect is the revision
 // the side's role should run now (State.StableRevision on the stable side,
 // State.CanaryRevision on the canary side): an adapter that recognises a
-// revision by its content (Ray Serve's deployed config) compares against
-// it; one that records the revision it deployed may ignore it.
+// revision by its content (Ray Serve's deployed config, a Deployment's pod
+// template) compares against it, and may also try the revision it
+// recorded at its last deploy.
 //
 // The Runner reads a side's revision through Runner.DeployA or DeployB.
 // A caller who deploys revisions by itself implements only this, and

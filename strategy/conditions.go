@@ -46,7 +46,6 @@ const (
 	ReasonStableRevisionMismatch = "StableRevisionMismatch"
 	msgDeploying                 = "deploying the canary revision on the canary side"
 	msgWaitingRevision           = "waiting for the canary revision to roll out on the canary side"
-	msgStableRevision            = "the stable side runs another revision than the stable one: holding"
 	msgIdle                      = "idle: no rollout started"
 	reasonHealthy                = "Healthy"
 	msgWaitingHop                = "waiting for the last hop to be observed applied"
@@ -123,7 +122,7 @@ func (r *run) conditions() {
 	case r.failed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
 	case r.stableRevision:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableRevisionMismatch, msgStableRevision)
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableRevisionMismatch, r.stableRevisionMsg)
 	case r.stableShort:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonStableReadinessLost, "stable ready capacity is below its traffic")
 	case r.canaryShort:

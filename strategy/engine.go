@@ -38,8 +38,9 @@ type run struct {
 	// route sends it.
 	canaryShort, stableShort bool
 	// stableRevision: the stable side runs another revision than the
-	// stable one.
-	stableRevision bool
+	// stable one; stableRevisionMsg says which (see stableMismatch).
+	stableRevision    bool
+	stableRevisionMsg string
 	// polling: the requeue pollFull was set to wait for the world for
 	// pollWaited so far; Step shortens it to a backed-off poll
 	// (Options.pollWait) unless something else set the requeue since. (A

@@ -1,5 +1,7 @@
 package strategy
 
+import "strings"
+
 // Revisions on sides. While the observation reports the revisions the sides
 // run (Observation.Revisions), the engine keeps every side on its role's
 // revision:
@@ -62,7 +64,8 @@ func (r *run) onRevision() bool {
 	}
 	if o.Stable.Revision != st.StableRevision {
 		r.stableRevision = true
-		st.Message = msgStableRevision
+		stableMismatch(&st.Message, o.Stable.Revision, st.StableRevision)
+		r.stableRevisionMsg = st.Message
 		r.deadline(true)
 		return false
 	}
@@ -96,6 +99,35 @@ func (r *run) onRevision() bool {
 	r.hopped()
 	st.Message = msgDeploying
 	return false
+}
+
+// stableMismatch sets *msg to the message of a stable side observed
+// running observed instead of the stable revision want, naming both
+// ("the stable side runs v1@0a1b2c3d, not the stable revision
+// v1@9f8e7d6c: holding"; "no revision it recognises" for an empty
+// observed). It joins the message only when *msg differs, so a Step that
+// keeps holding allocates nothing.
+func stableMismatch(msg *string, observed, want string) {
+	if observed == "" {
+		observed = "no revision it recognises"
+	}
+	parts := [...]string{"the stable side runs ", observed, ", not the stable revision ", want, ": holding"}
+	n, at := 0, 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	if len(*msg) == n {
+		for _, p := range parts {
+			if (*msg)[at:at+len(p)] != p {
+				break
+			}
+			at += len(p)
+		}
+		if at == n {
+			return
+		}
+	}
+	*msg = strings.Join(parts[:], "")
 }
 
 // canaryRevisionOK reports whether the canary side may be given more

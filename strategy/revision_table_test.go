@@ -94,3 +94,33 @@ func TestWalkBackKeepsALowerCanary(t *testing.T) {
 		t.Fatalf("ended %s at %+v: %s; want Aborted at weight 0, stable 100, canary 0", s.Phase, s.Desired, s.Message)
 	}
 }
+
+// TestStableRevisionMismatchMessage: a stable side observed running
+// another revision holds the rollout, and the message and the Degraded
+// condition name what the side runs and what it should run; a Step that
+// keeps holding allocates nothing.
+func TestStableRevisionMismatchMessage(t *testing.T) {
+	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
+	for _, tc := range []struct{ observed, want string }{
+		{"v0", "the stable side runs v0, not the stable revision v1: holding"},
+		{"", "the stable side runs no revision it recognises, not the stable revision v1: holding"},
+	} {
+		s := revState(PhaseProgressing, Allocation{Weight: 10, StableCapacity: 100, CanaryCapacity: 10, CanaryRevision: "v2"}, 10,
+			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: tc.observed, Updated: true},
+			SideObservation{Capacity: 10, Ready: 10, Settled: true, Revision: "v2", Updated: true})
+		d := checkStep(t, strat, s, t0.Add(time.Minute))
+		var deg *metav1.Condition
+		for i := range d.State.Conditions {
+			if d.State.Conditions[i].Type == ConditionDegraded {
+				deg = &d.State.Conditions[i]
+			}
+		}
+		if d.State.Message != tc.want || deg == nil || deg.Reason != ReasonStableRevisionMismatch || deg.Message != tc.want {
+			t.Errorf("stable side on %q: message %q, Degraded %+v; want %q", tc.observed, d.State.Message, deg, tc.want)
+		}
+		held := d.State
+		if n := testing.AllocsPerRun(20, func() { strat.Step(held, t0.Add(time.Minute)) }); n != 0 {
+			t.Errorf("stable side on %q: a Step that keeps holding allocates %v times", tc.observed, n)
+		}
+	}
+}

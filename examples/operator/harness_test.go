@@ -40,6 +40,7 @@ import (
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/internal/gatewaytest"
 	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/serve/replicas"
 )
 
 // The tests run the operator binary, built once per package, as a
@@ -554,6 +555,15 @@ func (w *world) release(revision string, s v1alpha1.ReleaseStrategy) *v1alpha1.R
 		},
 	}
 }
+
+// imageID is the revision identity the operator gives revision when it
+// runs image in the container "app".
+func imageID(revision, image string) string {
+	return replicas.Identity(revision, corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}})
+}
+
+// id is the identity of revision under the Release's image template.
+func id(revision string) string { return imageID(revision, "example.com/app:"+revision) }
 
 // get reads the Release.
 func (w *world) get() *v1alpha1.Release {

@@ -1,11 +1,14 @@
 package main_test
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
@@ -35,7 +38,7 @@ func TestUpgrade(t *testing.T) {
 	rel := w.waitFor("v2 released", 60*time.Second, released)
 	nWrites := writes() - 1 // the edit of the spec
 	s := rel.Status.Rollout
-	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != id("v2") || s.StableSide != strategy.SideB {
 		t.Fatalf("ended %s on %s (side %s): %s", s.Phase, s.StableRevision, s.StableSide, s.Message)
 	}
 	if rel.Status.ObservedGeneration != rel.Generation {
@@ -46,13 +49,13 @@ func TestUpgrade(t *testing.T) {
 		t.Errorf("web-b ran %q, want none then v2", got)
 	}
 	containsAll(t, "events", w.eventNotes(),
-		"Hop: deploy v2 on side B",
+		"Hop: deploy "+id("v2")+" on side B",
 		"Hop: weight 25 (A=75 B=25)",
 		"Hop: weight 100 (A=0 B=100)",
 		"Hop: stable capacity 0 (side A)",
-		"PhaseProgressing: Idle -> Progressing (v1 to v2)",
+		"PhaseProgressing: Idle -> Progressing ("+id("v1")+" to "+id("v2")+")",
 		"PhaseCompleting: Progressing -> Completing",
-		"PhaseSucceeded: Completing -> Succeeded (v2 to v2)")
+		"PhaseSucceeded: Completing -> Succeeded ("+id("v2")+" to "+id("v2")+")")
 	m := op.scrape(t)
 	label := `namespace="` + w.ns + `",release="web"`
 	containsAll(t, "metrics", strings.Split(m, "\n"),
@@ -129,7 +132,7 @@ func TestControls(t *testing.T) {
 
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Abort = "a1" })
 	rel := w.waitFor("aborted", 30*time.Second, at(0, strategy.PhaseAborted))
-	if s := rel.Status.Rollout; s.StableRevision != "v1" || s.StableSide != strategy.SideA || s.Aborted == nil {
+	if s := rel.Status.Rollout; s.StableRevision != id("v1") || s.StableSide != strategy.SideA || s.Aborted == nil {
 		t.Fatalf("aborted with stable %s on side %s, aborted %+v", s.StableRevision, s.StableSide, s.Aborted)
 	}
 	if released(rel) {
@@ -151,7 +154,7 @@ func TestControls(t *testing.T) {
 	}
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.PromoteFull = "f1" })
 	rel = w.waitFor("v2 released", 30*time.Second, released)
-	if s := rel.Status.Rollout; s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+	if s := rel.Status.Rollout; s.StableRevision != id("v2") || s.StableSide != strategy.SideB {
 		t.Fatalf("ended with stable %s on side %s", s.StableRevision, s.StableSide)
 	}
 	t.Logf("route: %v", w.history())
@@ -162,7 +165,7 @@ func TestControls(t *testing.T) {
 		"ControlResume: spec.control: Resume",
 		"ControlAbort: spec.control: Abort a1",
 		"PhaseAborting: Paused -> Aborting",
-		"Aborted: v1 to v2 aborted",
+		"Aborted: "+id("v1")+" to "+id("v2")+" aborted",
 		"PhaseAborted: Aborting -> Aborted",
 		"ControlRetry: spec.control: Retry r1",
 		"ControlRetry: spec.control: Retry r2 ignored",
@@ -230,4 +233,67 @@ func TestLeaderTakeover(t *testing.T) {
 	}
 	t.Logf("the standby finished %v after the leader was killed; route %v", time.Since(killed).Round(time.Millisecond), w.history())
 	checkForward(t, w.history(), "B", 20)
+}
+
+// TestImageTemplateEdited: spec.image.template is edited mid-rollout (a
+// registry mirror for the same revision). The edit is a new revision
+// identity: the canary side running v2 from the old registry is walked
+// back, v2 from the new one is deployed on it at zero and ramped, and the
+// rollout finishes with the new image on the serving side. The stable
+// side, which runs v1 from the old registry, is still recognised
+// throughout: no StableRevisionMismatch.
+func TestImageTemplateEdited(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.start("operator")
+	create(t, w.c, w.release("v1", incremental(25, 500*time.Millisecond)))
+	w.waitFor("v1 released", 30*time.Second, released)
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	w.waitFor("weight 25 on v2", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Observed.Weight >= 25 })
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Image.Template = "mirror.example.com/app:{revision}" })
+	mirrored := imageID("v2", "mirror.example.com/app:v2")
+	var mismatch string
+	rel := w.waitFor("mirrored v2 released", 60*time.Second, func(rel *v1alpha1.Release) bool {
+		if c := apimeta.FindStatusCondition(rel.Status.Conditions, strategy.ConditionDegraded); c != nil && c.Reason == strategy.ReasonStableRevisionMismatch {
+			mismatch = c.Message
+		}
+		return released(rel)
+	})
+	if mismatch != "" {
+		t.Errorf("the stable side was not recognised on the way: %s", mismatch)
+	}
+	s := rel.Status.Rollout
+	if s.Phase != strategy.PhaseSucceeded || s.StableRevision != mirrored || s.StableSide != strategy.SideB {
+		t.Fatalf("ended %s on %s (side %s), want %s on side B: %s", s.Phase, s.StableRevision, s.StableSide, mirrored, s.Message)
+	}
+	if got := w.templatesOf("web-b"); strings.Join(got, " ") != "example.com/app:none example.com/app:v2 mirror.example.com/app:v2" {
+		t.Errorf("web-b ran %q, want none, v2, then the mirrored v2", got)
+	}
+	if got := w.templatesOf("web-a"); strings.Join(got, " ") != "example.com/app:v1" {
+		t.Errorf("web-a ran %q, want v1 only", got)
+	}
+	// The canary weight went up, back to 0 for the walk back, and up to 100.
+	hist := w.history()
+	back := -1 // the end of the walk back: the last split with no canary weight
+	for i, split := range hist {
+		if split == "100/0" {
+			back = i
+		}
+	}
+	if back < 0 || !slices.Contains(hist[:back], "75/25") || hist[len(hist)-1] != "0/100" {
+		t.Errorf("route %v: want the old v2 walked back to 100/0, then the new one to 0/100", hist)
+	} else {
+		checkForward(t, hist[back:], "B", 25)
+	}
+	// The spec's identity, and v1, which side A still runs (the canary
+	// revision it was last asked to run).
+	want := []v1alpha1.RevisionImage{{Identity: mirrored, Container: "app", Image: "mirror.example.com/app:v2"},
+		{Identity: id("v1"), Container: "app", Image: "example.com/app:v1"}}
+	if d := cmp.Diff(want, rel.Status.Revisions); d != "" {
+		t.Errorf("status.revisions (-want +got):\n%s", d)
+	}
+	containsAll(t, "events", w.eventNotes(),
+		"Retarget: spec.image.template changed what v2 means: spec asks for "+mirrored+" (image mirror.example.com/app:v2), was "+id("v2")+
+			"; stable side A runs "+id("v1")+" (expected "+id("v1")+"), canary side B runs "+id("v2")+" (expected "+id("v2")+")",
+		"Hop: deploy "+mirrored+" on side B")
 }

@@ -22,6 +22,7 @@ require (
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
+	pgregory.net/rapid v1.3.0
 )
 
 require (

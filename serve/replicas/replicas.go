@@ -48,12 +48,63 @@
 // Deploy writes the template and the annotation upshift.dev/revision
 // (RevisionAnnotation) together, and only at spec.replicas 0: a workload
 // that has replicas is refused with a Permanent *DeployRefusedError, so a
-// revision never replaces pods that serve. Revision reports the annotation,
-// and Updated from the workload's status. The workload of the first
-// revision (side A) is created by the caller as usual: with no annotation,
-// Revision recognises the revision the Runner expects when its
-// TemplateFunc would leave the template unchanged. The other side may start
-// at 0 replicas with any template.
+// revision never replaces pods that serve. The workload of the first
+// revision (side A) is created by the caller as usual, with no annotation.
+// The other side may start at 0 replicas with any template.
+//
+// # How a revision is recognised
+//
+// What a workload runs is read from what it runs, never from a note
+// upshift left: another writer may change the template after a Deploy (a
+// GitOps tool healing toward its own copy, kubectl set image) and leave
+// the annotation in place. Deployer.Revision applies the TemplateFunc of a
+// revision to a copy of the live pod template; the workload runs that
+// revision when the result sets nothing the live template lacks: every
+// field the TemplateFunc sets holds an equal value in the live template,
+// lists and maps have as many elements, and a field it leaves at its zero
+// value may hold anything, since the API server defaults such fields
+// (imagePullPolicy, terminationMessagePath, a port's protocol, a probe's
+// periods), so defaulting never hides a revision. The revisions tried are
+// the one the side's role should run (the Runner's expect), then the one
+// the annotation records, a hint; a template that runs neither is reported
+// as running no revision (""), which the Runner treats as another revision:
+// a canary side is walked back and deployed again at zero, a stable side
+// holds the rollout (Degraded, StableRevisionMismatch). Updated is read
+// from the status the workload's controller wrote for the current
+// generation (observedGeneration, updatedReplicas, availableReplicas): the
+// pods of the current template. Deploy compares content the same way: a
+// workload whose annotation names the revision while its template runs
+// another is deployed again; one whose template runs it already gets at
+// most the annotation on its metadata, and replaces no pod.
+//
+// So a TemplateFunc must set, not add (applied to a template that runs the
+// revision, it changes nothing), and must set what distinguishes
+// revisions to non-zero values. When what a revision means can change
+// under its name (an image template in an operator's spec), give the
+// Runner identities (Identity: the name and a digest of the rendered
+// template) and map each to its own template.
+//
+// # What upshift writes
+//
+// On a Deployment or StatefulSet that a Setter and its Deployer manage,
+// upshift owns, and a GitOps tool should be told to ignore (an Argo CD
+// ignoreDifferences, a Flux ignore rule), these fields:
+//
+//   - spec.replicas (capacity);
+//   - the annotations upshift.dev/capacity (CapacityAnnotation: the
+//     capacity asked, in percent, or "steady") and
+//     upshift.dev/full-replicas (the replica count at 100 percent) on the
+//     workload's metadata;
+//   - the annotation upshift.dev/revision (RevisionAnnotation) on the
+//     workload's metadata and on its pod template: the revision the last
+//     Deploy wrote, a hint;
+//   - the fields of the pod template the TemplateFunc sets (with Image,
+//     the container's image), written only by Deploy: at 0 replicas, or
+//     with FixedCapacity while the side carries no traffic.
+//
+// A GitOps tool that also writes those template fields fights the rollout:
+// the Deployer sees its writes as another revision, and a rollout that
+// observes one on the canary side walks it back.
 //
 // Revisions live on the Deployer, a type of their own, so a Setter given
 // only as a CapacitySetter never reports revisions. A workload known only

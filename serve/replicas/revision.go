@@ -6,16 +6,18 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/upshift-dev/upshift/rollout"
 )
 
 // RevisionAnnotation holds the revision a Deployer last deployed, on the
-// workload's metadata (what Deployer.Revision reports) and on its pod
-// template (so that every pod carries the revision it runs, and every
-// revision is a template of its own to the workload's controller). The
-// workload of the first revision needs no annotation: Deployer.Revision
+// workload's metadata and on its pod template (so that every pod carries
+// the revision it was deployed as, and every revision is a template of its
+// own to the workload's controller). It is a hint, never the proof:
+// Deployer.Revision reports the revision the live template runs, which
+// another writer may have changed since (a GitOps tool putting the old
+// image back, kubectl set image) while leaving the annotation in place.
+// The workload of the first revision needs no annotation: Deployer.Revision
 // recognises it by its template.
 const RevisionAnnotation = "upshift.dev/revision"
 
@@ -25,6 +27,17 @@ const RevisionAnnotation = "upshift.dev/revision"
 // read from the API server, and again on a fresh read after a write
 // conflict. An error makes Deploy fail, marked rollout.Permanent: the
 // revision cannot be mapped to a workload change.
+//
+// It is also what recognises a revision: the Deployer applies it to a copy
+// of the live template, and the workload runs revision when that changes
+// nothing the API server would keep (see Deployer.Revision). So it must
+// set, not add: applied to a template that already runs revision it leaves
+// it as it is (it sets an image or an environment variable, never appends
+// one more), and it depends only on revision and on what it does not set.
+// What distinguishes one revision from another must be set to a value
+// other than the zero value of its field (an image, a non-empty variable):
+// a field left at its zero value counts as unset, whatever the API server
+// defaulted it to.
 type TemplateFunc func(revision string, t *corev1.PodTemplateSpec) error
 
 // Image returns a TemplateFunc that sets the image of the container named
@@ -107,8 +120,10 @@ var ErrDeployRefused = errors.New("replicas: deploy refused")
 type DeployRefusedError struct {
 	// Workload is "Deployment <namespace>/<name>" or "StatefulSet ...".
 	Workload string
-	// Revision is the revision asked for; Running the one the workload's
-	// annotation records ("" for none).
+	// Revision is the revision asked for; Running the one the workload
+	// runs, as Deployer.Revision recognises it from the live template
+	// (the revision asked for, or the one its annotation records), ""
+	// for none it recognises.
 	Revision, Running string
 	// Field is the field that refuses: "spec.replicas" or "spec.paused".
 	Field string
@@ -141,9 +156,16 @@ func (d *Deployer) check() error {
 // starts no pod of the new template, whatever pods of the old one are
 // still stopping; Revision reports Updated once they are gone.
 //
-// Deploying the revision already recorded writes nothing, whatever the
-// replicas. Otherwise Deploy fails, marked rollout.Permanent, with a
-// *DeployRefusedError when the workload has replicas or is a paused
+// Whether there is anything to deploy is read from the live template, not
+// from the annotation: a workload whose template runs revision (the
+// TemplateFunc would change nothing, see Revision) and whose annotation
+// records it writes nothing, whatever the replicas; one whose template
+// runs revision under another annotation (or none) gets the annotation on
+// its metadata only, a write that replaces no pod, whatever the replicas.
+// A workload whose annotation records revision while its template runs
+// something else (another writer put the old image back) is deployed
+// again, as any other. Otherwise Deploy fails, marked rollout.Permanent,
+// with a *DeployRefusedError when the workload has replicas or is a paused
 // Deployment, with an error matching ErrInvalid for an empty revision or
 // a TemplateFunc that fails, and with the API server's error for a
 // template it rejects. A missing workload matches rollout.ErrNotFound.
@@ -162,11 +184,18 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 		if w.template == nil {
 			return rollout.Permanent(fmt.Errorf("%w: %s has no pod template", ErrInvalid, s.ref))
 		}
-		running := w.meta.Annotations[RevisionAnnotation]
-		if running == revision {
-			return nil
+		if d.runs(w.template, revision) {
+			if w.meta.Annotations[RevisionAnnotation] == revision {
+				return nil
+			}
+			// The template runs it already: record it, replacing no pod.
+			if w.meta.Annotations == nil {
+				w.meta.Annotations = map[string]string{}
+			}
+			w.meta.Annotations[RevisionAnnotation] = revision
+			return s.wrap(w.update(ctx))
 		}
-		refused := &DeployRefusedError{Workload: s.ref, Revision: revision, Running: running, Replicas: w.replicas}
+		refused := &DeployRefusedError{Workload: s.ref, Revision: revision, Running: d.running(w, ""), Replicas: w.replicas}
 		switch {
 		case w.paused:
 			refused.Field = "spec.paused"
@@ -202,22 +231,34 @@ func (s *Setter) refuse(ctx context.Context, w *workload, refused *DeployRefused
 	return rollout.Permanent(refused)
 }
 
-// Revision reports the revision recorded in the workload's
-// RevisionAnnotation and
-// whether it is fully rolled out, as kubectl rollout status judges it: the
-// controller has observed the current generation, and every pod the spec
-// asks for runs the current template and is available, with no other pod
-// left (none still terminating, where the Deployment reports it). For a
-// StatefulSet the current revision is also the update revision (a
-// partitioned rolling update is not Updated until the partition is 0); a
-// paused Deployment is never Updated. At 0 replicas, Updated means the
-// controller has observed the template and no pod is left.
+// Revision reports the revision the workload runs, read from its live pod
+// template, and whether it is fully rolled out, as kubectl rollout status
+// judges it: the controller has observed the current generation (so its
+// status counts the pods of the ReplicaSet, or the revision, of the
+// current template), and every pod the spec asks for runs the current
+// template and is available, with no other pod left (none still
+// terminating, where the Deployment reports it). For a StatefulSet the
+// current revision is also the update revision (a partitioned rolling
+// update is not Updated until the partition is 0); a paused Deployment is
+// never Updated. At 0 replicas, Updated means the controller has observed
+// the template and no pod is left.
 //
-// A workload with no RevisionAnnotation (the one a caller created with the
-// first revision, before any Deploy) runs expect when the TemplateFunc of
-// expect leaves its pod template as it is: the first revision is
-// recognised by content, so the caller need not annotate it. Otherwise
-// Revision is "".
+// The template runs a revision when the TemplateFunc of that revision,
+// applied to a copy of it, changes nothing the API server would keep: a
+// field the TemplateFunc sets must hold the same value in the live
+// template, and a field it leaves unset may hold whatever the server
+// defaulted it to (imagePullPolicy, terminationMessagePath, a port's
+// protocol...), so defaulting never hides a revision. Two revisions are
+// tried: expect, the one the side's role should run, then the one
+// RevisionAnnotation records (a hint). The first that the template runs
+// is reported; when it runs neither, Revision is "": the workload runs
+// something the Deployer does not recognise (another writer changed its
+// template, leaving the annotation), which the Runner treats as another
+// revision than its role's (walked back if it carries traffic or
+// capacity, and deployed again at zero; on the stable side, a hold). So
+// the workload of the first revision, created by the caller with no
+// annotation, runs expect when the TemplateFunc of expect leaves its
+// template as it is.
 func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
 	if err := d.check(); err != nil {
 		return rollout.RevisionStatus{}, err
@@ -226,14 +267,20 @@ func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisio
 	if err != nil {
 		return rollout.RevisionStatus{}, d.s.wrap(err)
 	}
-	rev, ok := w.meta.Annotations[RevisionAnnotation]
-	if !ok && expect != "" && w.template != nil {
-		t := w.template.DeepCopy()
-		if d.template(expect, t) == nil && apiequality.Semantic.DeepEqual(t, w.template) {
-			rev = expect
-		}
-	}
+	rev := d.running(w, expect)
 	return rollout.RevisionStatus{Revision: rev, Updated: rev != "" && w.rolledOut()}, nil
+}
+
+// running is the revision w's template runs: expect, else the one its
+// annotation records, else "" (see Revision).
+func (d *Deployer) running(w *workload, expect string) string {
+	if d.runs(w.template, expect) {
+		return expect
+	}
+	if hint := w.meta.Annotations[RevisionAnnotation]; hint != expect && d.runs(w.template, hint) {
+		return hint
+	}
+	return ""
 }
 
 // rolledOut reports that the workload's controller has rolled its current

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -448,14 +449,154 @@ func TestFirstRevisionRecognised(t *testing.T) {
 		if got, err := d.Revision(ctx, "web"); err != nil || got != (rollout.RevisionStatus{Revision: "web", Updated: true}) {
 			t.Errorf("rolled out: %+v, %v", got, err)
 		}
-		// Once a revision is recorded, the annotation decides.
+		// An annotation is a hint: the template decides. Annotated v1, it
+		// still runs web, and not v1.
 		dep := getDeployment(t, env.Kube, ns, "web")
 		dep.Annotations = map[string]string{replicas.RevisionAnnotation: "v1"}
 		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := d.Revision(ctx, "web"); err != nil || got.Revision != "v1" {
-			t.Errorf("annotated v1: %+v, %v", got, err)
+		for expect, want := range map[string]string{"web": "web", "v1": "", "v2": ""} {
+			if got, err := d.Revision(ctx, expect); err != nil || got.Revision != want {
+				t.Errorf("annotated v1, Revision(%q) = %+v, %v; want revision %q", expect, got, err, want)
+			}
+		}
+	})
+}
+
+// TestRevisionReadFromTemplate: after Deploy(v2), another writer puts the
+// old image back (kubectl set image, a GitOps tool healing toward its own
+// copy), or the whole old template, and leaves the annotation: Revision
+// reports what the template runs, not v2, and Deploy(v2) writes the v2
+// template again.
+func TestRevisionReadFromTemplate(t *testing.T) {
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		for _, revert := range []struct {
+			name string
+			put  func(now, before *appsv1.Deployment)
+		}{
+			{"image", func(now, _ *appsv1.Deployment) { now.Spec.Template.Spec.Containers[0].Image = "example.com/app:web" }},
+			{"template", func(now, before *appsv1.Deployment) { now.Spec.Template = before.Spec.Template }},
+		} {
+			t.Run(revert.name, func(t *testing.T) {
+				ns := env.Namespace(t)
+				ctx := context.Background()
+				deployment(t, env.Kube, ns, "web", 0) // runs revision "web"
+				d := deployer(t, k.Deployment(ns, "web", 2))
+				before := getDeployment(t, env.Kube, ns, "web")
+				if err := d.Deploy(ctx, "v2"); err != nil {
+					t.Fatal(err)
+				}
+				playDeployment(t, env.Kube, ns, "web", -1)
+				if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+					t.Fatalf("deployed: %+v, %v", got, err)
+				}
+
+				dep := getDeployment(t, env.Kube, ns, "web")
+				revert.put(dep, before)
+				if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				playDeployment(t, env.Kube, ns, "web", -1)
+				if got := getDeployment(t, env.Kube, ns, "web").Annotations[replicas.RevisionAnnotation]; got != "v2" {
+					t.Fatalf("the annotation is %q after the revert, want v2 left in place", got)
+				}
+				for expect, want := range map[string]rollout.RevisionStatus{
+					"v2":  {},                               // not what it runs
+					"web": {Revision: "web", Updated: true}, // what it runs
+				} {
+					if got, err := d.Revision(ctx, expect); err != nil || got != want {
+						t.Errorf("reverted, Revision(%q) = %+v, %v; want %+v", expect, got, err, want)
+					}
+				}
+
+				gen := getDeployment(t, env.Kube, ns, "web").Generation
+				if err := d.Deploy(ctx, "v2"); err != nil {
+					t.Fatal(err)
+				}
+				after := getDeployment(t, env.Kube, ns, "web")
+				if img := after.Spec.Template.Spec.Containers[0].Image; img != "example.com/app:v2" || after.Generation == gen ||
+					after.Spec.Template.Annotations[replicas.RevisionAnnotation] != "v2" {
+					t.Fatalf("deploying v2 again: image %q, generation %d -> %d, template annotations %v",
+						img, gen, after.Generation, after.Spec.Template.Annotations)
+				}
+				playDeployment(t, env.Kube, ns, "web", -1)
+				if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+					t.Fatalf("deployed again: %+v, %v", got, err)
+				}
+			})
+		}
+	})
+}
+
+// fullContainer is a TemplateFunc that writes the whole container, with
+// a port and a probe, leaving unset what the API server defaults
+// (imagePullPolicy, terminationMessagePath, the port's protocol, the
+// probe's periods and scheme).
+func fullContainer(rev string, t *corev1.PodTemplateSpec) error {
+	t.Spec.Containers = []corev1.Container{{
+		Name: "app", Image: "example.com/app:" + rev,
+		Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+		ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{
+			HTTPGet: &corev1.HTTPGetAction{Path: "/ready", Port: intstr.FromString("http")}}},
+	}}
+	return nil
+}
+
+// TestRevisionDefaulting: the API server fills in the fields a
+// TemplateFunc leaves unset; a template it wrote (by Deploy, or by the
+// caller for the first revision) is still recognised, and deploying it
+// again writes nothing.
+func TestRevisionDefaulting(t *testing.T) {
+	forEachFlavour(t, func(t *testing.T, k kinds) {
+		env := kubetest.Get(t)
+		ns := env.Namespace(t)
+		ctx := context.Background()
+		labels := map[string]string{"app": "web"}
+		first := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
+		if err := fullContainer("v1", &first); err != nil {
+			t.Fatal(err)
+		}
+		created := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec:       appsv1.DeploymentSpec{Replicas: new(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: first},
+		}
+		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, created, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		live := getDeployment(t, env.Kube, ns, "web").Spec.Template.Spec.Containers[0]
+		if live.ImagePullPolicy == "" || live.TerminationMessagePath == "" || live.Ports[0].Protocol == "" || live.ReadinessProbe.PeriodSeconds == 0 {
+			t.Fatalf("the API server defaulted nothing: %+v", live)
+		}
+		s := k.Deployment(ns, "web", 2)
+		d, err := s.Deployer(fullContainer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := d.Revision(ctx, "v1"); err != nil || got != (rollout.RevisionStatus{Revision: "v1", Updated: true}) {
+			t.Fatalf("the first revision as created, defaulted: %+v, %v", got, err)
+		}
+		if got, err := d.Revision(ctx, "v2"); err != nil || got.Revision != "" {
+			t.Fatalf("Revision(v2) of v1: %+v, %v", got, err)
+		}
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		playDeployment(t, env.Kube, ns, "web", -1)
+		if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+			t.Fatalf("deployed, defaulted: %+v, %v", got, err)
+		}
+		rv := getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		if got := getDeployment(t, env.Kube, ns, "web").ResourceVersion; got != rv {
+			t.Fatal("deploying the revision the template runs wrote the Deployment")
 		}
 	})
 }

@@ -85,6 +85,9 @@ type cachedRunner struct {
 	runner     *rollout.Runner
 	err        error
 	release    *v1alpha1.Release // the object the Observer's events regard
+	// meanings is what the revision identities mean, for the Deployers'
+	// TemplateFunc: set from the status at every reconcile.
+	meanings *meanings
 }
 
 // SetupWithManager registers the reconciler: it reconciles a Release when
@@ -146,15 +149,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !rel.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	runner, err := r.runnerFor(&rel)
+	runner, means, err := r.runnerFor(&rel)
 	if err != nil {
 		return ctrl.Result{}, r.invalid(ctx, &rel, err)
 	}
+	// The rollout moves revision identities (see revisions.go): the spec's
+	// revision as its image template renders it.
+	current := meaning(&rel.Spec)
+	records := known(rel.Status.Revisions, current)
+	means.set(records)
 	// One instant for the spec's revision and control and the step: the
 	// Runner's clock, so that a state stamped by a clock far ahead is
 	// reported (ClockSkew) rather than obeyed.
 	now := runner.Now()
-	state := rel.Status.Rollout.Retarget(rel.Spec.Revision, now)
+	r.recordRetarget(&rel, current)
+	state := rel.Status.Rollout.Retarget(current.Identity, now)
 	state, applied := state.Control(rel.Spec.Control, now)
 	for _, a := range applied {
 		r.recordControl(&rel, a)
@@ -168,7 +177,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	status := v1alpha1.ReleaseStatus{
 		ObservedGeneration: rel.Generation,
 		Rollout:            next,
-		Conditions:         mirror(rel.Status.Conditions, &next, rel.Spec.Revision, rel.Generation, now),
+		Conditions:         mirror(rel.Status.Conditions, &next, current.Identity, rel.Generation, now),
+		Revisions:          kept(records, current, &next),
 	}
 	if statusChanged(&rel.Status, &status) {
 		rel.Status = status
@@ -189,7 +199,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func statusChanged(prev, next *v1alpha1.ReleaseStatus) bool {
 	return strategy.Changed(&prev.Rollout, &next.Rollout) ||
 		prev.ObservedGeneration != next.ObservedGeneration ||
-		!reflect.DeepEqual(prev.Conditions, next.Conditions)
+		!reflect.DeepEqual(prev.Conditions, next.Conditions) ||
+		!reflect.DeepEqual(prev.Revisions, next.Revisions)
 }
 
 // mirror returns the status conditions: the rollout's, and Released, each
@@ -245,21 +256,22 @@ func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err err
 	return r.Client.Status().Update(ctx, rel)
 }
 
-// runnerFor returns the Runner of the Release's current generation.
-func (r *Reconciler) runnerFor(rel *v1alpha1.Release) (*rollout.Runner, error) {
+// runnerFor returns the Runner of the Release's current generation, and
+// what its Deployers' TemplateFunc knows of the revision identities.
+func (r *Reconciler) runnerFor(rel *v1alpha1.Release) (*rollout.Runner, *meanings, error) {
 	key := client.ObjectKeyFromObject(rel)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := r.runners[key]; c != nil && c.uid == rel.UID && c.generation == rel.Generation {
-		return c.runner, c.err
+		return c.runner, c.meanings, c.err
 	}
-	c := &cachedRunner{uid: rel.UID, generation: rel.Generation, release: rel.DeepCopy()}
-	c.runner, c.err = r.newRunner(c.release)
+	c := &cachedRunner{uid: rel.UID, generation: rel.Generation, release: rel.DeepCopy(), meanings: &meanings{}}
+	c.runner, c.err = r.newRunner(c.release, c.meanings)
 	if r.runners == nil {
 		r.runners = map[types.NamespacedName]*cachedRunner{}
 	}
 	r.runners[key] = c
-	return c.runner, c.err
+	return c.runner, c.meanings, c.err
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) {
@@ -271,7 +283,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // newRunner builds the Runner of a Release: the gateway Router over the
 // route, and a Setter and a Deployer per side.
-func (r *Reconciler) newRunner(rel *v1alpha1.Release) (*rollout.Runner, error) {
+func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout.Runner, error) {
 	strat := rel.Spec.Strategy.Get()
 	if strat == nil {
 		return nil, errors.New("spec.strategy: set one of incremental, canary and blueGreen")
@@ -291,7 +303,7 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release) (*rollout.Runner, error) {
 	runner := &rollout.Runner{Strategy: strat, Router: router, Clock: r.Clock, Watched: true,
 		Observer: r.observer(rel)}
 	fixed := strat.Shared().Capacity == strategy.CapacityFixed
-	a, b, err := r.sides(rel, fixed)
+	a, b, err := r.sides(rel, fixed, means)
 	if err != nil {
 		return nil, err
 	}
@@ -315,15 +327,14 @@ type side struct {
 // Deployments. It is the one place that does: over the manager's client,
 // whose reads of Deployments come from its informer cache (serve/replicas
 // remembers its own writes until the cache shows them, and confirms a
-// refused deploy with the API server).
-func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool) (a, b side, err error) {
+// refused deploy with the API server). Their TemplateFunc maps a revision
+// identity to the image means records for it (see revisions.go).
+func (r *Reconciler) sides(rel *v1alpha1.Release, fixed bool, means *meanings) (a, b side, err error) {
 	image := rel.Spec.Image
 	if !strings.Contains(image.Template, "{revision}") {
 		return a, b, fmt.Errorf("spec.image.template %q: want {revision} where the revision goes", image.Template)
 	}
-	template := replicas.Image(image.Container, func(rev string) string {
-		return strings.ReplaceAll(image.Template, "{revision}", rev)
-	})
+	template := means.template(image)
 	var out [2]side
 	for i, name := range []string{rel.Spec.A.Deployment, rel.Spec.B.Deployment} {
 		s, err := replicas.ForClient(r.Client, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: rel.Namespace, Name: name}}, rel.Spec.Replicas)

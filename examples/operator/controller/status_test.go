@@ -86,6 +86,9 @@ func TestStatusChanged(t *testing.T) {
 			s.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionTrue}}
 		}, true},
 		{"the phase", func(s *v1alpha1.ReleaseStatus) { s.Rollout.Phase = strategy.PhaseCompleting }, true},
+		{"a revision identity recorded", func(s *v1alpha1.ReleaseStatus) {
+			s.Revisions = []v1alpha1.RevisionImage{{Identity: "v2@00000000", Container: "app", Image: "x:v2"}}
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			next := *base.DeepCopy()

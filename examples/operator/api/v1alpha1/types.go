@@ -143,9 +143,34 @@ type ReleaseStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 	// Rollout is the whole state of the current (or last) rollout: the
-	// operator resumes from it after a restart.
+	// operator resumes from it after a restart. Its revisions are
+	// revision identities (see Revisions), not bare spec.revision values.
 	// +optional
 	Rollout strategy.State `json:"rollout,omitempty"`
+	// Revisions records what each revision identity that the rollout
+	// names (its stable, canary and pending revisions) and the spec's own
+	// mean: the container and the image they run. A side is recognised as
+	// running an identity by that image, so the stable side still runs
+	// the stable revision after spec.image.template changes.
+	// +optional
+	// +listType=map
+	// +listMapKey=identity
+	Revisions []RevisionImage `json:"revisions,omitempty"`
+}
+
+// RevisionImage is what one revision identity means.
+type RevisionImage struct {
+	// Identity is spec.revision, "@", and the first 8 hexadecimal digits
+	// of the SHA-256 of the pod template it renders (the container and its
+	// image; serve/replicas.Identity), e.g. "v2@18fcb157": editing
+	// spec.image.template changes it, and rolls the new image out as a
+	// new revision.
+	// +kubebuilder:validation:MinLength=1
+	Identity string `json:"identity"`
+	// Container is the name of the container whose image is set.
+	Container string `json:"container"`
+	// Image is the image the identity runs.
+	Image string `json:"image"`
 }
 
 // ReleaseList is a list of Releases.
