@@ -129,6 +129,12 @@ type status struct {
 type Setter struct {
 	ref  string
 	name string // the workload's
+	// ns and kind are the workload's namespace and kind ("" when only
+	// its resource is known), to find its HorizontalPodAutoscaler.
+	ns, kind, group string
+	// auto follows the workload's HorizontalPodAutoscaler (hpa.go); nil
+	// until Autoscale links the Setter.
+	auto *autoSide
 	get  func(ctx context.Context) (*workload, error)
 	// from reads a workload from an object of the watch (nil if it is not
 	// one), without the write functions.
@@ -163,7 +169,8 @@ var (
 // ForDeployment manages a Deployment. full is the replica count at 100
 // percent; 0 reads it once from the Deployment's spec at the first call.
 func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true,
+		ns: namespace, kind: "Deployment", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
 	}
@@ -243,7 +250,8 @@ func scalableWorkload(u *unstructured.Unstructured) *workload {
 
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true,
+		ns: namespace, kind: "StatefulSet", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
 	}
@@ -276,7 +284,7 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 // status.observedGeneration, status.readyReplicas and
 // status.availableReplicas (the ready count when available is absent).
 func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full}
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full, ns: namespace, group: gvr.Group}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
@@ -395,6 +403,9 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 	if err := r.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("%w: %s: %w", ErrInvalid, s.ref, err))
 	}
+	if s.auto != nil {
+		return s.auto.setCapacity(ctx, r)
+	}
 	return s.update(ctx, func(w *workload) error {
 		full, err := s.fullCount(w)
 		if err != nil {
@@ -444,6 +455,9 @@ func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	w, err := rollout.ReadOnce(ctx, s, s.get) // shared with the Deployer's read in one reconcile
 	if err != nil {
 		return rollout.CapacityStatus{}, s.wrap(err)
+	}
+	if s.auto != nil {
+		return s.auto.capacityOf(ctx, w)
 	}
 	return s.capacityOf(w)
 }
