@@ -395,11 +395,15 @@ func (d *autoSide) setShare(ctx context.Context, p int32) error {
 	if err != nil {
 		return err
 	}
+	// Not lowered: the HPA may add replicas for more load, up to its own
+	// maximum's share; they raise the full count.
+	open := max(want, Replicas(orig.Max, p))
 	hi := want
-	if w.replicas <= want {
-		// Not lowered: the HPA may add replicas for more load, up to
-		// its own maximum's share; they raise the full count.
-		hi = max(want, Replicas(orig.Max, p))
+	switch {
+	case h.Spec.MinReplicas != nil && *h.Spec.MinReplicas == want && (h.Spec.MaxReplicas == want || h.Spec.MaxReplicas == open):
+		hi = h.Spec.MaxReplicas // in place: asked again, nothing changes
+	case w.replicas <= want:
+		hi = open
 	}
 	if err := d.pin(ctx, want, hi); err != nil {
 		return err
