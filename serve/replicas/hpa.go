@@ -354,7 +354,24 @@ func (d *autoSide) setCapacity(ctx context.Context, r rollout.CapacityRequest) e
 		if err := s.update(ctx, func(w *workload) error { return d.record(ctx, w, 0, "0", 0) }); err != nil {
 			return err
 		}
-		return d.restore(ctx)
+		if err := d.restore(ctx); err != nil {
+			return err
+		}
+		// The other side, at 100 and now alone (an abort, a walk back:
+		// no steady state is asked of the stable side), carries the
+		// service: its HPA owns the count again.
+		o := d.shared.a
+		if o == d {
+			o = d.shared.b
+		}
+		ow, err := o.s.get(ctx)
+		if err != nil {
+			return o.s.wrap(err)
+		}
+		if p, ok := percentMark(ow); !ok || p != 100 || ow.replicas == 0 {
+			return nil
+		}
+		return o.release(ctx)
 	case r.Steady:
 		w, err := s.get(ctx)
 		if err != nil {
@@ -365,12 +382,18 @@ func (d *autoSide) setCapacity(ctx context.Context, r rollout.CapacityRequest) e
 				return err
 			}
 		}
-		if err := d.restore(ctx); err != nil {
-			return err
-		}
-		return s.update(ctx, func(w *workload) error { return d.record(ctx, w, -1, "steady", 0) })
+		return d.release(ctx)
 	}
 	return d.setShare(ctx, r.Percent)
+}
+
+// release puts the HPA's original bounds back and records the steady state
+// on the workload: the HPA owns the count.
+func (d *autoSide) release(ctx context.Context) error {
+	if err := d.restore(ctx); err != nil {
+		return err
+	}
+	return d.s.update(ctx, func(w *workload) error { return d.record(ctx, w, -1, "steady", 0) })
 }
 
 // setShare gives the side p percent (1..100) of the full count: the

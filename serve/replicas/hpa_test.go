@@ -479,6 +479,35 @@ func TestAutoscaledRestart(t *testing.T) {
 	})
 }
 
+// TestAutoscaledAbort: an abort mid-rollout walks the canary back to 0; the
+// stable side, alone at 100, is released to its HPA as after a success,
+// and both HPAs hold their original bounds.
+func TestAutoscaledAbort(t *testing.T) {
+	g := newHPAWorld(t, newKinds(t, kubetest.Get(t), clientset, kubetest.Get(t).Config), hpaStrategy(), fullReplicas)
+	g.exact = true
+	s := strategy.State{}.Retarget("v1", g.clock.Now()).Retarget("v2", g.clock.Now())
+	s = g.run(t, s, func(s strategy.State) bool { return s.Observed.Weight >= 40 && s.Observed.Stable.Capacity < 100 })
+	if s.Phase.Terminal() {
+		t.Fatalf("ended %s before the abort: %s", s.Phase, s.Message)
+	}
+	s = g.run(t, s.Abort("test", g.clock.Now()), nil)
+	if s.Phase != strategy.PhaseAborted || s.StableSide == strategy.SideB {
+		t.Fatalf("ended %s (stable side %q): %s", s.Phase, s.StableSide, s.Message)
+	}
+	for _, name := range []string{"web-a", "web-b"} {
+		h := getHPA(t, g.env, g.ns, name)
+		if got, want := fmt.Sprintf("min %d max %d annotations %v", *h.Spec.MinReplicas, h.Spec.MaxReplicas, h.Annotations),
+			fmt.Sprintf("min %d max %d annotations map[]", hpaMin, hpaMax); got != want {
+			t.Errorf("HPA %s after the abort: %s, want %s", name, got, want)
+		}
+	}
+	a, b := getDeployment(t, g.env.Kube, g.ns, "web-a"), getDeployment(t, g.env.Kube, g.ns, "web-b")
+	got := fmt.Sprintf("web-a %d %q, web-b %d %q", *a.Spec.Replicas, a.Annotations[replicas.CapacityAnnotation], *b.Spec.Replicas, b.Annotations[replicas.CapacityAnnotation])
+	if want := fmt.Sprintf("web-a %d \"steady\", web-b 0 \"0\"", fullReplicas); got != want {
+		t.Errorf("after the abort: %s, want %s", got, want)
+	}
+}
+
 // TestAutoscaleErrors: configurations the Setters cannot follow fail with
 // an *AutoscalerError naming the field, marked Permanent.
 func TestAutoscaleErrors(t *testing.T) {
@@ -514,8 +543,10 @@ func TestAutoscaleErrors(t *testing.T) {
 			},
 			want: want{Workload: "Deployment %s/web-a", HPA: "web-b", Field: "spec.scaleTargetRef"}},
 		{name: "bounds annotation that does not parse", hpas: [][2]string{{"web-a", "web-a"}, {"web-b", "web-b"}},
-			bad:  `{"maxReplicas":0}`,
-			do:   func(a, b *replicas.Setter) error { return a.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}) },
+			bad: `{"maxReplicas":0}`,
+			do: func(a, b *replicas.Setter) error {
+				return a.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true})
+			},
 			want: want{Workload: "Deployment %s/web-a", HPA: "web-a", Field: "metadata.annotations[upshift.dev/hpa-bounds]"}},
 	}
 	for _, c := range cases {

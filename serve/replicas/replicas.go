@@ -113,7 +113,9 @@
 // feature gate), and one whose target is at 0 replicas does nothing, so
 // the idle side's HPA waits, unchanged, until the side is scaled up again.
 // The steady state puts the original bounds back too and the HPA owns the
-// count, with nothing left pinned.
+// count, with nothing left pinned. So does a side left alone at capacity
+// 100 when the other side reaches 0 (an abort, a walk back: no steady
+// state is asked of the stable side), recorded steady.
 //
 // The original bounds are recorded in BoundsAnnotation on the HPA when
 // the Setter first moves them, and removed when they are put back; the
