@@ -102,8 +102,8 @@
 // A side at capacity p (1..99, or 100 before the steady state) gets
 // ceil(full * p / 100) replicas through its HPA's bounds:
 // spec.minReplicas is that count, and spec.maxReplicas that count too when
-// the side is being lowered (the HPA controller brings a target above its
-// maximum down at its next sync, whatever its scale-down stabilization),
+// the side is being lowered (so the HPA has no room to keep the replicas
+// it had, which a scale-down stabilization window would otherwise hold),
 // else the share p of the HPA's original maximum, so the HPA can add
 // replicas for more load. spec.replicas is left to the HPA, except that
 // the Setter writes it to leave 0 (the HPA controller does not scale a
