@@ -129,7 +129,10 @@
 // capacity change). The surge budget, stable + canary <= 100% + MaxSurge
 // in replicas, holds against the full count while the HPAs scale: a side
 // exceeds its share only by what its HPA added for more load, which
-// raises the full count by at least as much. In the steady state the
+// raises the full count by at least as much (each side's count rounds
+// up, so the pair may exceed the budget by one replica, as without an
+// autoscaler). The full count given to ForDeployment and the others is
+// used only when neither side has replicas. In the steady state the
 // share is 100 and ready is counted against the replicas the HPA scaled
 // from. RBAC: get, list (to find an HPA by scaleTargetRef) and update on
 // horizontalpodautoscalers, and watch with a cache-backed client.
