@@ -1,12 +1,16 @@
 package replicas_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 	"pgregory.net/rapid"
 
 	"github.com/upshift-dev/upshift/fake"
@@ -174,6 +179,52 @@ type hpaWorld struct {
 	exact   bool
 	fulls   []string // every distinct full count upshift recorded
 	maxSeen int32    // the largest spec.replicas total
+	writes  *replicaWrites
+}
+
+// replicaWrites checks every write of a Deployment that the Setters make
+// (a PUT of the object): with an HPA on each side, spec.replicas changes
+// only from 0 or to 0, and is otherwise the HPA's.
+type replicaWrites struct {
+	mu      sync.Mutex
+	checked int
+	bad     []string
+}
+
+type hpaRoundTripper func(*http.Request) (*http.Response, error)
+
+func (f hpaRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func (g *hpaWorld) checkedConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/json" // bodies the check can read
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return hpaRoundTripper(func(req *http.Request) (*http.Response, error) {
+			if req.Method != http.MethodPut || !strings.Contains(req.URL.Path, "/deployments/") ||
+				strings.HasSuffix(req.URL.Path, "/status") || strings.HasSuffix(req.URL.Path, "/scale") || req.Body == nil {
+				return rt.RoundTrip(req)
+			}
+			body, err := io.ReadAll(req.Body)
+			if err != nil {
+				return nil, err
+			}
+			req.Body = io.NopCloser(bytes.NewReader(body))
+			var d appsv1.Deployment
+			if json.Unmarshal(body, &d) == nil && d.Spec.Replicas != nil {
+				cur, err := g.env.Kube.AppsV1().Deployments(d.Namespace).Get(req.Context(), d.Name, metav1.GetOptions{})
+				if err == nil && cur.ResourceVersion == d.ResourceVersion { // else it conflicts: no write
+					g.writes.mu.Lock()
+					g.writes.checked++
+					if from, to := *cur.Spec.Replicas, *d.Spec.Replicas; from != to && from != 0 && to != 0 {
+						g.writes.bad = append(g.writes.bad, fmt.Sprintf("%s: spec.replicas %d -> %d", d.Name, from, to))
+					}
+					g.writes.mu.Unlock()
+				}
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg
 }
 
 func newHPAWorld(t *testing.T, k kinds, strat strategy.Strategy, load int32) *hpaWorld {
@@ -186,7 +237,8 @@ func newHPAWorld(t *testing.T, k kinds, strat strategy.Strategy, load int32) *hp
 	clock := fake.NewClock(t0)
 	g := &hpaWorld{e2e: &e2e{env: env, ns: ns, clock: clock,
 		ctrl: &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}},
-		k: k, hpa: &hpaSim{env: env, ns: ns, load: load}, maxLoad: load}
+		k: k, hpa: &hpaSim{env: env, ns: ns, load: load}, maxLoad: load, writes: &replicaWrites{}}
+	g.k = k.For(g.checkedConfig(env.Config))
 	g.runner = g.newRunner(t, strat)
 	g.ctrl.pods["web-a"] = make([]simPod, fullReplicas)
 	for i := range g.ctrl.pods["web-a"] {
@@ -357,6 +409,11 @@ func (g *hpaWorld) released(t *testing.T, s strategy.State, load int32) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("after success and 3 HPA syncs (-want +got):\n%s", diff)
 	}
+	g.writes.mu.Lock()
+	if g.writes.checked == 0 || len(g.writes.bad) > 0 {
+		t.Errorf("of %d writes of the Deployments, these changed spec.replicas that was the HPA's: %q", g.writes.checked, g.writes.bad)
+	}
+	g.writes.mu.Unlock()
 	// A capacity asked again of the steady side changes nothing: the HPA
 	// keeps the count.
 	rv := getHPA(t, g.env, g.ns, "web-b").ResourceVersion
