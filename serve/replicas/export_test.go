@@ -17,3 +17,6 @@ func SetWatchOptions(s *Setter, timeout, minBackoff time.Duration) {
 func Watching(s *Setter) (running, requests int64) {
 	return s.watches.Running.Load(), s.watches.Watches.Load()
 }
+
+// FullFor is fullFor, for the tests.
+var FullFor = fullFor

@@ -112,6 +112,81 @@
 // In the fixed capacity mode (no capacity setters, both sides stay
 // provisioned) set Deployer.FixedCapacity: the Runner deploys a side at
 // weight 0, and the workload's controller replaces its pods.
+//
+// # Autoscalers
+//
+// A HorizontalPodAutoscaler writes spec.replicas through /scale too, so a
+// Setter that wrote it as well would fight it. Link the two sides'
+// Setters with Autoscale (AutoscaleClient for a controller-runtime
+// client) and they follow it instead:
+//
+//	a := replicas.ForDeployment(cs, ns, "web-a", 0)
+//	b := replicas.ForDeployment(cs, ns, "web-b", 0)
+//	err := replicas.Autoscale(cs, a, b, replicas.AutoscaleConfig{})
+//
+// One HorizontalPodAutoscaler per side: each workload keeps its own,
+// found among the namespace's by spec.scaleTargetRef (or named in
+// AutoscaleConfig), with the same metrics (a copy whose scaleTargetRef
+// names the other workload). Its scaleTargetRef never changes, so each
+// HPA always measures the pods of one side and a GitOps tool sees one
+// object per workload. A single HPA moved to whichever side is stable is
+// not supported: a side with no HPA, two HPAs on one workload, or a named
+// HPA that targets another workload fail with a Permanent
+// *AutoscalerError naming spec.scaleTargetRef (one HPA named for both
+// sides names AutoscaleConfig.B). The metrics should be per pod (CPU or
+// memory utilization, a per-pod average), so that each side's HPA sizes
+// it for the traffic it gets.
+//
+// The full count is what the HPAs desire for the whole service, decided
+// when a capacity is set, from each side that has replicas: a side whose
+// HPA upshift leaves alone (the stable side at the start, any side in its
+// steady state) asks for its HPA's status.desiredReplicas once the HPA
+// has seen its current spec (its status.observedGeneration), else for its
+// replicas; a side whose bounds upshift holds at a share p of a full
+// count asks for that count, raised to the smallest count whose share p
+// covers the replicas its HPA scaled it to above that share. The full
+// count is the largest of these. So within a rollout it only grows, and
+// only when an HPA asks for more replicas than its side's share (more
+// load): capacities never thrash, and a drop in load is followed once the
+// rollout ends and each HPA owns its count again.
+//
+// A side at capacity p (1..99, or 100 before the steady state) gets
+// ceil(full * p / 100) replicas through its HPA's bounds:
+// spec.minReplicas is that count, and spec.maxReplicas that count too when
+// the side is being lowered (so the HPA has no room to keep the replicas
+// it had, which a scale-down stabilization window would otherwise hold),
+// else the share p of the HPA's original maximum, so the HPA can add
+// replicas for more load. spec.replicas is left to the HPA, except that
+// the Setter writes it to leave 0 (the HPA controller does not scale a
+// target at 0 replicas), after it set the bounds. At capacity 0 the Setter
+// writes spec.replicas 0 first and then puts the HPA's original bounds
+// back: an HPA cannot have maxReplicas 0 (nor minReplicas 0 without a
+// feature gate), and one whose target is at 0 replicas does nothing, so
+// the idle side's HPA waits, unchanged, until the side is scaled up again.
+// The steady state puts the original bounds back too and the HPA owns the
+// count, with nothing left pinned. So does a side left alone at capacity
+// 100 when the other side reaches 0 (an abort, a walk back: no steady
+// state is asked of the stable side), recorded steady.
+//
+// The original bounds are recorded in BoundsAnnotation on the HPA when
+// the Setter first moves them, and removed when they are put back; the
+// capacity and the full count it was set for are recorded on the workload
+// (CapacityAnnotation and upshift.dev/full-replicas). A restarted
+// controller reads them all back and sets the same bounds.
+//
+// Capacity reports p once the HPA's minimum is the side's count and the
+// workload is within the bounds; replicas the HPA added above the share
+// count as ready up to p only (the full count takes them up at the next
+// capacity change). The surge budget, stable + canary <= 100% + MaxSurge
+// in replicas, holds against the full count while the HPAs scale: a side
+// exceeds its share only by what its HPA added for more load, which
+// raises the full count by at least as much (each side's count rounds
+// up, so the pair may exceed the budget by one replica, as without an
+// autoscaler). The full count given to ForDeployment and the others is
+// used only when neither side has replicas. In the steady state the
+// share is 100 and ready is counted against the replicas the HPA scaled
+// from. RBAC: get, list (to find an HPA by scaleTargetRef) and update on
+// horizontalpodautoscalers, and watch with a cache-backed client.
 package replicas
 
 import (
@@ -180,6 +255,12 @@ type status struct {
 type Setter struct {
 	ref  string
 	name string // the workload's
+	// ns and kind are the workload's namespace and kind ("" when only
+	// its resource is known), to find its HorizontalPodAutoscaler.
+	ns, kind, group string
+	// auto follows the workload's HorizontalPodAutoscaler (hpa.go); nil
+	// until Autoscale links the Setter.
+	auto *autoSide
 	get  func(ctx context.Context) (*workload, error)
 	// from reads a workload from an object of the watch (nil if it is not
 	// one), without the write functions.
@@ -214,7 +295,8 @@ var (
 // ForDeployment manages a Deployment. full is the replica count at 100
 // percent; 0 reads it once from the Deployment's spec at the first call.
 func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true,
+		ns: namespace, kind: "Deployment", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
 	}
@@ -294,7 +376,8 @@ func scalableWorkload(u *unstructured.Unstructured) *workload {
 
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true,
+		ns: namespace, kind: "StatefulSet", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
 	}
@@ -327,7 +410,7 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 // status.observedGeneration, status.readyReplicas and
 // status.availableReplicas (the ready count when available is absent).
 func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full}
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full, ns: namespace, group: gvr.Group}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
@@ -446,6 +529,9 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 	if err := r.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("%w: %s: %w", ErrInvalid, s.ref, err))
 	}
+	if s.auto != nil {
+		return s.auto.setCapacity(ctx, r)
+	}
 	return s.update(ctx, func(w *workload) error {
 		full, err := s.fullCount(w)
 		if err != nil {
@@ -495,6 +581,9 @@ func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	w, err := rollout.ReadOnce(ctx, s, s.get) // shared with the Deployer's read in one reconcile
 	if err != nil {
 		return rollout.CapacityStatus{}, s.wrap(err)
+	}
+	if s.auto != nil {
+		return s.auto.capacityOf(ctx, w)
 	}
 	return s.capacityOf(w)
 }
