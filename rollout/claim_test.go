@@ -307,3 +307,47 @@ func ExampleRunner_claims() {
 	// Claimed: router: claim: fake route is claimed by Release shop/web (uid 1111): another rollout moves it
 	// web-copy claims: web-copy <nil>
 }
+
+// stolenRouter is a fake.Router whose claim another owner takes over
+// between the Runner's claim and its write, as an operator that found the
+// Runner's owner gone would.
+type stolenRouter struct {
+	*fake.Router
+	by    rollout.Owner
+	steal *bool
+}
+
+func (r stolenRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
+	if *r.steal {
+		r.SetClaimant(r.by)
+	}
+	return r.Router.SetWeights(ctx, w)
+}
+
+// TestRunnerWriteRefusedByATakenOverClaim: a weight write that the
+// adapter refuses because another owner now holds the claim reports
+// Degraded with reason Claimed (not ObservationFailed), counts toward no
+// deadline, and writes nothing.
+func TestRunnerWriteRefusedByATakenOverClaim(t *testing.T) {
+	g := newClaimRig()
+	r := g.runner(ownerOne)
+	steal := false
+	r.Router = stolenRouter{Router: g.router, by: ownerTwo, steal: &steal}
+	s := reconcileUntil(t, r, g.clock, strategy.NewState("v1", "v2"), 100, func(s strategy.State) bool {
+		return s.Desired.CanaryCapacity > 0 && g.b.Status().Ready > 0 && g.b.RevisionStatus().Updated
+	})
+	steal = true
+	next, _, err := r.ReconcileAt(context.Background(), s, g.clock.Now())
+	if !errors.Is(err, rollout.ErrClaimed) {
+		t.Fatalf("err %v, want ErrClaimed", err)
+	}
+	if c := degraded(next); c.Reason != strategy.ReasonClaimed || !strings.Contains(c.Message, "shop/two") {
+		t.Errorf("Degraded %+v, want reason Claimed naming shop/two", c)
+	}
+	if !next.FailingSince.IsZero() {
+		t.Errorf("failingSince %v, want none", next.FailingSince)
+	}
+	if st, _ := g.router.Status(); st.Weights != (rollout.Weights{A: 100}) {
+		t.Errorf("weights %v, want 100/0", st.Weights)
+	}
+}

@@ -282,6 +282,9 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 // that the failure shows in the conditions and counts toward the progress
 // deadline from its first occurrence (since).
 func (r *Runner) failed(ctx context.Context, log logr.Logger, ev Event, s strategy.State, since metav1.MicroTime, now time.Time, err error) (strategy.State, time.Duration, error) {
+	if errors.Is(err, ErrClaimed) {
+		return r.refused(ctx, log, ev, s, now, err) // claim.go: a write refused by another owner's claim
+	}
 	ev.Err = err
 	permanent := IsPermanent(err) && s.Phase != strategy.PhaseAborting && !s.Phase.Terminal()
 	if permanent {
