@@ -422,7 +422,20 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 // update reads the workload and calls fn to change and write it, again from
 // a fresh read after a write conflict, at most MaxConflictRetries (0: 5)
 // times (see conflict.Retry).
+//
+// A workload that another owner claims than ctx's (rollout.OwnerFrom) is
+// refused with a *rollout.ClaimedError before fn sees it (claim.go).
 func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
+	return s.write(ctx, func(w *workload) error {
+		if err := s.checkWriter(ctx, w); err != nil {
+			return err
+		}
+		return fn(w)
+	})
+}
+
+// write is update without the claim check, for the claim itself.
+func (s *Setter) write(ctx context.Context, fn func(w *workload) error) error {
 	retries := s.MaxConflictRetries
 	if retries == 0 {
 		retries = 5
