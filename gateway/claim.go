@@ -69,7 +69,9 @@ func holderOf(annotations map[string]string, key string) (rollout.Owner, error) 
 var _ rollout.Claimer = (*Router)(nil)
 
 // claimKey is the claim annotation of the Router's rule in ref.
-func (r *Router) claimKey(ref RouteRef) string { return ClaimAnnotation(ref.Namespace, r.cfg.A, r.cfg.B) }
+func (r *Router) claimKey(ref RouteRef) string {
+	return ClaimAnnotation(ref.Namespace, r.cfg.A, r.cfg.B)
+}
 
 // claimObject names the claimed rule of ref in a ClaimedError.
 func (r *Router) claimObject(ref RouteRef) string {
