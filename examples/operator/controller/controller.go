@@ -1,6 +1,8 @@
 // Package controller is the reconciler of the example operator: it drives
 // one rollout.Runner per Release over the Release's two Deployments and
 // its HTTPRoute, and keeps the rollout's state in the Release's status.
+// The Release owns its rollout's claims on those objects; the finalizer
+// Finalizer releases them when it is deleted (see finalizer.go).
 package controller
 
 import (
