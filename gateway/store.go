@@ -32,9 +32,9 @@ type AnnotationStore struct {
 	// rollout.Owner and Router.Claim); the zero Owner means the owner of
 	// Save's context (rollout.OwnerFrom), if any. Save refuses, with a
 	// *rollout.ClaimedError and nothing written, to write on a route whose
-	// rules other owners claim while Owner claims none of them. Set it to
-	// the Runner's Owner: Run saves with its own context, which names no
-	// owner.
+	// rules other owners claim while Owner claims none of them.
+	// rollout.Runner.Run saves with a context that names the Runner's
+	// Owner, so a Store used by Run needs no Owner of its own.
 	Owner rollout.Owner
 }
 

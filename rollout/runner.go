@@ -503,6 +503,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	if r.Store == nil {
 		return initial, fmt.Errorf("%w runner: Run needs a Store", ErrInvalid)
 	}
+	ctx = r.withOwner(ctx) // claim.go: the Store's saves are the owner's too
 	log := logr.FromContextOrDiscard(ctx)
 	clk := clock.OrReal(r.Clock)
 	s, err := r.Store.Load(ctx)
