@@ -159,7 +159,7 @@ func (r *Runner) claimers() []claimer {
 		if !ok {
 			continue
 		}
-		if reflect.TypeOf(a.v).Comparable() {
+		if reflect.TypeOf(a.v).Kind() == reflect.Pointer { // one adapter value, claimed once
 			if seen[a.v] {
 				continue
 			}
