@@ -57,6 +57,7 @@ type Capacity struct {
 	health   strategy.Health
 	msg      string
 	err      error
+	claim    claim
 	hist     history
 
 	// Revisions (revision.go).
@@ -126,7 +127,13 @@ func (c *Capacity) SetCapacity(ctx context.Context, r rollout.CapacityRequest) e
 		c.hist.add(c.clock, "SetCapacity", arg, err)
 		return err
 	}
+	if err := c.claim.check(ctx); err != nil {
+		c.hist.add(c.clock, "SetCapacity", arg, err)
+		c.hist.owned(ctx)
+		return err
+	}
 	c.hist.add(c.clock, "SetCapacity", arg, nil)
+	c.hist.owned(ctx)
 	if r.Steady != c.steady {
 		c.note.change()
 	}

@@ -30,6 +30,11 @@
 //     ready share drops for the Lag), and a deploy while it serves traffic
 //     is a violation. NewDeploymentTraffic simulates requests on two of
 //     them.
+//   - Router, Capacity and Deployment are rollout.Claimers, as the real
+//     adapters: each holds a claim (Claimant, SetClaimant), a second owner's
+//     Claim is refused with a *rollout.ClaimedError, a write for an owner
+//     other than the claimant (rollout.OwnerFrom) changes nothing, and each
+//     recorded call names its owner (Call.Owner). See claim.go.
 //   - Store keeps a rollout's state as JSON; Analyzer answers gates.
 //   - Clock is a manual clock (a clock.Clock) whose timers fire as a test
 //     advances it; it drives a Runner, a gateway Router, a drain Controller

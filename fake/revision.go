@@ -92,7 +92,11 @@ func (c *Capacity) deployErr(ctx context.Context, revision string) error {
 	if err == nil && revision == "" {
 		err = rollout.Permanent(fmt.Errorf("fake capacity: %w deploy: the revision is empty", rollout.ErrInvalid))
 	}
+	if err == nil {
+		err = c.claim.check(ctx) // claim.go
+	}
 	c.hist.add(c.clock, "Deploy", revision, err)
+	c.hist.owned(ctx)
 	return err
 }
 

@@ -23,6 +23,9 @@ type Call struct {
 	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Deploy", "Revision", "Load", "Save", "Analyze"
 	Arg string // the argument, formatted
 	Err error
+	// Owner is the owner the call was made for (rollout.OwnerFrom of its
+	// context; the claimant for Claim and Release), zero for none.
+	Owner rollout.Owner
 }
 
 // pending is a change waiting for its lag.
@@ -82,6 +85,7 @@ type Router struct {
 	conflict int
 	rejected string
 	deleted  bool
+	claim    claim
 	hist     history
 	note     notifier
 }
@@ -124,6 +128,11 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 		r.hist.add(r.clock, "SetWeights", arg, err)
 		return err
 	}
+	if err := r.claim.check(ctx); err != nil {
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		r.hist.owned(ctx)
+		return err
+	}
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		err := rollout.Permanent(fmt.Errorf("fake router: weights %s must be non-negative and sum to 100", arg))
 		r.hist.add(r.clock, "SetWeights", arg, err)
@@ -136,6 +145,7 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 		return err
 	}
 	r.hist.add(r.clock, "SetWeights", arg, nil)
+	r.hist.owned(ctx)
 	if w == r.spec {
 		return nil
 	}
@@ -177,6 +187,7 @@ func (r *Router) Delete() {
 	}
 	r.deleted = true
 	r.spec, r.applied, r.change = rollout.Weights{}, rollout.Weights{}, nil
+	r.claim.holder = rollout.Owner{} // the route's annotations go with it
 }
 
 // Create re-creates a deleted route (or replaces a live one) with weights

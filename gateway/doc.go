@@ -16,6 +16,23 @@
 // with the caller's context. When the weights are already right it writes
 // nothing.
 //
+// # What the Router and the AnnotationStore own
+//
+// Besides the two weights, the Router owns one annotation per rule it
+// moves: the claim ClaimAnnotation(namespace, A, B)
+// (upshift.dev/claim-<16 hex digits of the two backends>, either order),
+// whose value names the rollout.Owner that moves the rule (see
+// rollout.Claimer). Router.Claim writes it with the route's
+// resourceVersion, so two claimants racing for a free rule cannot both
+// win; a rule another owner claims is refused with a *rollout.ClaimedError
+// naming that owner, and SetWeights for an owner other than the claimant
+// (rollout.OwnerFrom) writes nothing. Two rollouts on different rules of
+// one route hold a claim each. Router.Release removes the claim. The
+// AnnotationStore owns StateAnnotation, and refuses to save on a route
+// whose rules only other owners claim (AnnotationStore.Owner). A GitOps
+// tool that applies the route should ignore the backendRefs' weights, the
+// annotations with prefix ClaimAnnotationPrefix, and StateAnnotation.
+//
 // # One rule, two backends
 //
 // A rule that holds both backends must split its traffic between them

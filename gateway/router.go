@@ -241,6 +241,9 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 
 func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) error {
 	return updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
+			return false, err
+		}
 		changed, err := setWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
@@ -266,7 +269,7 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 	var st rollout.RouteStatus
 	st.Accepted = true
 	for i, ref := range r.cfg.Routes {
-		rt, err := r.api.get(ctx, ref)
+		rt, err := r.readRoute(ctx, ref) // shared with Claim in one reconcile
 		if err != nil {
 			return rollout.RouteStatus{}, apiError(err, ref)
 		}

@@ -28,6 +28,14 @@ type AnnotationStore struct {
 	// Conflicts that outlast them return an error matching
 	// rollout.ErrConflict.
 	MaxConflictRetries int
+	// Owner is the owner of the rollout whose state this is (see
+	// rollout.Owner and Router.Claim); the zero Owner means the owner of
+	// Save's context (rollout.OwnerFrom), if any. Save refuses, with a
+	// *rollout.ClaimedError and nothing written, to write on a route whose
+	// rules other owners claim while Owner claims none of them.
+	// rollout.Runner.Run saves with a context that names the Runner's
+	// Owner, so a Store used by Run needs no Owner of its own.
+	Owner rollout.Owner
 }
 
 var _ rollout.Store = (*AnnotationStore)(nil)
@@ -62,7 +70,9 @@ func (s *AnnotationStore) Load(ctx context.Context) (strategy.State, error) {
 	return st, nil
 }
 
-// Save writes the state into the annotation, re-reading on a conflict.
+// Save writes the state into the annotation, re-reading on a conflict. A
+// route that other owners claim, and Owner does not, is refused with a
+// *rollout.ClaimedError naming one of them, and nothing is written.
 func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -72,8 +82,15 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	if retries == 0 {
 		retries = defaultConflictRetries
 	}
+	owner := s.Owner
+	if owner.IsZero() {
+		owner, _ = rollout.OwnerFrom(ctx)
+	}
 	return updateRoute(ctx, s.api, s.route, retries, func(rt route) (bool, error) {
 		m := rt.meta()
+		if err := storeWriter(s.route, m.Annotations, owner); err != nil { // claim.go
+			return false, err
+		}
 		if m.Annotations[StateAnnotation] == string(b) {
 			return false, nil
 		}

@@ -130,6 +130,30 @@
 // or a client from client.NewWithWatch) the adapters need only get,
 // update and watch on the names they manage.
 //
+// Claims. Two rollouts pointed at the same route or workloads (two
+// operator objects naming one HTTPRoute, a standalone program next to an
+// operator) would each undo the other's hops. So the objects a rollout
+// moves carry a claim: set Runner.Owner (the rollout object's kind,
+// namespace, name and UID; for a standalone program, a name and a UID it
+// keeps across restarts), and before it applies anything of a non-idle
+// state the Runner claims every adapter that is a Claimer (the gateway
+// Router claims its rule of each route, serve/replicas each workload, the
+// fakes model the same). A claim already held writes nothing, and its
+// check shares the reconcile's reads (ReadOnce). A second owner gets a
+// *ClaimedError naming the object and the owner that holds it
+// (errors.Is ErrClaimed): its reconcile observes and writes nothing, its
+// state reports Degraded with reason strategy.ReasonClaimed and that
+// message, and the time refused counts toward no deadline. The Runner
+// also passes its owner to every write (WithOwner): an adapter refuses a
+// write for an owner whose claim was taken over meanwhile, with the same
+// error. Claims are written with optimistic concurrency, so of two
+// claimants racing for a free object one wins. Runner.Release removes the
+// claims; call it when the rollout object is deleted (a finalizer). A
+// claim whose owner is gone (its object deleted, or re-created with
+// another UID) is taken over when Runner.OwnerGone reports it gone;
+// without OwnerGone a claim is taken over only once released. The zero
+// Owner takes no claims.
+//
 // Logging goes through the logr.Logger in the context (the controller-runtime
 // convention); each applied hop is logged at V(1). Events and metrics go
 // through the Observer, which sees every reconcile: the rollout it

@@ -70,6 +70,23 @@ type Runner struct {
 	// between retries of a failed Store.Save in Run); 0 means the strategy's
 	// poll interval. A set value must be at least strategy.MinPollInterval.
 	RetryInterval time.Duration
+	// Owner is who moves the objects of the rollouts this Runner
+	// reconciles (see Owner and Claimer): before it applies anything of a
+	// non-idle state, the Runner claims every adapter that is a Claimer,
+	// and a claim another owner holds stops the reconcile with a
+	// *ClaimedError (Degraded, reason strategy.ReasonClaimed) and nothing
+	// written. Runner.Release removes the claims. The zero Owner takes no
+	// claims. In an operator, the owner is the rollout object (its kind,
+	// namespace, name and UID); for a standalone program, a name and a UID
+	// that stay the same across restarts (kept next to its Store), so a
+	// restarted program finds its own claims.
+	Owner Owner
+	// OwnerGone reports whether the owner of a claim that refuses Owner no
+	// longer exists (its object is deleted, or re-created with another
+	// UID); the Runner then takes the claim over. An operator checks its
+	// own kind by name and UID. nil means no claim is stale: a claim is
+	// taken over only once its owner releases it.
+	OwnerGone func(ctx context.Context, holder Owner) (bool, error)
 }
 
 // Validate checks that the adapters set match the strategy's capacity mode,
@@ -110,6 +127,9 @@ func (r *Runner) Validate() error {
 		if r.A == nil || r.B == nil {
 			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the replicas capacity mode", ErrInvalid))
 		}
+	}
+	if err := r.Owner.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if (r.revisions(strategy.SideA) == nil) != (r.revisions(strategy.SideB) == nil) {
 		errs = append(errs, fmt.Errorf("%w runner: only one of DeployA and DeployB is set; set both or neither", ErrInvalid))
@@ -199,6 +219,7 @@ func requeue(d *strategy.Decision, watched bool) time.Duration {
 }
 
 func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool) (strategy.State, time.Duration, error) {
+	ctx = r.withOwner(ctx) // claim.go
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
 	if name, ok := NameFrom(ctx); ok {
@@ -228,7 +249,11 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 		log.Error(skew, "the state records an instant ahead of the Runner's clock")
 	}
 	failingSince := s.FailingSince
-	obs, err := r.observe(WithReads(ctx), &s, now)
+	rctx := WithReads(ctx)
+	if done, next, requeue, err := r.claimOrRefuse(rctx, log, ev, s, now); done { // claim.go
+		return next, requeue, err
+	}
+	obs, err := r.observe(rctx, &s, now)
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
 	}
@@ -257,6 +282,9 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 // that the failure shows in the conditions and counts toward the progress
 // deadline from its first occurrence (since).
 func (r *Runner) failed(ctx context.Context, log logr.Logger, ev Event, s strategy.State, since metav1.MicroTime, now time.Time, err error) (strategy.State, time.Duration, error) {
+	if errors.Is(err, ErrClaimed) {
+		return r.refused(ctx, log, ev, s, now, err) // claim.go: a write refused by another owner's claim
+	}
 	ev.Err = err
 	permanent := IsPermanent(err) && s.Phase != strategy.PhaseAborting && !s.Phase.Terminal()
 	if permanent {
@@ -475,6 +503,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	if r.Store == nil {
 		return initial, fmt.Errorf("%w runner: Run needs a Store", ErrInvalid)
 	}
+	ctx = r.withOwner(ctx) // claim.go: the Store's saves are the owner's too
 	log := logr.FromContextOrDiscard(ctx)
 	clk := clock.OrReal(r.Clock)
 	s, err := r.Store.Load(ctx)

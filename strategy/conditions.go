@@ -74,6 +74,10 @@ const (
 	// ReasonClockSkew: the state records an instant more than MaxClockSkew
 	// ahead of now (see State.CheckClock).
 	ReasonClockSkew = "ClockSkew"
+	// ReasonClaimed: another rollout holds the claim on an object this one
+	// would move (Observation.Claimed); the message names the object and
+	// the owner, and nothing is written until the claim is released.
+	ReasonClaimed = "Claimed"
 
 	msgPausedControl = "paused by the spec (control.paused)"
 	msgClockSkew     = "the state records an instant more than a minute ahead of now: a command or a reconcile used another clock; time-gated progress waits until the clock reaches it"
@@ -113,6 +117,8 @@ func (r *run) conditions() {
 	switch {
 	case r.skewed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClockSkew, msgClockSkew)
+	case r.failed && st.Observed.Claimed:
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClaimed, st.Observed.Error)
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:

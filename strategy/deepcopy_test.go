@@ -34,6 +34,7 @@ func populated() strategy.State {
 			WeightApplied: true,
 			WeightInvalid: true,
 			Error:         "router: read weights: not found",
+			Claimed:       true,
 			Revisions:     true,
 			Stable:        strategy.SideObservation{Capacity: 90, Ready: 88, Settled: true, Revision: "v1", Updated: true},
 			Canary:        strategy.SideObservation{Capacity: 30, Ready: 33, Settled: true, Revision: "v2", Updated: true},

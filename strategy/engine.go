@@ -218,6 +218,13 @@ func (r *run) step() {
 func (r *run) failing() {
 	st, o := r.st, r.e.opts
 	r.failed = true
+	if st.Observed.Claimed {
+		// Refused by another rollout's claim: nothing of this one is
+		// failing, it waits for the claim, and no deadline runs.
+		setJoined(&st.Message, "refused: ", st.Observed.Error)
+		r.d.RequeueAfter = o.pollInterval()
+		return
+	}
 	if st.FailingSince.IsZero() {
 		st.FailingSince = micro(r.now)
 	}

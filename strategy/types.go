@@ -210,6 +210,13 @@ type Observation struct {
 	// time since the first such failure (State.FailingSince) toward the
 	// progress deadline. The Runner sets it from adapter errors.
 	Error string `json:"error,omitempty"`
+	// Claimed, with Error, says that another rollout holds the claim on
+	// the objects this one would move (Error names the object and the
+	// owner): Step asks for nothing and sets Degraded with reason
+	// ReasonClaimed, and the time refused does not count toward the
+	// progress deadline, since the rollout waits for the claim to be
+	// released. The Runner sets it from a rollout.ClaimedError.
+	Claimed bool `json:"claimed,omitempty"`
 }
 
 // Gate returns the reported verdict for the named gate, VerdictPending if

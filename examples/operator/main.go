@@ -8,6 +8,13 @@
 // status, so a restarted operator resumes where it stopped; several
 // replicas run with leader election.
 //
+// Each Release claims the route rule and the Deployments it moves (the
+// Release is the rollout.Owner): a second Release pointed at them is
+// refused, reports Degraded with reason Claimed naming the first, and
+// writes nothing. The finalizer operator.upshift.dev/claims keeps a
+// deleted Release until its claims are released; a claim of a Release
+// that is gone (or re-created with another UID) is taken over.
+//
 //	go run ./examples/operator -namespace shop -metrics-bind-address :8080
 //
 // Install config/crd and bind config/rbac/role.yaml to the operator's

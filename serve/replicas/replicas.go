@@ -16,6 +16,20 @@
 // the workload, so the setter reports exactly what it was asked even though
 // replica counts round, and a restarted controller reads it back.
 //
+// # Claims
+//
+// Setter and Deployer are rollout.Claimers: Claim records the rollout's
+// owner in the annotation upshift.dev/claim (ClaimAnnotation) with the
+// workload's resourceVersion, writing nothing when the owner already holds
+// it; a workload another owner claims is refused with a
+// *rollout.ClaimedError naming that owner, and so is every SetCapacity and
+// Deploy for another owner (rollout.OwnerFrom), before anything is
+// written. Release removes the claim. The fields and annotations the
+// package owns, which a GitOps tool applying the workload should ignore:
+// spec.replicas, the pod template (a Deployer's), and the annotations
+// upshift.dev/capacity, upshift.dev/full-replicas, upshift.dev/revision
+// and upshift.dev/claim.
+//
 // Setter and Deployer are rollout.Notifier: Notify watches the workload by
 // name (a field selector metadata.name=<name>), so RBAC needs get, update
 // and watch on that resourceName only, and wakes rollout.Runner.Run on
@@ -559,7 +573,20 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 // update reads the workload and calls fn to change and write it, again from
 // a fresh read after a write conflict, at most MaxConflictRetries (0: 5)
 // times (see conflict.Retry).
+//
+// A workload that another owner claims than ctx's (rollout.OwnerFrom) is
+// refused with a *rollout.ClaimedError before fn sees it (claim.go).
 func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
+	return s.write(ctx, func(w *workload) error {
+		if err := s.checkWriter(ctx, w); err != nil {
+			return err
+		}
+		return fn(w)
+	})
+}
+
+// write is update without the claim check, for the claim itself.
+func (s *Setter) write(ctx context.Context, fn func(w *workload) error) error {
 	retries := s.MaxConflictRetries
 	if retries == 0 {
 		retries = 5

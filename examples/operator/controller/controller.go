@@ -1,6 +1,8 @@
 // Package controller is the reconciler of the example operator: it drives
 // one rollout.Runner per Release over the Release's two Deployments and
 // its HTTPRoute, and keeps the rollout's state in the Release's status.
+// The Release owns its rollout's claims on those objects; the finalizer
+// Finalizer releases them when it is deleted (see finalizer.go).
 package controller
 
 import (
@@ -39,7 +41,8 @@ import (
 // config/rbac/role.yaml. Bind it with a RoleBinding in the namespace the
 // operator manages (or a ClusterRoleBinding to manage all of them).
 //
-// +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases,verbs=get;list;watch
+// +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases/finalizers,verbs=update
 // +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases/status,verbs=get;update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;update
@@ -111,7 +114,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		Named("release").
 		// The status is ours: only spec changes (and creation, deletion)
 		// of the Release itself need a reconcile.
-		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexDeployment))).
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexRoute))).
 		Complete(r)
@@ -147,7 +150,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	defer func() { r.Metrics.took(rel.Namespace, rel.Name, time.Since(start)) }()
 	if !rel.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.finalize(ctx, &rel)
+	}
+	if err := r.addFinalizer(ctx, &rel); err != nil {
+		return ctrl.Result{}, err
 	}
 	runner, means, err := r.runnerFor(&rel)
 	if err != nil {
@@ -301,7 +307,7 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 		return nil, fmt.Errorf("spec.route: %w", err)
 	}
 	runner := &rollout.Runner{Strategy: strat, Router: router, Clock: r.Clock, Watched: true,
-		Observer: r.observer(rel)}
+		Observer: r.observer(rel), Owner: ownerOf(rel), OwnerGone: r.releaseGone} // finalizer.go
 	fixed := strat.Shared().Capacity == strategy.CapacityFixed
 	a, b, err := r.sides(rel, fixed, means)
 	if err != nil {
