@@ -57,7 +57,7 @@ func (r *Reconciler) finalize(ctx context.Context, rel *v1alpha1.Release) error 
 	if !controllerutil.ContainsFinalizer(rel, Finalizer) {
 		return nil
 	}
-	if runner, err := r.runnerFor(rel); err == nil {
+	if runner, _, err := r.runnerFor(rel); err == nil {
 		if err := runner.Release(ctx); err != nil {
 			return err
 		}
