@@ -110,7 +110,7 @@ var errNoWatch = fmt.Errorf("%w: the controller-runtime client is not a client.W
 // crTyped is ForClient for a Deployment or a StatefulSet.
 func crTyped[T client.Object](c client.Client, kind, ns, name string, full int32,
 	newObj func() T, newList func() client.ObjectList, read func(T) *workload, setReplicas func(T, int32)) *Setter {
-	s := &Setter{ref: kind + " " + ns + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: kind + " " + ns + "/" + name, namespace: ns, name: name, full: full, templated: true}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	s.watch = crWatch(c, ns, newList)
 	s.from = func(obj runtime.Object) *workload {
@@ -152,7 +152,7 @@ func crTyped[T client.Object](c client.Client, kind, ns, name string, full int32
 
 // crScalable is ForClient for any kind with a scale subresource.
 func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, full int32) *Setter {
-	s := &Setter{ref: gvk.Kind + " " + ns + "/" + name, name: name, full: full}
+	s := &Setter{ref: gvk.Kind + " " + ns + "/" + name, namespace: ns, name: name, full: full}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	newObj := func() *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}

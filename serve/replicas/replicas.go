@@ -136,6 +136,9 @@ type Setter struct {
 	// templated: the workload has a pod template (a Deployment or a
 	// StatefulSet), so a Deployer can be built.
 	templated bool
+	// namespace is the workload's: Notify drops the events of objects
+	// elsewhere.
+	namespace string
 	// watch starts a watch of the workload (a name field selector in
 	// its namespace), for Notify.
 	watch     watchloop.Func
@@ -163,7 +166,7 @@ var (
 // ForDeployment manages a Deployment. full is the replica count at 100
 // percent; 0 reads it once from the Deployment's spec at the first call.
 func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "Deployment " + namespace + "/" + name, namespace: namespace, name: name, full: full, templated: true}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
 	}
@@ -243,7 +246,7 @@ func scalableWorkload(u *unstructured.Unstructured) *workload {
 
 // ForStatefulSet manages a StatefulSet, like ForDeployment.
 func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true}
+	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, namespace: namespace, name: name, full: full, templated: true}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
 	}
@@ -276,7 +279,7 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 // status.observedGeneration, status.readyReplicas and
 // status.availableReplicas (the ready count when available is absent).
 func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
-	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full}
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, namespace: namespace, name: name, full: full}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
