@@ -72,8 +72,12 @@ func TestIgnoresOtherObjects(t *testing.T) {
 // ends at once, as a misbehaving server or proxy does.
 type shortServer struct {
 	clk *fake.Clock
-	mu  sync.Mutex
-	at  []time.Time // the instants of the watch requests
+	// spin is cancelled at the limit-th request: a loop that never waits
+	// on the clock gets that far in no simulated time.
+	spin  context.CancelFunc
+	limit int
+	mu    sync.Mutex
+	at    []time.Time // the instants of the watch requests
 }
 
 func (s *shortServer) watch(context.Context, metav1.ListOptions) (watch.Interface, error) {
@@ -81,6 +85,9 @@ func (s *shortServer) watch(context.Context, metav1.ListOptions) (watch.Interfac
 	s.at = append(s.at, s.clk.Now())
 	n := len(s.at)
 	s.mu.Unlock()
+	if n >= s.limit {
+		s.spin()
+	}
 	w := watch.NewFakeWithChanSize(1, false)
 	w.Modify(named("", "web", "1", int32(n)))
 	w.Stop()
@@ -99,7 +106,10 @@ func (s *shortServer) requests() []time.Time {
 // after another with no wait at all.
 func TestShortWatchesBackOff(t *testing.T) {
 	clk := fake.NewClock(t0)
-	srv := &shortServer{clk: clk}
+	spinning, spin := context.WithCancel(context.Background())
+	defer spin()
+	const span, limit = 10 * time.Minute, 1000
+	srv := &shortServer{clk: clk, spin: spin, limit: limit}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stats watchloop.Stats
@@ -108,18 +118,10 @@ func TestShortWatchesBackOff(t *testing.T) {
 	if err := watchloop.Start(ctx, "web", srv.watch, func() {}, &stats, opts); err != nil {
 		t.Fatal(err)
 	}
-	const span, limit = 10 * time.Minute, 1000
 	for clk.Now().Sub(t0) < span {
 		// Wait until the loop sleeps on the clock (or spins without it).
-		deadline := time.Now().Add(20 * time.Second) // a guard, not a measure
-		for clk.Waiters() == 0 {
-			if n := stats.Watches.Load(); n > limit {
-				t.Fatalf("%d watch requests at %v of simulated time, without one wait on the clock", n, clk.Now().Sub(t0))
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the loop neither waits nor watches")
-			}
-			time.Sleep(100 * time.Microsecond)
+		if err := clk.BlockUntil(spinning, 1); err != nil {
+			t.Fatalf("%d watch requests at %v of simulated time, without one wait on the clock", stats.Watches.Load(), clk.Now().Sub(t0))
 		}
 		at, _ := clk.NextWake()
 		clk.Set(at)
@@ -153,6 +155,8 @@ func TestShortWatchesBackOff(t *testing.T) {
 // the next short one starts again from MinBackoff.
 func TestLongWatchResetsTheBackoff(t *testing.T) {
 	clk := fake.NewClock(t0)
+	spinning, spin := context.WithCancel(context.Background())
+	defer spin()
 	var mu sync.Mutex
 	var at []time.Time
 	start := func(context.Context, metav1.ListOptions) (watch.Interface, error) {
@@ -160,6 +164,9 @@ func TestLongWatchResetsTheBackoff(t *testing.T) {
 		at = append(at, clk.Now())
 		n := len(at)
 		mu.Unlock()
+		if n > 100 {
+			spin() // watches without a wait on the clock
+		}
 		w := watch.NewFakeWithChanSize(1, false)
 		w.Modify(named("", "web", "1", int32(n)))
 		if n == 4 {
@@ -176,16 +183,13 @@ func TestLongWatchResetsTheBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	for stats.Watches.Load() < 7 {
-		deadline := time.Now().Add(20 * time.Second) // a guard, not a measure
-		for clk.Waiters() == 0 && stats.Watches.Load() < 7 {
-			if time.Now().After(deadline) {
-				t.Fatal("the loop neither waits nor watches")
-			}
-			time.Sleep(100 * time.Microsecond)
+		// The loop waits on the clock: in a backoff, or in the long
+		// watch (whose end is a timer).
+		if err := clk.BlockUntil(spinning, 1); err != nil {
+			t.Fatalf("%d watch requests without a wait on the clock", stats.Watches.Load())
 		}
-		if next, ok := clk.NextWake(); ok {
-			clk.Set(next)
-		}
+		next, _ := clk.NextWake()
+		clk.Set(next)
 	}
 	mu.Lock()
 	defer mu.Unlock()
