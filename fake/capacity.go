@@ -382,3 +382,9 @@ func (c *Capacity) Notify(ctx context.Context, wake func()) error {
 // DropNotifications(false) delivers them again, and wakes every subscriber
 // once for what they missed.
 func (c *Capacity) DropNotifications(on bool) { c.note.setDrop(on) }
+
+// Subscriptions returns the number of Notify subscriptions (of the
+// Capacity and of its Deployments) still live: those whose ctx has not
+// ended, and for a moment those whose ctx has just ended. A Runner's Run
+// leaves none behind once it has returned.
+func (c *Capacity) Subscriptions() int { return c.note.live() }

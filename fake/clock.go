@@ -1,6 +1,7 @@
 package fake
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -21,6 +22,9 @@ type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*timer // pending, in the order they were set
+	// added is closed (and dropped) when a timer is set: BlockUntil waits
+	// on it.
+	added chan struct{}
 }
 
 type timer struct {
@@ -58,6 +62,10 @@ func (c *Clock) AfterFunc(d time.Duration, f func()) (stop func() bool) {
 	defer c.mu.Unlock()
 	t.at = c.now.Add(d)
 	c.timers = append(c.timers, t)
+	if c.added != nil {
+		close(c.added)
+		c.added = nil
+	}
 	return func() bool { return c.take(t) }
 }
 
@@ -109,6 +117,32 @@ func (c *Clock) Waiters() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
+}
+
+// BlockUntil waits until at least n timers are pending (After, AfterFunc
+// and clock.Sleep calls on the clock that have neither fired nor been
+// stopped), or until ctx ends, and returns ctx's error then. A goroutine
+// that sets a timer right before it blocks (a rollout.Runner's Run, a
+// watch loop's backoff) is then known to be waiting, without reading the
+// wall clock or goroutine stacks. Safe for concurrent use.
+func (c *Clock) BlockUntil(ctx context.Context, n int) error {
+	for {
+		c.mu.Lock()
+		if len(c.timers) >= n {
+			c.mu.Unlock()
+			return nil
+		}
+		if c.added == nil {
+			c.added = make(chan struct{})
+		}
+		added := c.added
+		c.mu.Unlock()
+		select {
+		case <-added:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // NextWake returns the earliest time a timer is due, and false if none is.

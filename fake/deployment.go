@@ -120,3 +120,7 @@ func (d *Deployment) Notify(ctx context.Context, wake func()) error { return d.c
 // DropNotifications stops (true) or resumes (false) the delivery of wakes
 // (see Capacity.DropNotifications).
 func (d *Deployment) DropNotifications(on bool) { d.c.DropNotifications(on) }
+
+// Subscriptions returns the number of Notify subscriptions still live (see
+// Capacity.Subscriptions; a Deployment shares its Capacity's).
+func (d *Deployment) Subscriptions() int { return d.c.Subscriptions() }

@@ -75,7 +75,10 @@
 // control that changes what the fake reports, and at the instant a Lag's
 // Duration ends (a timer on the Clock); a Lag counted in reads ends at a
 // read, which sees it, and wakes no one. DropNotifications stands for a
-// watch that is down, so that a Runner falls back to polling.
+// watch that is down, so that a Runner falls back to polling. A
+// subscription ends when its ctx does, and Notify reports its end to a
+// Runner's Run (rollout.TrackNotify); Subscriptions counts the live ones,
+// so a test can check that nothing outlives the code under test.
 //
 // Every fake is safe for concurrent use, records a History of its calls
 // (KeepHistory(false) keeps only counts), and fails on demand with FailWith

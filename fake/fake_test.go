@@ -606,3 +606,27 @@ func ExampleCapacity_Crash() {
 	// +1h0m30s: ready 0%, settled false, health ""
 	// +1h1m0s: ready 100%, settled true, health ""
 }
+
+// TestClockBlockUntil: BlockUntil returns once the goroutines waiting on
+// the clock have set n timers, and with ctx's error when ctx ends first.
+func TestClockBlockUntil(t *testing.T) {
+	c := fake.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	for range 2 {
+		go func() { <-c.After(time.Minute) }()
+	}
+	if err := c.BlockUntil(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Waiters(); n != 2 {
+		t.Fatalf("%d waiters after BlockUntil(2)", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := c.BlockUntil(ctx, 3); !errors.Is(err, context.Canceled) {
+		t.Fatalf("BlockUntil(3) with an ended ctx: %v", err)
+	}
+	c.Advance(time.Minute)
+	if err := c.BlockUntil(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/upshift-dev/upshift/rollout"
 )
 
 // Change notifications. Router, Capacity and Deployment implement
@@ -29,7 +31,10 @@ import (
 // makes ready one per read. A wake may be spurious (a change superseded
 // before its lag ended), never missing. Notify accepts any number of
 // subscribers; a subscription ends with its ctx (no wake is delivered once
-// ctx is done). DropNotifications stands for a watch that is down.
+// ctx is done): it is dropped promptly after, and Notify tracks that end
+// (rollout.TrackNotify), so a rollout.Runner's Run returns only once its
+// subscriptions are gone. Subscriptions counts those still live.
+// DropNotifications stands for a watch that is down.
 
 // notifier is the subscribers of one fake and the lag ends it schedules.
 // Lock order: the fake's lock, then mu, then the Clock's.
@@ -59,6 +64,7 @@ func (n *notifier) subscribe(ctx context.Context, clock *Clock, wake func()) err
 		return err
 	}
 	sub := &subscription{ctx: ctx, wake: wake}
+	end := rollout.TrackNotify(ctx)
 	n.mu.Lock()
 	if clock != nil {
 		n.clock = clock
@@ -67,6 +73,7 @@ func (n *notifier) subscribe(ctx context.Context, clock *Clock, wake func()) err
 	n.arm()
 	n.mu.Unlock()
 	context.AfterFunc(ctx, func() {
+		defer end()
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.subs = slices.DeleteFunc(n.subs, func(s *subscription) bool { return s == sub })
@@ -75,6 +82,14 @@ func (n *notifier) subscribe(ctx context.Context, clock *Clock, wake func()) err
 		}
 	})
 	return nil
+}
+
+// live returns the number of subscriptions whose ctx has not ended, or
+// has ended so recently that they are not dropped yet.
+func (n *notifier) live() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.subs)
 }
 
 // change records that what the fake reports may have changed; the caller

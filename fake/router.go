@@ -339,3 +339,8 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 // DropNotifications(false) delivers them again, and wakes every subscriber
 // once for what they missed.
 func (r *Router) DropNotifications(on bool) { r.note.setDrop(on) }
+
+// Subscriptions returns the number of Notify subscriptions still live:
+// those whose ctx has not ended, and for a moment those whose ctx has just
+// ended. A Runner's Run leaves none behind once it has returned.
+func (r *Router) Subscriptions() int { return r.note.live() }

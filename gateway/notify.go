@@ -11,6 +11,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/internal/watchloop"
+	"github.com/upshift-dev/upshift/rollout"
 )
 
 // subscription is one Notify call, live until its ctx ends.
@@ -33,7 +34,11 @@ type subscription struct {
 // Each watch is re-established when the server closes it, resuming from
 // the last resourceVersion seen (a watch that cannot resume reports the
 // route again, one extra wake), with a backoff while the API server
-// refuses, until ctx ends; then every goroutine Notify started returns.
+// refuses or ends watches at once, until ctx ends; then every goroutine
+// Notify started returns promptly, and wake is not called again (Notify
+// tracks them with rollout.TrackNotify: a Runner's Run returns after
+// them). An event of another object (a server that ignored the field
+// selector) is dropped.
 //
 // Notify opens the first watch of every route before it returns, and
 // returns an error, watching nothing, when the server refuses one for good
@@ -53,6 +58,8 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 		opts := r.watchOpts
 		opts.Own = &r.own
 		opts.Changed = func(prev, next runtime.Object) bool { return r.changed(ref, prev, next) }
+		opts.Namespace = ref.Namespace
+		opts.Ended = rollout.TrackNotify(ctx)
 		if err := watchloop.Start(ctx, ref.Name, start, wake, &r.watches, opts); err != nil {
 			cancel()
 			return fmt.Errorf("gateway: %s: %w", ref, err)
@@ -65,7 +72,9 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 	}
 	r.subs[sub] = struct{}{}
 	r.mu.Unlock()
+	ended := rollout.TrackNotify(ctx)
 	context.AfterFunc(ctx, func() {
+		defer ended()
 		r.mu.Lock()
 		delete(r.subs, sub)
 		r.mu.Unlock()

@@ -285,3 +285,55 @@ func TestNotifySettleDelay(t *testing.T) {
 		t.Fatalf("settled, with no read while settling: %+v, %v", st, err)
 	}
 }
+
+// TestRunEndsTheRouteWatch: Run watches the route while it drives a
+// rollout and ends that watch before it returns, although the caller's
+// ctx lives on: right after each Run (one that finishes a rollout, then
+// three that find it finished) no watch loop runs, and each Run made one
+// watch request.
+func TestRunEndsTheRouteWatch(t *testing.T) {
+	env := kubetest.Get(t)
+	ns := env.Namespace(t)
+	newRoute(t, env.Client, ns, "web")
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	router, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := fake.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
+	runner := &rollout.Runner{
+		Strategy: strategy.BlueGreen{}, Router: router,
+		A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock,
+		Store:    gateway.NewAnnotationStoreForClientset(env.Gateway, ref),
+		Observer: rollout.ObserverFunc(func(context.Context, rollout.Event) { playController(t, env.Client, ref) }),
+	}
+	ctx, cancel := context.WithCancel(context.Background()) // the caller's: live throughout
+	defer cancel()
+	for i := range 4 {
+		done := make(chan error, 1)
+		var end strategy.State
+		go func() {
+			var err error
+			end, err = runner.Run(ctx, strategy.NewState("v1", "v2"), nil)
+			done <- err
+		}()
+		var runErr error
+		advanceUntil(t, clock, func() bool {
+			select {
+			case runErr = <-done:
+				return true
+			default:
+				return false
+			}
+		})
+		if runErr != nil || end.Phase != strategy.PhaseSucceeded {
+			t.Fatalf("Run %d: %s: %v", i, end.Phase, runErr)
+		}
+		if n := gateway.Watching(router); n != 0 {
+			t.Fatalf("Run %d returned with %d route watches running", i, n)
+		}
+		if c := router.Counts(); c.Watches != i+1 {
+			t.Fatalf("after Run %d: %d watch requests, want %d", i, c.Watches, i+1)
+		}
+	}
+}

@@ -163,6 +163,12 @@ func (f RevisionFunc) Revision(ctx context.Context, expect string) (RevisionStat
 // blocks). An error means the adapter cannot notify: the caller polls.
 // Run uses it to reconcile as soon as a hop is applied instead of at the
 // next poll; an operator maps the same changes to its watches.
+//
+// The notifications end when ctx ends: every goroutine Notify started
+// (a watch, a poller) returns promptly after, without waiting for a timer
+// or a server, and wake is not called again; nothing outlives ctx. Notify
+// reports each such goroutine through TrackNotify(ctx), so that Run, which
+// ends its ctx before it returns, can wait until they are gone.
 type Notifier interface {
 	Notify(ctx context.Context, wake func()) error
 }

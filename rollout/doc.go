@@ -183,4 +183,28 @@
 // process resumes where it stopped; package fake has an in-memory Store.
 // Run never drops a command or a hop because a save failed: it keeps the
 // change in memory, reconciles from it, and retries the save until it lands.
+//
+// Run's lifetime guarantees:
+//   - Nothing outlives it. Run subscribes to the Notifiers with a context
+//     of its own and ends it before it returns; a Notifier's goroutines
+//     end promptly after (the Notifier contract), and Run waits for those
+//     that Notify reported through TrackNotify (the gateway Router's
+//     watches, serve/replicas' watch, serve/ray's fast polls, the fakes'
+//     subscriptions). A program may call Run again and again: each call
+//     leaves no watch, poll or wake behind.
+//   - A finished state is not a dead end. Started on a state that is
+//     already terminal or idle, Run returns it at once when commands is
+//     nil; with a commands channel it waits for a command, and runs the
+//     rollout that command starts (a closure calling
+//     strategy.State.Retarget with a new revision) to its end. A rollout
+//     that finishes while Run drives it returns at once.
+//   - Cancellation loses nothing and invents nothing: when ctx ends, Run
+//     returns ctx's error (wrapping ErrUnsaved only if a change it made
+//     could not be saved), and a reconcile that failed because ctx ended
+//     is not recorded in the state.
+//   - Its waits are visible to a manual clock: Run arms its requeue timer
+//     (Clock.AfterFunc) only after it has taken every pending command and
+//     wake, right before it blocks, and stops it when woken otherwise, so
+//     a test on a fake.Clock knows that a pending timer of Run's means Run
+//     is idle until something happens.
 package rollout

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,23 +36,20 @@ type runClock struct {
 	waiting chan struct{}
 
 	mu     sync.Mutex
-	latest int  // the timer of Run's current wait
-	fired  bool // it has fired
-	polls  int  // waits ended by the requeue timer
+	latest int // the timer of Run's current (or last) wait
+	fired  int // the last of Run's timers that fired
+	polls  int // waits ended by the requeue timer
 }
 
 func (c *runClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
 	c.latest++
 	id := c.latest
-	c.fired = false
 	c.mu.Unlock()
 	stop := c.Clock.AfterFunc(d, func() {
 		c.mu.Lock()
-		if id == c.latest {
-			c.fired = true
-			c.polls++
-		}
+		c.fired = max(c.fired, id)
+		c.polls++
 		c.mu.Unlock()
 		f()
 	})
@@ -62,10 +57,19 @@ func (c *runClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return stop
 }
 
-func (c *runClock) timerFired() bool {
+// current returns the timer of Run's current wait.
+func (c *runClock) current() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.fired
+	return c.latest
+}
+
+// timerFired reports whether timer id has fired (Run may already be
+// waiting on the next one).
+func (c *runClock) timerFired(id int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fired >= id
 }
 
 // gate holds the fakes' wakes until the test delivers them to Run.
@@ -280,72 +284,25 @@ func (l *lockstep) wait(t harnessTB) (runResult, bool) {
 
 // nudge ends Run's current wait: with the held wakes if any, or else by
 // moving the clock from timer to timer until Run's requeue fires or a
-// fake wakes.
+// fake wakes. It is called once wait has reported that Run waits: Run arms
+// its requeue timer only after it has taken every wake and command already
+// pending, right before it blocks (see Runner.Run), so nothing but what
+// nudge does can end that wait.
 func (l *lockstep) nudge(t harnessTB) {
 	t.Helper()
+	id := l.rc.current()
 	for !l.g.deliver() {
-		// Move the clock only while Run is blocked in its wait: a Run that
-		// is reconciling (woken by a wake it had already coalesced) would
-		// see the next hop at a requeue the clock reached behind its back.
-		if !runBlocked() {
-			return // Run is busy, or already signalling its next wait
-		}
-		if l.g.deliver() {
-			return // a wake held while Run finished its reconcile
-		}
 		at, ok := l.clock.NextWake()
 		if !ok {
-			// Run is not waiting after all: a wake that was already
-			// pending when it last chose (coalesced with the one the test
-			// delivered) ended that wait at once, and it is reconciling.
-			// Its next wait is signalled; a Run that waits on no timer
-			// shows up there as "neither waits nor returns".
+			l.rc.mu.Lock()
+			t.Fatalf("Run waits, but on no timer: now %v latest %d fired %v waiters %d", l.clock.Now().Sub(t0), l.rc.latest, l.rc.fired, l.clock.Waiters())
 			return
 		}
 		l.clock.Set(at)
-		if l.rc.timerFired() {
+		if l.rc.timerFired(id) {
 			return
 		}
 	}
-}
-
-// runBlocked waits until the goroutine running Runner.Run is blocked in its
-// select (true), or reports false at once when it is blocked sending the
-// signal of its next wait, or is gone. It reads the goroutines' stacks: Run
-// offers no hook between choosing its wait and blocking in it.
-func runBlocked() bool {
-	buf := make([]byte, 64<<10)
-	for i := 0; i < 20000; i++ {
-		n := runtime.Stack(buf, true)
-		for n == len(buf) {
-			buf = make([]byte, 2*len(buf))
-			n = runtime.Stack(buf, true)
-		}
-		found := false
-		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
-			if !strings.Contains(g, "rollout.(*Runner).Run(") {
-				continue
-			}
-			found = true
-			header, _, _ := strings.Cut(g, "\n")
-			switch {
-			case strings.Contains(header, "[select"):
-				// Blocked in Run's own select (its frame on top: the
-				// runtime's are not shown), not in one of a call it makes.
-				lines := strings.SplitN(g, "\n", 3)
-				if len(lines) > 1 && strings.Contains(lines[1], "rollout.(*Runner).Run(") {
-					return true
-				}
-			case strings.Contains(header, "[chan send"):
-				return false // the harness reads that signal next
-			}
-		}
-		if !found {
-			return false
-		}
-		runtime.Gosched()
-	}
-	return false
 }
 
 // finish drives Run to its end and returns its result.
@@ -428,14 +385,10 @@ func TestRunReactsToNotifications(t *testing.T) {
 			if took[false] != plan.Duration+waits*poll || waits == 0 || int(waits) > plan.Hops {
 				t.Fatalf("polling: %v, not the plan %v plus 1..%d polls of %v", took[false], plan.Duration, plan.Hops, poll)
 			}
-			// With them, every such wait lasts the lag. The lockstep harness
-			// can, rarely (about 1 run in 200 under -race), advance the
-			// clock by one poll while Run is still busy with a wake that
-			// was coalesced with one it had not yet taken: one poll of
-			// slack, and still well below polling.
-			if want := plan.Duration + waits*lag; took[true] < want || took[true] > want+poll || took[true] >= took[false] {
-				t.Errorf("with notifications %v, want the plan %v plus %d waits of %v = %v (at most one poll more, and less than polling's %v)",
-					took[true], plan.Duration, waits, lag, want, took[false])
+			// With them, every such wait lasts the lag, exactly.
+			if want := plan.Duration + waits*lag; took[true] != want {
+				t.Errorf("with notifications %v, want the plan %v plus %d waits of %v = %v",
+					took[true], plan.Duration, waits, lag, want)
 			}
 		})
 	}
@@ -520,8 +473,7 @@ func TestRunCoalescesABurstOfWakes(t *testing.T) {
 		wake()
 	}
 	release()
-	l.wait(t)
-	l.wait(t)
+	l.wait(t) // Run took the burst before it waited again
 	got := l.reconciles.Load() - before
 	t.Logf("1 + %d wakes: %d reconciles", burst, got)
 	if got != 2 {

@@ -484,8 +484,7 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // Run drives one rollout to a terminal phase in this process: it loads the
 // state from Store (or starts from initial when nothing is saved), reconciles,
 // saves after every change, and waits for the requeue, a command or ctx.
-// Killed and restarted, it resumes where the Store says it was. An idle
-// state (nothing to roll out) returns at once.
+// Killed and restarted, it resumes where the Store says it was.
 //
 // Commands (strategy.State.Resume, a closure calling Abort...) are applied
 // between reconciles to the state in memory, at the Runner's clock, which
@@ -495,7 +494,34 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // RetryInterval until it succeeds: a command (like any state change) is never
 // dropped because one write failed, and Run does not return a terminal state
 // before it is stored. When ctx ends with a change still unsaved, Run returns
-// an error wrapping ErrUnsaved.
+// an error wrapping ErrUnsaved. A reconcile that fails because ctx ended
+// (an adapter's read or write cancelled) records nothing: Run returns the
+// state it had before that reconcile, and ctx's error.
+//
+// A finished state. When the state Run starts from is already finished
+// (terminal, or idle: nothing to roll out), Run reconciles it once and,
+// with a nil commands channel, returns it. With a commands channel it
+// waits for commands instead: each is applied and saved as above, and one
+// that starts a rollout (a closure calling Retarget with a new revision)
+// is run to its end, when Run returns; Run also returns when commands is
+// closed (the state, and a nil error) or ctx ends (ctx's error). While it
+// waits so, it polls nothing. A rollout that finishes while Run drives it
+// returns at once, leaving any command still queued for the next Run.
+//
+// Lifetime. Run subscribes to the adapters' notifications (Notifier) with
+// a context of its own, which it ends before it returns, and it waits
+// until every subscription whose Notify tracks it (TrackNotify: the
+// gateway Router, serve/replicas, serve/ray and the fakes all do) has
+// ended. So once Run has returned, no watch, poll or goroutine it started
+// is left and no wake of it is delivered, and a program may call Run again
+// and again without accumulating subscriptions.
+//
+// Waiting. Run takes every command and wake already pending before it
+// waits, and only then arms its requeue timer (Clock.AfterFunc), right
+// before it blocks; the timer is stopped when something else ends the
+// wait. With a manual clock (fake.Clock) a test therefore knows that a
+// pending timer of Run's means Run is blocked, or about to block, with
+// nothing to do until a command, a wake, ctx or the clock moves.
 func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-chan Command) (strategy.State, error) {
 	if err := r.Validate(); err != nil {
 		return initial, err
@@ -513,6 +539,10 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	case err != nil:
 		return initial, &AdapterError{Adapter: "store", Op: "load", Err: err}
 	}
+	finished := func() bool { return s.Phase.Terminal() || s.Idle() }
+	// await: Run started on a finished state with a commands channel, and
+	// waits for a command that starts a rollout.
+	await := commands != nil && finished()
 	// saved is the state the Store holds; s the one in memory, which every
 	// reconcile starts from. A state that differs from saved only in its
 	// volatile fields (strategy.Changed) is not written.
@@ -530,52 +560,103 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 		}
 		saved, dirty = s, false
 	}
-	wake, watched := r.notifications(ctx)
+	ended := func() (strategy.State, error) {
+		if dirty {
+			return s, fmt.Errorf("%w runner: %w", ErrUnsaved, ctx.Err())
+		}
+		return s, ctx.Err()
+	}
+	// The subscriptions live in subCtx, which ends before Run returns; Run
+	// then waits for those that track their end.
+	subCtx, cancel := context.WithCancel(ctx)
+	subCtx, subs := withTracker(subCtx)
+	defer subs.wait()
+	defer cancel()
+	wake, watched := r.notifications(subCtx)
 	watched = watched || r.Watched
 	for {
 		next, requeue, err := r.reconcileAt(ctx, s, clk.Now(), watched)
+		if err != nil && ctx.Err() != nil {
+			// The reconcile failed because ctx ended: nothing it saw holds.
+			return ended()
+		}
 		store(next)
 		if dirty {
 			requeue = min(requeue, r.retryAfter())
 		}
-		if err == nil && !dirty && (s.Phase.Terminal() || s.Idle()) {
+		if err == nil && !dirty && finished() && !await {
 			return s, nil
 		}
-		if errors.Is(err, strategy.ErrClockSkew) && !dirty && s.Phase.Terminal() {
+		if errors.Is(err, strategy.ErrClockSkew) && !dirty && s.Phase.Terminal() && !await {
 			return s, err // finished, but stamped by another clock: say so
 		}
 		if requeue <= 0 {
 			requeue = r.retryAfter() // keep observing: a gate verdict or a new observation may arrive
 		}
+		if await && !dirty && finished() {
+			requeue = 0 // nothing to observe until a command starts a rollout
+		}
+		// Take what is already pending first, so that the timer is armed
+		// only when Run is about to block with nothing to do.
+		var (
+			cmd     Command
+			got, ok bool // a command (ok), or the channel closed (!ok)
+		)
 		select {
 		case <-ctx.Done():
-			if dirty {
-				return s, fmt.Errorf("%w runner: %w", ErrUnsaved, ctx.Err())
+			return ended()
+		case cmd, ok = <-commands:
+			got = true
+		case <-wake:
+		default:
+			var fired chan struct{}
+			stop := func() bool { return false }
+			if requeue > 0 {
+				fired = make(chan struct{})
+				stop = clk.AfterFunc(requeue, func() { close(fired) })
 			}
-			return s, ctx.Err()
-		case cmd, ok := <-commands:
+			select {
+			case <-ctx.Done():
+				stop()
+				return ended()
+			case cmd, ok = <-commands:
+				got = true
+				stop()
+			case <-wake:
+				// An adapter reports a change: reconcile now. Changes
+				// that arrive meanwhile are coalesced into one more
+				// reconcile.
+				stop()
+			case <-fired:
+			}
+		}
+		if got {
 			if !ok {
-				commands = nil
+				commands, await = nil, false
 				continue
 			}
 			store(cmd(s, clk.Now()))
-		case <-wake:
-			// An adapter reports a change: reconcile now. Changes that
-			// arrive meanwhile are coalesced into one more reconcile.
-		case <-clock.After(clk, requeue):
+			if !finished() {
+				await = false // a rollout started: Run returns when it ends
+			}
 		}
 	}
 }
 
 // notifications subscribes to every adapter that implements Notifier, once
-// each, and returns a channel that holds at most one pending wake-up: a burst
-// of changes is one reconcile. Adapters that cannot notify are polled.
-// watched reports whether every adapter that observes the world (the
-// Router, the capacity setters, the revision readers that are set)
-// notifies, so that Run need not poll fast after a hop.
+// each, with ctx (which ends before Run returns), and returns a channel
+// that holds at most one pending wake-up: a burst of changes is one
+// reconcile. A wake that comes after ctx ended is dropped. Adapters that
+// cannot notify are polled. watched reports whether every adapter that
+// observes the world (the Router, the capacity setters, the revision
+// readers that are set) notifies, so that Run need not poll fast after a
+// hop.
 func (r *Runner) notifications(ctx context.Context) (wakes <-chan struct{}, watched bool) {
 	ch := make(chan struct{}, 1)
 	wake := func() {
+		if ctx.Err() != nil {
+			return
+		}
 		select {
 		case ch <- struct{}{}:
 		default:

@@ -313,12 +313,21 @@ func degradedNow(s *State) bool {
 // TestSafetyVolume holds the safety properties to at least
 // minCheckedActions checked actions per run: it runs after them (Go runs a
 // file's tests in source order) and checks more until the floor is reached.
+//
+// A run is what was checked since the last TestSafetyVolume ended, so that
+// with -count=N every repetition checks its own floor (the counter is the
+// package's, and would otherwise be past the floor after the first).
 func TestSafetyVolume(t *testing.T) {
-	for round := 0; checkedActions.Load() < minCheckedActions; round++ {
+	floor := volumeEnd.Load() + minCheckedActions
+	for round := 0; checkedActions.Load() < floor; round++ {
 		if round == 100 {
-			t.Fatalf("only %d actions checked after %d rounds", checkedActions.Load(), round)
+			t.Fatalf("only %d actions checked after %d rounds", checkedActions.Load()-volumeEnd.Load(), round)
 		}
 		rapid.Check(t, neverUnsafe)
 	}
-	t.Logf("%d actions checked", checkedActions.Load())
+	t.Logf("%d actions checked", checkedActions.Load()-volumeEnd.Load())
+	volumeEnd.Store(checkedActions.Load())
 }
+
+// volumeEnd is checkedActions when TestSafetyVolume last ended.
+var volumeEnd atomic.Int64

@@ -314,6 +314,9 @@ func deployers(ctx context.Context, rc *rest.Config, cfg Config, image func(stri
 
 // readCommands turns lines of input into commands.
 func readCommands(ctx context.Context, in io.Reader, cmds chan<- rollout.Command, out io.Writer) {
+	// No more commands: Run no longer waits for one (a state already
+	// finished in the route's annotation returns at once).
+	defer close(cmds)
 	if in == nil {
 		return
 	}

@@ -4,6 +4,23 @@
 // seen, backs off while the API server refuses, and calls wake on every
 // change of the object that the adapter reports (Options.Changed), except
 // the adapter's own writes (Options.Own).
+//
+// Only the object itself counts. The watch asks for it by name (a field
+// selector), but an event of any other object (a server or a fake that
+// ignores the selector, another namespace) is dropped: it wakes nobody,
+// and it is not remembered as the object's last version.
+//
+// Backoff. A watch that the server ends before it has lived
+// Options.MinLifetime counts as failed, whatever it delivered: the wait
+// before the next one grows from MinBackoff, doubling up to MaxBackoff,
+// and is reset only by a watch that lived at least MinLifetime. So a
+// server that ends every watch at once, right after one event, costs a
+// watch per MaxBackoff at most, not thousands a second. Timers and the
+// lifetime are read from Options.Clock (a manual clock in tests).
+//
+// Lifetime. A loop ends when its ctx ends: its goroutine returns promptly
+// (a pending backoff or an open watch is abandoned) and wake is not called
+// after Options.Ended has been called.
 package watchloop
 
 import (
@@ -24,6 +41,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/upshift-dev/upshift/clock"
 )
 
 // Func starts one watch with opts: a watch of the object's collection in its
@@ -46,9 +65,25 @@ type Options struct {
 	// 30 to 60 minutes by default).
 	Timeout time.Duration
 	// MinBackoff and MaxBackoff bound the wait before a new watch after
-	// one failed or closed without delivering anything; 0 means 100 ms
+	// one failed, or ended before it had lived MinLifetime; 0 means 100 ms
 	// and 30 s.
 	MinBackoff, MaxBackoff time.Duration
+	// MinLifetime is how long a watch must have lived (from its request
+	// to its end) to count as healthy, so that the next one starts at
+	// once and the backoff is reset; a shorter one counts as failed,
+	// even if it delivered events. 0 means 1 s, or half of Timeout when
+	// Timeout is below 2 s.
+	MinLifetime time.Duration
+	// Namespace, when set, is the object's namespace: an event of an
+	// object in another namespace is dropped, as is one of another name.
+	Namespace string
+	// Clock is the clock of the backoff and of MinLifetime; nil means
+	// clock.Real. (Own's wait, OwnWait, is on the wall clock.)
+	Clock clock.Clock
+	// Ended, when set, is called once the loop is over: when Start
+	// returns an error (nothing runs), or when the loop's goroutine
+	// returns after ctx ended; wake is not called after it.
+	Ended func()
 	// Changed reports whether next differs from prev in anything the
 	// adapter reports; an event that changes nothing else (another
 	// writer's annotation, managed fields) wakes nobody. nil: every event
@@ -191,13 +226,25 @@ func Start(ctx context.Context, name string, start Func, wake func(), stats *Sta
 	if opt.MaxBackoff <= 0 {
 		opt.MaxBackoff = 30 * time.Second
 	}
-	l := &loop{name: name, start: start, wake: wake, stats: stats, opt: opt}
+	if opt.MinLifetime <= 0 {
+		opt.MinLifetime = time.Second
+		if opt.Timeout > 0 && opt.Timeout < 2*time.Second {
+			opt.MinLifetime = opt.Timeout / 2
+		}
+	}
+	ended := opt.Ended
+	if ended == nil {
+		ended = func() {}
+	}
+	l := &loop{name: name, start: start, wake: wake, stats: stats, opt: opt, clk: clock.OrReal(opt.Clock)}
 	w, err := l.open(ctx)
 	if err != nil && Refused(err) {
+		ended()
 		return err
 	}
 	stats.Running.Add(1)
 	go func() {
+		defer ended()
 		defer stats.Running.Add(-1)
 		l.run(ctx, w, err)
 	}()
@@ -220,8 +267,11 @@ type loop struct {
 	wake  func()
 	stats *Stats
 	opt   Options
+	clk   clock.Clock
 	rv    string // the last resourceVersion seen; "" to start afresh
 	prev  runtime.Object
+	// opened is when the current watch was asked for.
+	opened time.Time
 }
 
 func (l *loop) open(ctx context.Context) (watch.Interface, error) {
@@ -235,6 +285,7 @@ func (l *loop) open(ctx context.Context) (watch.Interface, error) {
 		opts.TimeoutSeconds = &s
 	}
 	l.stats.Watches.Add(1)
+	l.opened = l.clk.Now()
 	w, err := l.start(ctx, opts)
 	if err != nil {
 		if isExpired(err) {
@@ -250,10 +301,11 @@ func (l *loop) open(ctx context.Context) (watch.Interface, error) {
 func (l *loop) run(ctx context.Context, w watch.Interface, err error) {
 	backoff := time.Duration(0)
 	for {
-		healthy := false // the watch answered: reopen at once
+		healthy := false // the watch lived long enough: reopen at once
 		if w != nil {
-			opened := time.Now()
-			healthy = l.consume(ctx, w) || time.Since(opened) >= time.Second
+			opened := l.opened
+			l.consume(ctx, w)
+			healthy = l.clk.Now().Sub(opened) >= l.opt.MinLifetime
 		}
 		if ctx.Err() != nil {
 			return
@@ -266,55 +318,63 @@ func (l *loop) run(ctx context.Context, w watch.Interface, err error) {
 		default:
 			backoff = min(2*backoff, l.opt.MaxBackoff)
 		}
-		if backoff > 0 {
-			t := time.NewTimer(backoff) // honours ctx, unlike a sleep
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
+		if backoff > 0 && clock.Sleep(ctx, l.clk, backoff) != nil {
+			return // ctx ended during the backoff
 		}
 		w, err = l.open(ctx)
 	}
 }
 
-// consume reads w's events until it closes or ctx ends, and reports whether
-// it delivered any (a bookmark counts: the server is answering).
-func (l *loop) consume(ctx context.Context, w watch.Interface) bool {
+// consume reads w's events until it closes or ctx ends.
+func (l *loop) consume(ctx context.Context, w watch.Interface) {
 	defer w.Stop()
-	delivered := false
 	for {
 		select {
 		case <-ctx.Done():
-			return delivered
+			return
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return delivered
+				return
 			}
 			switch ev.Type {
 			case watch.Added, watch.Modified:
-				delivered = true
+				if !l.ours(ev.Object) {
+					continue
+				}
 				l.remember(ev)
-				if l.relevant(ctx, ev) {
+				if l.relevant(ctx, ev) && ctx.Err() == nil {
 					l.wake()
 				}
 			case watch.Deleted:
-				delivered = true
+				if !l.ours(ev.Object) {
+					continue
+				}
 				l.remember(ev)
 				l.prev = nil
-				l.wake()
+				if ctx.Err() == nil {
+					l.wake()
+				}
 			case watch.Bookmark:
-				delivered = true
 				l.remember(ev)
 			case watch.Error:
 				if isExpired(apierrors.FromObject(ev.Object)) {
 					l.rv = "" // start afresh: the next watch reports the object
 				}
-				return delivered
+				return
 			}
 		}
 	}
+}
+
+// ours reports whether obj is the watched object: its name, and its
+// namespace when Options.Namespace is set. Another object's event (a
+// server that ignored the field selector) is dropped.
+func (l *loop) ours(obj runtime.Object) bool {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return false
+	}
+	return m.GetName() == l.name && (l.opt.Namespace == "" || m.GetNamespace() == l.opt.Namespace)
 }
 
 // relevant reports whether an added or modified object should wake: not

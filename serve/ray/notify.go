@@ -3,6 +3,7 @@ package ray
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,7 +37,11 @@ var (
 // Capacity reports, the cluster's target_capacity, and the revision status
 // Revision reports for the revision this adapter last deployed or
 // recognised; not the bytes of the answer. Notify returns nil (an error
-// only for a nil wake); the subscription ends when ctx does.
+// only for a nil wake); the subscription ends when ctx does: once its
+// last subscriber has left, the poller drops its pending poll and cancels
+// the one in flight, and a subscription counts as ended (rollout.TrackNotify,
+// which a Runner's Run waits for before it returns) only once no poll it
+// took part in is still running, so no GET and no wake of it follows.
 func (r *Ray) Notify(ctx context.Context, wake func()) error {
 	return r.poll.subscribe(ctx, wake)
 }
@@ -93,7 +98,15 @@ type poller struct {
 	last view
 }
 
-type subscriber struct{ wake func() }
+// subscriber is one Notify call. busy counts the polls in flight that
+// it takes part in; end (rollout.TrackNotify) is called once it has left
+// and busy is 0.
+type subscriber struct {
+	wake func()
+	end  func()
+	busy int
+	gone bool
+}
 
 func newPoller(r *Ray, c *Config) *poller {
 	p := &poller{r: r, clk: clock.OrReal(c.Clock), min: c.NotifyMinInterval, max: c.NotifyMaxInterval}
@@ -111,7 +124,7 @@ func (p *poller) subscribe(ctx context.Context, wake func()) error {
 	if wake == nil {
 		return errors.New("ray: Notify: wake is nil")
 	}
-	s := &subscriber{wake: wake}
+	s := &subscriber{wake: wake, end: rollout.TrackNotify(ctx)}
 	p.mu.Lock()
 	if p.subs == nil {
 		p.subs = map[*subscriber]struct{}{}
@@ -132,9 +145,25 @@ func (p *poller) unsubscribe(s *subscriber) {
 		return
 	}
 	delete(p.subs, s)
+	s.gone = true
 	if len(p.subs) == 0 {
 		p.halt()
 		p.cancel() // ends a poll in flight
+	}
+	if s.busy == 0 {
+		s.end()
+	}
+}
+
+// release ends the part of in in a poll that has finished. p.mu is not
+// held.
+func (p *poller) release(in []*subscriber) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range in {
+		if s.busy--; s.busy == 0 && s.gone {
+			s.end()
+		}
 	}
 }
 
@@ -184,7 +213,13 @@ func (p *poller) poll(gen uint64) {
 	}
 	ctx := p.ctx
 	p.stop = nil
+	in := make([]*subscriber, 0, len(p.subs))
+	for s := range p.subs {
+		s.busy++
+		in = append(in, s)
+	}
 	p.mu.Unlock()
+	defer func() { p.release(in) }()
 
 	d, err := p.r.get(ctx)
 	var v view
@@ -203,6 +238,10 @@ func (p *poller) poll(gen uint64) {
 	case changed:
 		p.last = v
 		for s := range p.subs {
+			if !slices.Contains(in, s) { // subscribed during the GET
+				s.busy++
+				in = append(in, s)
+			}
 			wakes = append(wakes, s.wake)
 		}
 		p.schedule(p.min)

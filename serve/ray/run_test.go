@@ -118,6 +118,41 @@ type runUpgrade struct {
 	at         []time.Time // the instant of each reconcile
 	gets       [2]int      // GETs of the applications, side A and side B
 	clk        *waitClock
+	// pendingPolls is the number of the adapters' poll timers pending
+	// right after Run returned; getsSince counts the GETs since then.
+	pendingPolls int
+	getsSince    func() [2]int
+}
+
+// pendingClock is the wall clock, counting the timers set on it that have
+// neither fired nor been stopped.
+type pendingClock struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *pendingClock) Now() time.Time { return time.Now() }
+
+func (c *pendingClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	var once sync.Once
+	done := func() { once.Do(func() { c.mu.Lock(); c.n--; c.mu.Unlock() }) }
+	t := time.AfterFunc(d, func() { done(); f() })
+	return func() bool {
+		stopped := t.Stop()
+		if stopped {
+			done()
+		}
+		return stopped
+	}
+}
+
+func (c *pendingClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
 }
 
 // rayPace is how many polls the clusters of sides A and B take to build an
@@ -145,6 +180,7 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 		dep *ray.Deployer
 	}
 	var sides [2]side
+	var pollClk pendingClock // the adapters' fast polls
 	for i, opts := range pace {
 		name := []strategy.Side{strategy.SideA, strategy.SideB}[i]
 		opts.GuardRedeploys = true
@@ -152,7 +188,7 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 		rs.ServingFunc(router.Serving(name))
 		srv := httptest.NewServer(rs)
 		t.Cleanup(srv.Close)
-		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions)})
+		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions), Clock: &pollClk})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,6 +247,8 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 	u.took = time.Since(start)
 	u.end = end
 	u.gets = [2]int{a.rs.Polls() - gets[0], b.rs.Polls() - gets[1]}
+	u.pendingPolls = pollClk.pending()
+	u.getsSince = func() [2]int { return [2]int{a.rs.Polls() - gets[0] - u.gets[0], b.rs.Polls() - gets[1] - u.gets[1]} }
 	if err != nil {
 		t.Fatalf("Run after %v (%d reconciles): %v; state %s %+v (%s)", u.took, u.reconciles, err, end.Phase, end.Desired, end.Message)
 	}
@@ -314,4 +352,22 @@ func TestRunDrivenByRayNotifications(t *testing.T) {
 			t.Errorf("%d rounds of hops, want at least 3 (deploy, capacity, weight...)", u.rounds)
 		}
 	})
+}
+
+// TestRunLeavesNoRayPoll: the Ray adapters poll fast after each write
+// while Run drives an upgrade; once Run has returned (its caller's ctx
+// still live), no poll of theirs is pending or running, and the clusters
+// get no GET after that, however long one waits.
+func TestRunLeavesNoRayPoll(t *testing.T) {
+	st := strategy.BlueGreen{Options: strategy.Options{PollInterval: metav1.Duration{Duration: runPollInterval}}}
+	u := runRayUpgrade(t, st, rayPace, true, time.Minute)
+	if u.pendingPolls != 0 {
+		t.Errorf("%d of the adapters' polls pending right after Run returned, want 0", u.pendingPolls)
+	}
+	// The adapters' tail of fast polls after their last write lasts about
+	// 4 s (50 ms doubling to 2 s): look for a GET over that long.
+	time.Sleep(4 * time.Second)
+	if got := u.getsSince(); got != [2]int{} {
+		t.Errorf("GETs after Run returned: A %d, B %d, want none", got[0], got[1])
+	}
 }

@@ -27,7 +27,11 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // The watch is re-established when the server closes it, resuming from the
 // last resourceVersion seen (a watch that cannot resume reports the
 // workload again, one extra wake), with a backoff while the API server
-// refuses, until ctx ends; then the goroutine Notify started returns.
+// refuses or ends watches at once, until ctx ends; then the goroutine
+// Notify started returns promptly, and wake is not called again (Notify
+// tracks it with rollout.TrackNotify: a Runner's Run returns after it).
+// An event of another object (a server that ignored the field selector)
+// is dropped.
 // Notify opens the first watch before it returns, and returns an error
 // when the server refuses it for good (Forbidden without watch on the
 // workload's name), or when ForClient was given a client that is not a
@@ -41,6 +45,8 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	opts := s.watchOpts
 	opts.Own = &s.own
 	opts.Changed = s.reportChanged
+	opts.Namespace = s.ns
+	opts.Ended = rollout.TrackNotify(ctx)
 	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
