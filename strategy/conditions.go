@@ -44,6 +44,16 @@ const (
 	// ReasonStableRevisionMismatch: the stable side is observed running
 	// another revision than the stable one; nothing moves forward.
 	ReasonStableRevisionMismatch = "StableRevisionMismatch"
+	// ReasonAdopting: a state that has not observed the world yet
+	// (State.Unobserved) waits to adopt it (Progressing); the message says
+	// what it waits for.
+	ReasonAdopting = "Adopting"
+	// ReasonAdoptionBlocked: a state that has not observed the world yet
+	// cannot adopt what it sees (Degraded): a split route whose sides do not
+	// report revisions, weights that are not a split of 100, a side that
+	// carries traffic and runs no revision it recognises. The message names
+	// what was observed; nothing is asked until the world changes.
+	ReasonAdoptionBlocked = "AdoptionBlocked"
 	msgDeploying                 = "deploying the canary revision on the canary side"
 	msgWaitingRevision           = "waiting for the canary revision to roll out on the canary side"
 	msgStableRevision            = "the stable side runs another revision than the stable one: holding"

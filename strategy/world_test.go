@@ -277,8 +277,10 @@ func (w *world) revisionBreach(st *State) string {
 	if w.breach != "" {
 		return w.breach
 	}
-	if w.noRevisions {
-		return "" // the engine cannot know: the caller puts revisions on sides
+	if w.noRevisions || st.Unobserved {
+		// The engine cannot know: the caller puts revisions on sides, or
+		// the state has not observed the world yet (it asks for nothing).
+		return ""
 	}
 	for _, r := range []struct {
 		name      string
