@@ -142,6 +142,9 @@ func (s State) PromoteFull(now time.Time) State {
 // once the walk back ends. It does nothing on a state that has not observed
 // the world yet (Unobserved), nor during a Retarget's walk back.
 func (s State) Retry(now time.Time) State {
+	if s.Phase == PhaseAborting && 100-s.Desired.Weight > s.Desired.StableCapacity {
+		return s // an emergency walk back has not scaled the stable side up yet
+	}
 	if s.Phase == PhaseAborting && s.PendingRevision != "" && s.PendingRevision != s.StableRevision && !s.retargetWalkBack() {
 		s = s.command(now)
 		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: s.LastCommandAt}
@@ -149,9 +152,6 @@ func (s State) Retry(now time.Time) State {
 	}
 	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
 		return s
-	}
-	if s.Phase == PhaseAborting && 100-s.Desired.Weight > s.Desired.StableCapacity {
-		return s // an emergency walk back has not scaled the stable side up yet
 	}
 	s = s.command(now)
 	s.Aborted = nil

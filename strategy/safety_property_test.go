@@ -189,7 +189,7 @@ func neverUnsafe(t *rapid.T) {
 			}
 			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
-			if d.State.StableSide != s.StableSide && d.State.Phase == PhaseSucceeded {
+			if d.State.stableSide() != s.stableSide() && (d.State.Phase == PhaseSucceeded || s.Unobserved) {
 				w.swap()
 			}
 			s = d.State
@@ -280,7 +280,7 @@ func neverStuckSilently(t *rapid.T) {
 			since = now
 		}
 		w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
-		if d.State.StableSide != s.StableSide {
+		if d.State.stableSide() != s.stableSide() {
 			w.swap()
 		}
 		s = d.State
