@@ -65,17 +65,27 @@ func (r *run) adopt() {
 	split := false
 	switch {
 	case r.e.opts.Capacity == CapacityReplicas:
-		// Traffic follows ready replicas.
-		onStable := o.Stable.Capacity > 0 || o.Stable.Ready > 0
-		onCanary := o.Canary.Capacity > 0 || o.Canary.Ready > 0
+		// Traffic follows ready replicas: a side serves, or may soon,
+		// when it holds capacity or is still moving.
+		onStable := o.Stable.Capacity > 0 || o.Stable.Ready > 0 || !o.Stable.Settled
+		onCanary := o.Canary.Capacity > 0 || o.Canary.Ready > 0 || !o.Canary.Settled
 		switch {
 		case !onCanary:
 			stable.share = 100
 		case !onStable:
 			canary.share = 100
 		default:
+			// Both serve: each its share of the ready replicas (of the
+			// capacity while none is ready), never all.
 			split = true
-			canary.share = min(max(o.Canary.Capacity, 0), 100)
+			sc, cc := max(o.Stable.Ready, 0), max(o.Canary.Ready, 0)
+			if sc+cc == 0 {
+				sc, cc = max(o.Stable.Capacity, 0), max(o.Canary.Capacity, 0)
+			}
+			canary.share = 50
+			if sc+cc > 0 {
+				canary.share = min(max(cc*100/(sc+cc), 1), 99)
+			}
 			stable.share = 100 - canary.share
 		}
 	case o.WeightInvalid:

@@ -562,7 +562,7 @@ func checkReleased(t TB, mode CapacityMode, in *State, d *Decision) {
 		t.Fatalf("released (%s -> %s) on a route that sends %d%% to the other side (applied %v)", in.Phase, d.State.Phase, o.Weight, o.WeightApplied)
 	}
 	if mode == CapacityReplicas && adopted && (o.Canary.Capacity > 0 || o.Canary.Ready > 0) {
-		t.Fatalf("released (adopted) while the other side holds capacity %+v", o.Canary)
+		t.Fatalf("released (adopted) while the other side holds capacity %+v (observed %+v)", o.Canary, in.Observed)
 	}
 	if o.Revisions && (o.Stable.Revision != d.State.StableRevision || adopted && !o.Stable.Updated) {
 		t.Fatalf("released (%s -> %s) on a stable side observed running %q (updated %v), the stable revision is %q",
