@@ -48,7 +48,7 @@ func TestReconcileClockSkew(t *testing.T) {
 			g := newRig(strat, fake.Lag{})
 			var lines []string
 			ctx := logr.NewContext(context.Background(), funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{}))
-			s := strategy.NewState("v1", "v1") // v1 runs on side A, idle
+			s := strategy.NewState("v1", "v1")                 // v1 runs on side A, idle
 			s = s.Retarget("v2", g.runner.Now().Add(tc.ahead)) // the command's clock runs ahead
 			next, _, err := g.runner.ReconcileAt(ctx, s, g.runner.Now())
 			if next.CanaryRevision != "v2" || next.LastCommandAt != s.LastCommandAt || next.Phase != strategy.PhaseProgressing {
