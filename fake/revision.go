@@ -234,3 +234,25 @@ func shareOf(w rollout.Weights, side strategy.Side) int32 {
 	}
 	return int32(min(100, max(1, mine*100/all)))
 }
+
+// Redeploy is another writer changing the side's workload to run revision,
+// whatever the side serves or holds: a person applying an older template, a
+// GitOps tool restoring the one it holds (leaving behind whatever upshift
+// noted about the side). The replicas restart on it as after a Deploy, and
+// Revision reports what the side now runs, its content, not what was last
+// deployed through Deploy: "" for a template no revision maps to. It is
+// neither a violation nor a Deploy in the history. Redeploying the revision
+// the side runs restarts it. Safe for concurrent use.
+func (c *Capacity) Redeploy(revision string) {
+	defer c.note.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	c.note.change()
+	c.rev, c.rolling = revision, true
+	c.deploy = c.newPending()
+	c.ready, c.crashed, c.restart = 0, c.want(), nil
+	if c.crashed > 0 && !c.blocked() {
+		c.restart = c.newPending()
+	}
+}
