@@ -30,14 +30,21 @@ import (
 // that revision as the canary), Paused and Promote hold or pass its steps. On
 // an adopted idle state they have nothing to act on and are dropped.
 //
+// A side whose reader recognises no revision (one that recognises only the
+// revision it is asked about, as a template compared with the spec's) is
+// adopted as the stable side of a rollout toward the spec's revision, with
+// an unknown stable revision (""): traffic only moves off it, except in a
+// walk back, which returns traffic to the stable side whatever it runs.
+//
 // What cannot be adopted safely is held, with nothing asked: an adapter
 // error, a route the data plane has not accepted yet, the spec's revision
 // still rolling out on the side with all traffic (Progressing, reason
 // Adopting, until the progress deadline, then Degraded); weights that are
-// not a split of 100, a side that carries traffic while it runs no revision
-// it recognises, a split route whose sides do not report revisions
-// (Degraded, reason AdoptionBlocked, naming what was observed) until the
-// world changes (a person moves all traffic to one side, say).
+// not a split of 100, the spec's revision on no side while the side with
+// the most traffic runs no revision its reader recognises, a split route
+// whose sides do not report revisions (Degraded, reason AdoptionBlocked,
+// naming what was observed) until the world changes (a person moves all
+// traffic to one side, say).
 
 // adoptSide is one physical side as the adoption sees it.
 type adoptSide struct {
@@ -120,20 +127,20 @@ func (r *run) adopt() {
 		r.adoptIdle(all.side)
 		return
 	}
-	for _, sd := range [...]*adoptSide{&stable, &canary} {
-		if sd.share > 0 && sd.obs.Revision == "" {
-			r.adoptHold(fmt.Sprintf("side %s carries %d%% of traffic and runs no revision it recognises: put a revision back on it to adopt the rollout", sd.side, sd.share))
-			return
-		}
-	}
 	switch {
 	case all.obs.Revision == spec && other.obs.Revision == spec:
 		// Both run it: finish on the side that carries the most traffic.
 		r.adoptRollout(other, all, spec, "")
 	case all.obs.Revision == spec:
+		// The other side may run a revision its reader does not recognise
+		// (one that recognises only the revision it is asked about): the
+		// stable revision is then unknown (""), and the rollout moves
+		// traffic off it.
 		r.adoptRollout(other, all, spec, "")
 	case other.obs.Revision == spec:
 		r.adoptRollout(all, other, spec, "")
+	case all.obs.Revision == "":
+		r.adoptHold(fmt.Sprintf("side %s carries %d%% of traffic and runs no revision it recognises, and no side runs %s: put a revision back on it to adopt the rollout", all.side, all.share, spec))
 	default:
 		// The spec's revision runs nowhere: walk back to the side with the
 		// most traffic, then roll the spec's revision out on the other.
@@ -231,16 +238,24 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 		a := *st.Aborted
 		st.Aborted = nil
 		st.beginAbort(a.Reason, a.At)
-		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d; aborting as requested", st.StableRevision, from.side, canaryRev, to.side, w)
+		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d; aborting as requested", revName(st.StableRevision), from.side, canaryRev, to.side, w)
 	default:
 		if st.Paused {
 			st.Phase = PhasePaused
 		}
-		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d", st.StableRevision, from.side, canaryRev, to.side, w)
+		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d", revName(st.StableRevision), from.side, canaryRev, to.side, w)
 	}
 	r.markEmergency()
 	r.conditions()
 	r.adoptRequeue()
+}
+
+// revName names a revision in a message; "" is one no reader recognises.
+func revName(rev string) string {
+	if rev == "" {
+		return "an unrecognised revision"
+	}
+	return rev
 }
 
 // adoptWait keeps the state unobserved while the world cannot be adopted
