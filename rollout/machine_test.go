@@ -275,11 +275,8 @@ func (m *machine) checkReconcile(t *rapid.T, before strategy.State, writes, depl
 		stable = strategy.SideA
 	}
 	if m.opts.Capacity != strategy.CapacityReplicas {
-		if w := m.router.Weights; w != nil {
-			rs, err := m.router.Status()
-			if err == nil && rs.Weights.Of(stable) != 100 {
-				t.Fatalf("reported released (%s -> %s, idle %v) with the route at %+v, stable side %s", before.Phase, m.s.Phase, m.s.Idle(), rs.Weights, stable)
-			}
+		if rs, err := m.router.Status(); err == nil && rs.Weights.Of(stable) != 100 {
+			t.Fatalf("reported released (%s -> %s, idle %v) with the route at %+v, stable side %s", before.Phase, m.s.Phase, m.s.Idle(), rs.Weights, stable)
 		}
 	}
 	if m.revisions && m.da == nil {
