@@ -21,7 +21,9 @@
 //     Updated once every wanted replica runs it; StallDeploys makes deploys
 //     never roll out. A deploy of another revision while the side holds
 //     capacity, or serves traffic (ServingFunc, given Router.Serving), is a
-//     violation: Violations lists them.
+//     violation: Violations lists them. Redeploy is another writer changing
+//     the side's workload (any revision, or "" for a template no revision
+//     maps to): what Revision reports follows the side's content.
 //   - Deployment is a side of the fixed capacity mode that runs a
 //     revision: fully provisioned, a deploy restarts its replicas (its
 //     ready share drops for the Lag), and a deploy while it serves traffic
