@@ -236,7 +236,7 @@ func TestAbortWithNewRevisionHolds(t *testing.T) {
 			}
 			return d
 		}
-		for i, n := 0, rapid.IntRange(0, 60).Draw(t, "before"); i < n && !s.Phase.Terminal(); i++ {
+		for i, n := 0, rapid.IntRange(0, 30).Draw(t, "before"); i < n && !s.Phase.Terminal(); i++ {
 			checkedActions.Add(1)
 			step()
 		}
@@ -245,7 +245,7 @@ func TestAbortWithNewRevisionHolds(t *testing.T) {
 		s = s.Retarget(rev, now)
 		s, _ = s.Control(spec, now)
 		t.Logf("Retarget %s and Abort at %s: %s %s/%s/%s at %d", rev, now.Format("15:04:05"), s.Phase, s.StableRevision, s.CanaryRevision, s.PendingRevision, s.Desired.Weight)
-		for i := 0; i < 150; i++ {
+		for i := 0; i < 60; i++ {
 			checkedActions.Add(1)
 			if rapid.IntRange(0, 9).Draw(t, "fault") == 0 {
 				worldAction(t, w)
