@@ -24,7 +24,7 @@ import (
 // violation (Violations).
 //
 // Test-only controls: SetLag, SetPartial, FailWith, SetRevision,
-// Overwrite, StallDeploys, ServingFunc, DropNotifications, History.
+// Redeploy, StallDeploys, ServingFunc, DropNotifications, History.
 // NewDeploymentTraffic simulates requests on two of them. It is a
 // rollout.Notifier (see Notify). Safe for concurrent use.
 type Deployment struct {
@@ -81,10 +81,10 @@ func (d *Deployment) FailWith(err error) { d.c.FailWith(err) }
 // Capacity.SetRevision).
 func (d *Deployment) SetRevision(revision string) { d.c.SetRevision(revision) }
 
-// Overwrite makes another writer put revision on the side, leaving the
-// revision upshift recorded in place (see Capacity.Overwrite): the
+// Redeploy makes another writer put revision on the side, leaving the
+// revision upshift recorded in place (see Capacity.Redeploy): the
 // replicas restart with it, as for a deploy.
-func (d *Deployment) Overwrite(revision string) { d.c.Overwrite(revision) }
+func (d *Deployment) Redeploy(revision string) { d.c.Redeploy(revision) }
 
 // Recorded returns the revision the last Deploy recorded (see
 // Capacity.Recorded).

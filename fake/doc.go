@@ -19,12 +19,14 @@
 //     runs one from the start). A deploy replaces its replicas with ones of
 //     the new revision, ready after the Lag, and Revision reports it
 //     Updated once every wanted replica runs it; StallDeploys makes deploys
-//     never roll out. What a side runs is its template: Overwrite stands
+//     never roll out. What a side runs is its template: Redeploy stands
 //     for another writer putting another revision on it, leaving the
 //     revision upshift recorded (Recorded) stale, and Revision reports what
-//     runs, as serve/replicas reads a Deployment. A deploy of another revision while the side holds
-//     capacity, or serves traffic (ServingFunc, given Router.Serving), is a
-//     violation: Violations lists them.
+//     runs, as serve/replicas reads a Deployment (any revision, or "" for a
+//     template no revision maps to). A deploy of another revision while the
+//     side holds capacity, or serves traffic (ServingFunc, given
+//     Router.Serving), is a violation: Violations lists them; another
+//     writer's Redeploy is not.
 //   - Deployment is a side of the fixed capacity mode that runs a
 //     revision: fully provisioned, a deploy restarts its replicas (its
 //     ready share drops for the Lag), and a deploy while it serves traffic

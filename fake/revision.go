@@ -25,7 +25,7 @@ import (
 //     set afterwards: later scaling and crashes do not change the revision.
 //   - Deploying the revision the side already runs, or is rolling out,
 //     writes nothing. What it runs is its template, not the revision the
-//     last Deploy recorded: Overwrite stands for another writer (a GitOps
+//     last Deploy recorded: Redeploy stands for another writer (a GitOps
 //     tool healing toward its copy, kubectl set image) putting another
 //     revision on the side and leaving that record (Recorded) in place, as
 //     package serve/replicas reads a Deployment: Revision reports what the
@@ -175,28 +175,9 @@ func (c *Capacity) SetRevision(revision string) {
 	}
 }
 
-// Overwrite stands for another writer that puts revision on the side's
-// template (a GitOps tool healing toward its own copy, kubectl set image)
-// and leaves the revision upshift's last Deploy recorded in place
-// (Recorded): the replicas are replaced as by a deploy (ready after the
-// side's Lag; Revision reports revision, Updated once they are), with no
-// violation and no history, since upshift wrote nothing. A Deploy of the
-// recorded revision afterwards deploys it again. Overwriting the revision
-// the side runs changes nothing.
-func (c *Capacity) Overwrite(revision string) {
-	defer c.note.flush()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.settle(false)
-	if revision == c.rev {
-		return
-	}
-	c.replace(revision)
-}
-
 // Recorded returns the revision the side's last Deploy (or SetRevision)
 // recorded, as serve/replicas records one in an annotation: a hint that
-// Overwrite leaves stale, never what Revision reports.
+// Redeploy leaves stale, never what Revision reports.
 func (c *Capacity) Recorded() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -279,4 +260,20 @@ func shareOf(w rollout.Weights, side strategy.Side) int32 {
 		return 0
 	}
 	return int32(min(100, max(1, mine*100/all)))
+}
+
+// Redeploy is another writer changing the side's workload to run revision,
+// whatever the side serves or holds: a person applying an older template, a
+// GitOps tool restoring the one it holds (leaving behind whatever upshift
+// noted about the side). The replicas restart on it as after a Deploy, and
+// Revision reports what the side now runs, its content, not what was last
+// deployed through Deploy: "" for a template no revision maps to. It is
+// neither a violation nor a Deploy in the history. Redeploying the revision
+// the side runs restarts it. Safe for concurrent use.
+func (c *Capacity) Redeploy(revision string) {
+	defer c.note.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.settle(false)
+	c.replace(revision)
 }

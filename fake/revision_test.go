@@ -735,7 +735,7 @@ func TestRunnerCanaryOverwritten(t *testing.T) {
 		traffic.Tick()
 		clock.Advance(max(requeue, time.Second))
 	}
-	b.Overwrite("v1")
+	b.Redeploy("v1")
 	if got := b.Recorded(); got != "v2" {
 		t.Fatalf("recorded %q after the overwrite, want v2 left in place", got)
 	}
@@ -762,5 +762,39 @@ func TestRunnerCanaryOverwritten(t *testing.T) {
 	}
 	if st := traffic.Stats(); st.Dropped != 0 || st.Overloaded != 0 {
 		t.Errorf("traffic: %+v", st)
+	}
+}
+
+// TestCapacityRedeploy: another writer redeploying a side under traffic
+// changes what the side reports (its content), restarts its replicas, and
+// is neither a violation nor a Deploy; a template no revision maps to
+// reports no revision.
+func TestCapacityRedeploy(t *testing.T) {
+	ctx := context.Background()
+	clock := fake.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	c := fake.NewCapacity(clock, 4, 100)
+	c.SetLag(fake.Lag{Reads: 1})
+	c.SetRevision("v2")
+	c.ServingFunc(func() int32 { return 80 })
+	for _, tc := range []struct {
+		rev  string
+		want rollout.RevisionStatus
+	}{{"v1", rollout.RevisionStatus{Revision: "v1", Updated: true}}, {"", rollout.RevisionStatus{}}} {
+		c.Redeploy(tc.rev)
+		if got, _ := c.Revision(ctx, "v2"); got.Revision != tc.rev || got.Updated {
+			t.Fatalf("right after the redeploy to %q: %+v", tc.rev, got)
+		}
+		if st := c.Status(); st.Ready != 0 {
+			t.Fatalf("replicas did not restart: %+v", st)
+		}
+		for range 3 {
+			_, _ = c.Capacity(ctx)
+		}
+		if got, _ := c.Revision(ctx, "v2"); got != tc.want {
+			t.Fatalf("after the redeploy to %q rolled out: %+v, want %+v", tc.rev, got, tc.want)
+		}
+	}
+	if v, n := c.Violations(), c.Deploys(); len(v) != 0 || n != 0 {
+		t.Fatalf("another writer's redeploy counted as upshift's: violations %v, deploys %d", v, n)
 	}
 }

@@ -48,7 +48,7 @@ func TestReconcileClockSkew(t *testing.T) {
 			g := newRig(strat, fake.Lag{})
 			var lines []string
 			ctx := logr.NewContext(context.Background(), funcr.New(func(_, args string) { lines = append(lines, args) }, funcr.Options{}))
-			s := strategy.State{}.Retarget("v1", g.runner.Now())
+			s := strategy.NewState("v1", "v1")                 // v1 runs on side A, idle
 			s = s.Retarget("v2", g.runner.Now().Add(tc.ahead)) // the command's clock runs ahead
 			next, _, err := g.runner.ReconcileAt(ctx, s, g.runner.Now())
 			if next.CanaryRevision != "v2" || next.LastCommandAt != s.LastCommandAt || next.Phase != strategy.PhaseProgressing {
@@ -109,7 +109,7 @@ func TestRunClockSkew(t *testing.T) {
 		}
 	}, funcr.Options{}))
 	ahead := g.clock.Now().Add(10 * time.Minute)
-	s := strategy.State{}.Retarget("v1", g.clock.Now()).Retarget("v2", ahead)
+	s := strategy.NewState("v1", "v1").Retarget("v2", ahead)
 	type result struct {
 		s   strategy.State
 		err error

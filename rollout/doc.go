@@ -12,8 +12,9 @@
 //	func (c *MyController) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 //		obj := ... // your CRD; obj.Status.Rollout is a strategy.State
 //		now := c.runner.Now() // one instant, from the Runner's clock, for everything below
-//		// A new object's zero state adopts the revision as running; a new
-//		// revision later starts a rollout.
+//		// A new object's zero state (or a wiped status) records the
+//		// revision unobserved; the first reconcile observes the world and
+//		// adopts it. A new revision later starts a rollout.
 //		s := obj.Status.Rollout.Retarget(obj.Spec.Revision, now)
 //		s, applied := s.Control(obj.Spec.Control, now) // paused, abort, promote... (strategy.Control)
 //		for _, a := range applied {
@@ -161,7 +162,12 @@
 // applied and any error.
 //
 // The zero state, and any idle state (strategy.State.Idle), reads no adapter
-// and asks for nothing. A stored state that fails strategy.State.Validate is
+// and asks for nothing. The zero state after a Retarget is not idle but
+// unobserved (strategy.State.Unobserved: a new object, or one whose status
+// was wiped or re-created mid-rollout): its reconcile reads every adapter,
+// writes nothing, and returns the world adopted (the idle state when all
+// traffic is on a side running the spec's revision, else the rollout or
+// walk back the route and the sides show), to be reconciled again soon. A stored state that fails strategy.State.Validate is
 // never applied: Reconcile returns a *strategy.StateError naming each field,
 // and the state reports Degraded with reason InvalidState.
 //

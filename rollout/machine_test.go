@@ -84,6 +84,25 @@ type machine struct {
 	// has had the chance to walk it back and that walk back has ended
 	// (endGrace).
 	graceRevs []string
+
+	// Other writers. foreign: a side another writer redeployed; the traffic
+	// it carries is the world's doing until the Runner has reacted (a
+	// canary side until it carries nothing, a stable side until it runs the
+	// stable revision again). scaled: a side another writer scaled, with
+	// the count of the Runner's writes to it then; traffic above its ready
+	// capacity, and capacity above the surge budget, are the world's doing
+	// until the Runner has written it again and it is whole.
+	foreign map[strategy.Side]bool
+	scaled  map[strategy.Side]int
+	// scaledEver: another writer scaled a side in the replicas mode at some
+	// point; the bound on the total ready capacity (MaxUnavailable) and the
+	// count of overloaded requests are no longer checked, as the Runner,
+	// holding what its state desires, may not restore them (the other
+	// checks go on).
+	scaledEver bool
+	// saves are states a Store held earlier, for a status restored from an
+	// older save.
+	saves []strategy.State
 }
 
 func newMachine(t *rapid.T) *machine {
@@ -160,7 +179,129 @@ func newMachine(t *rapid.T) *machine {
 		m.s = genStoredState(t)
 	}
 	m.progressAt = t0
+	m.foreign, m.scaled = map[strategy.Side]bool{}, map[strategy.Side]int{}
 	return m
+}
+
+// side returns the capacity fake of a side.
+func (m *machine) side(sd strategy.Side) *fake.Capacity {
+	if sd == strategy.SideB {
+		return m.b
+	}
+	return m.a
+}
+
+// Redeploy is another writer redeploying a side with any revision, the one
+// it runs included (a restart), or a template no revision maps to ("x"):
+// what the side reports follows its content (revisions only; in the fixed
+// mode the sides are fake.Deployments, which this does not model).
+func (m *machine) Redeploy(t *rapid.T) {
+	if !m.revisions || m.da != nil {
+		t.Skip("no revisions on capacity fakes")
+	}
+	sd := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "redeploySide")
+	m.side(sd).Redeploy(rapid.SampledFrom([]string{"v1", "v2", "v3", "x"}).Draw(t, "redeployRev"))
+	m.foreign[sd] = true
+	if sd == strategy.SideA {
+		m.crashedA = true // its replicas restart
+	} else {
+		m.crashedB = true
+	}
+}
+
+// Scale is another writer (a person, an autoscaler) scaling a side.
+func (m *machine) Scale(t *rapid.T) {
+	if m.opts.Capacity == strategy.CapacityFixed {
+		t.Skip("no capacity setters")
+	}
+	sd := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "scaleSide")
+	c := m.side(sd)
+	if err := c.SetCapacity(context.Background(), rollout.CapacityRequest{Percent: rapid.Int32Range(0, 100).Draw(t, "scaleTo")}); err != nil {
+		return // the side fails on purpose (AdapterError)
+	}
+	m.scaled[sd] = c.Writes()
+	if m.opts.Capacity == strategy.CapacityReplicas {
+		m.scaledEver = true
+		m.foreign[sd] = true // ready replicas serve: its traffic is the world's doing until walked out
+	}
+}
+
+// Wipe loses the stored state, as a controller whose status was wiped (or
+// whose object was deleted and re-created with the same spec) sees it: the
+// zero state and a Retarget to the spec's revision, or a state restored
+// from an older save (through JSON) and the spec's Retarget. The spec's
+// revision is the one the state names last.
+func (m *machine) Wipe(t *rapid.T) {
+	now := m.clock.Now()
+	spec := m.s.PendingRevision
+	if spec == "" {
+		spec = m.s.CanaryRevision
+	}
+	if spec == "" {
+		spec = "v1"
+	}
+	m.graceRevs = append(m.graceRevs, m.s.CanaryRevision, m.s.PendingRevision, m.s.StableRevision)
+	if len(m.saves) == 0 || rapid.Bool().Draw(t, "wipe") {
+		m.s = strategy.State{}.Retarget(spec, now)
+		return
+	}
+	old := m.saves[rapid.IntRange(0, len(m.saves)-1).Draw(t, "save")]
+	b, err := json.Marshal(old)
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	var s strategy.State
+	if err := json.Unmarshal(b, &s); err != nil {
+		t.Fatalf("unmarshal: %v", err)
+	}
+	// A side that runs another revision than the restored state names for
+	// it carries traffic by the world's doing.
+	m.foreign[strategy.SideA], m.foreign[strategy.SideB] = true, true
+	m.s = s.Retarget(spec, now)
+}
+
+// stored records a state a reconcile returned, for Wipe's older saves.
+func (m *machine) stored(s strategy.State) {
+	if len(m.saves) < 32 && !s.Unobserved {
+		m.saves = append(m.saves, s)
+	}
+}
+
+// checkReconcile checks what one reconcile from before did: a state that had
+// not observed the world (Unobserved) wrote nothing and deployed nothing,
+// and a rollout reported released by it (adopted as idle, or Succeeded) is
+// observed released: all traffic on the stable side, which runs the stable
+// revision.
+func (m *machine) checkReconcile(t *rapid.T, before strategy.State, writes, deploys int) {
+	if before.Unobserved && (m.router.Writes()+m.a.Writes()+m.b.Writes() != writes || m.deploys() != deploys) {
+		t.Fatalf("a state that had not observed the world wrote to the adapters: %s -> %s (%s)", before.Phase, m.s.Phase, m.s.Message)
+	}
+	released := before.Unobserved && m.s.Idle() || before.Phase != strategy.PhaseSucceeded && m.s.Phase == strategy.PhaseSucceeded
+	if !released || !before.Unobserved && !before.Phase.Known() {
+		return
+	}
+	stable := m.s.StableSide
+	if stable == "" {
+		stable = strategy.SideA
+	}
+	if m.opts.Capacity != strategy.CapacityReplicas {
+		if rs, err := m.router.Status(); err == nil && rs.Weights.Of(stable) != 100 {
+			t.Fatalf("reported released (%s -> %s, idle %v) with the route at %+v, stable side %s", before.Phase, m.s.Phase, m.s.Idle(), rs.Weights, stable)
+		}
+	}
+	if m.revisions && m.da == nil {
+		if got := m.side(stable).RevisionStatus(); got.Revision != m.s.StableRevision {
+			t.Fatalf("reported released (%s -> %s) with the stable side %s running %+v, not %s", before.Phase, m.s.Phase, stable, got, m.s.StableRevision)
+		}
+	}
+}
+
+// deploys counts the deploys asked of the sides.
+func (m *machine) deploys() int {
+	if m.da != nil || !m.revisions {
+		return 0
+	}
+	return m.a.Deploys() + m.b.Deploys()
 }
 
 // revisionSide is what the machine needs of a side that deploys revisions.
@@ -203,6 +344,9 @@ func (m *machine) checkRevisions(t *rapid.T, stA, stB rollout.CapacityStatus) {
 			t.Fatalf("side %s: %v", side, v)
 		}
 	}
+	if m.s.Unobserved {
+		return // no roles yet: nothing is asked before the adoption
+	}
 	stable := m.s.StableSide
 	if stable == "" {
 		stable = strategy.SideA
@@ -220,6 +364,11 @@ func (m *machine) checkRevisions(t *rapid.T, stA, stB rollout.CapacityStatus) {
 			carries = m.router.Applied().Of(side) > 0
 		}
 		if !carries {
+			idle := m.opts.Capacity != strategy.CapacityReplicas && m.router.Serving(side)() == 0 ||
+				m.opts.Capacity == strategy.CapacityReplicas && m.side(side).Status().Capacity == 0
+			if side != stable && idle {
+				m.foreign[side] = false // walked out, nothing on its way to it
+			}
 			continue
 		}
 		// The canary role may also run the pending revision: a reconcile
@@ -233,6 +382,16 @@ func (m *machine) checkRevisions(t *rapid.T, stA, stB rollout.CapacityStatus) {
 		got := m.sideDeployer(side).RevisionStatus()
 		if side != stable && got.Revision != "" && slices.Contains(m.graceRevs, got.Revision) {
 			continue
+		}
+		if _, scaled := m.scaled[side]; scaled && m.opts.Capacity == strategy.CapacityReplicas {
+			continue // ready replicas serve: another writer scaled this side up
+		}
+		if m.foreign[side] {
+			if side == stable && got.Revision == want && got.Updated {
+				m.foreign[side] = false // put back
+			} else {
+				continue // the other writer's doing, until the Runner has reacted
+			}
 		}
 		if got.Revision != want && (pending == "" || got.Revision != pending) {
 			t.Fatalf("side %s carries traffic and runs %q (%+v), its role's revision is %q (%s, %s)",
@@ -292,11 +451,14 @@ func (m *machine) canarySide() *fake.Capacity {
 }
 
 func (m *machine) Reconcile(t *rapid.T) {
+	before, writes, deploys := m.s, m.router.Writes()+m.a.Writes()+m.b.Writes(), m.deploys()
 	next, _, err := m.runner.Reconcile(context.Background(), m.s) // errors are injected on purpose
 	if next.Aborted != nil && next.Aborted.Emergency {
 		m.emergency = true
 	}
 	m.s = next
+	m.checkReconcile(t, before, writes, deploys)
+	m.stored(next)
 	m.endGrace(err)
 	m.traffic.Tick()
 }
@@ -305,12 +467,14 @@ func (m *machine) Reconcile(t *rapid.T) {
 // reconcile, requeue, reconcile... checking the invariants at every turn.
 func (m *machine) Progress(t *rapid.T) {
 	for i, n := 0, rapid.IntRange(1, 40).Draw(t, "turns"); i < n && !m.s.Phase.Terminal(); i++ {
-		before := m.s
+		before, writes, deploys := m.s, m.router.Writes()+m.a.Writes()+m.b.Writes(), m.deploys()
 		next, requeue, err := m.runner.Reconcile(context.Background(), m.s)
 		if next.Aborted != nil && next.Aborted.Emergency {
 			m.emergency = true
 		}
 		m.s = next
+		m.checkReconcile(t, before, writes, deploys)
+		m.stored(next)
 		m.endGrace(err)
 		m.traffic.Tick()
 		m.Check(t)
@@ -454,6 +618,17 @@ func (m *machine) Check(t *rapid.T) {
 	if stB.Settled && stB.Ready >= stB.Capacity {
 		m.crashedB = false
 	}
+	for sd, n := range m.scaled {
+		st := m.side(sd).Status()
+		if m.side(sd).Writes() > n && st.Settled && st.Ready >= st.Capacity &&
+			(m.opts.Capacity == strategy.CapacityFixed || stA.Capacity+stB.Capacity <= 100+m.surge) &&
+			(m.opts.Capacity == strategy.CapacityReplicas || m.router.Applied().Of(sd) <= st.Ready) {
+			delete(m.scaled, sd) // written again by the Runner, whole, and within the budget
+		}
+	}
+	_, scaledA := m.scaled[strategy.SideA]
+	_, scaledB := m.scaled[strategy.SideB]
+	crashedA, crashedB := m.crashedA || scaledA, m.crashedB || scaledB
 	if m.opts.Capacity != strategy.CapacityReplicas {
 		w := m.router.Applied()
 		if w.A+w.B != 100 || w.A < 0 || w.B < 0 {
@@ -470,15 +645,16 @@ func (m *machine) Check(t *rapid.T) {
 		if fits {
 			m.unsafeStart = false
 		}
-		explained := (w.A <= readyA || m.crashedA) && (w.B <= readyB || m.crashedB)
+		explained := (w.A <= readyA || crashedA) && (w.B <= readyB || crashedB)
 		if !fits && !m.emergency && !m.unsafeStart && !explained {
 			t.Fatalf("traffic exceeds ready capacity: weights %+v, ready A %d B %d", w, readyA, readyB)
 		}
-	} else if ready := stA.Ready + stB.Ready; ready < 100-m.opts.MaxUnavailablePercent && !m.crashedA && !m.crashedB {
+	} else if ready := stA.Ready + stB.Ready; ready < 100-m.opts.MaxUnavailablePercent && !crashedA && !crashedB && len(m.scaled) == 0 && !m.scaledEver &&
+		!m.s.Idle() && !m.s.Unobserved { // an idle or unobserved state manages nothing
 		t.Fatalf("replicas: total ready %d below 100 - maxUnavailable %d", ready, m.opts.MaxUnavailablePercent)
 	}
 	if m.opts.Capacity != strategy.CapacityFixed {
-		if total := stA.Capacity + stB.Capacity; total > 100+m.surge {
+		if total := stA.Capacity + stB.Capacity; total > 100+m.surge && !scaledA && !scaledB {
 			t.Fatalf("capacity %d exceeds 100 + maxSurge %d", total, m.surge)
 		}
 	}
@@ -489,7 +665,7 @@ func (m *machine) Check(t *rapid.T) {
 	lost := st.Dropped - m.stats.Dropped
 	over := st.Overloaded - m.stats.Overloaded
 	m.stats = st
-	if (lost != 0 || over != 0 && m.opts.MaxUnavailablePercent == 0) && !m.emergency && !m.unsafeStart && !m.crashedA && !m.crashedB {
+	if (lost != 0 || over != 0 && m.opts.MaxUnavailablePercent == 0) && !m.emergency && !m.unsafeStart && !crashedA && !crashedB && !m.scaledEver {
 		t.Fatalf("%d requests dropped and %d overloaded with no crash to explain it: %+v", lost, over, st)
 	}
 }

@@ -185,6 +185,10 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 // The returned state is always the one to store, also with an error:
 //   - an idle state (strategy.State.Idle) reads no adapter and asks for
 //     nothing; it comes back with only its Progressing condition (Idle) set;
+//   - an unobserved state (strategy.State.Unobserved, the zero state after
+//     a Retarget) reads every adapter and asks for nothing: it comes back
+//     adopted from what was read, or still unobserved with the reason
+//     (Adopting, AdoptionBlocked, an adapter error);
 //   - a state that fails strategy.State.Validate is never applied: the
 //     error is a *strategy.StateError and the state reports Degraded with
 //     reason InvalidState;

@@ -68,7 +68,6 @@ func TestZeroStateAppliesNothing(t *testing.T) {
 		"zero":          {},
 		"null":          fromNull,
 		"NewState(v,v)": strategy.NewState("v1", "v1"),
-		"adopted":       strategy.State{}.Retarget("v1", t0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := newRig(pausedAt30, fake.Lag{})
@@ -96,11 +95,24 @@ func TestZeroStateAppliesNothing(t *testing.T) {
 			}
 		})
 	}
-	// The one-line start: adopt v1, then roll out v2 from it.
+	// The one-line start: the zero state's Retarget records v1 unobserved;
+	// the first reconcile reads the adapters and writes nothing (all
+	// traffic on A: adopted as idle there), later ones read nothing; then
+	// v2 rolls out from it.
 	g := newRig(strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50}, fake.Lag{})
 	s := strategy.State{}.Retarget("v1", t0)
-	if s.StableRevision != "v1" || s.CanaryRevision != "v1" || !s.Idle() {
-		t.Fatalf("adopted %+v", s)
+	if s.StableRevision != "v1" || s.CanaryRevision != "v1" || !s.Unobserved || s.Idle() {
+		t.Fatalf("unobserved %+v", s)
+	}
+	for i := 0; i < 5; i++ {
+		next, _, err := g.runner.Reconcile(context.Background(), s)
+		if err != nil || !next.Idle() || next.StableSide != strategy.SideA {
+			t.Fatalf("reconcile %d of the unobserved state: err %v, %+v", i, err, next)
+		}
+		s = next
+	}
+	if n := writes(g); n != 0 || g.router.Reads() != 1 || g.a.Reads() != 1 || g.b.Reads() != 1 {
+		t.Fatalf("adopting: %d writes, reads router %d A %d B %d (want 0 and one each)", n, g.router.Reads(), g.a.Reads(), g.b.Reads())
 	}
 	s = s.Retarget("v2", t0)
 	end, _ := g.run(t, s, 1000)

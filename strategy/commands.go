@@ -59,16 +59,42 @@ func (s State) Resume(now time.Time) State {
 // Abort walks traffic back to the stable side, capacity-safe and within the
 // same surge budget, as Options.AbortRamp says. reason is recorded in
 // State.Abort and the Degraded condition.
+//
+// On a state that has not observed the world yet (Unobserved) the abort is
+// recorded and acts on the rollout the next Step adopts (nothing to abort
+// if that is the idle state). During the walk back that a Retarget to a
+// third revision started, it stops that revision: the walk back goes on and
+// the rollout ends Aborted with the new revision as its canary, which Retry
+// starts. During any other walk back (an abort, a rollback to the stable
+// revision) it does nothing.
 func (s State) Abort(reason string, now time.Time) State {
-	if s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting {
-		return s
-	}
-	s = s.command(now)
 	if reason == "" {
 		reason = ReasonAborted
 	}
+	switch {
+	case s.Unobserved:
+		if s.Aborted != nil {
+			return s
+		}
+		s = s.command(now)
+		s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
+		return s
+	case s.retargetWalkBack() && s.PendingRevision != s.StableRevision:
+		s = s.command(now)
+		s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
+		return s
+	case s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting:
+		return s
+	}
+	s = s.command(now)
 	s.beginAbort(reason, s.LastCommandAt)
 	return s
+}
+
+// retargetWalkBack reports the walk back that a Retarget started (toward
+// PendingRevision), with no abort requested since.
+func (s *State) retargetWalkBack() bool {
+	return s.Phase == PhaseAborting && s.PendingRevision != "" && (s.Aborted == nil || s.Aborted.Reason == ReasonRetarget)
 }
 
 // beginAbort starts the walk back, keeping the first reason recorded.
@@ -111,13 +137,21 @@ func (s State) PromoteFull(now time.Time) State {
 // failure): it continues at the first step whose weight is >= the current
 // weight, from step 0 once the walk back has finished. It does nothing while
 // an emergency walk back has not yet asked the stable side for the capacity
-// its traffic needs.
+// its traffic needs. During the walk back of a Retarget that an Abort
+// stopped (see Abort) it withdraws the abort: the new revision rolls out
+// once the walk back ends. It does nothing on a state that has not observed
+// the world yet (Unobserved), nor during a Retarget's walk back.
 func (s State) Retry(now time.Time) State {
-	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
-		return s
-	}
 	if s.Phase == PhaseAborting && 100-s.Desired.Weight > s.Desired.StableCapacity {
 		return s // an emergency walk back has not scaled the stable side up yet
+	}
+	if s.Phase == PhaseAborting && s.PendingRevision != "" && s.PendingRevision != s.StableRevision && !s.retargetWalkBack() {
+		s = s.command(now)
+		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: s.LastCommandAt}
+		return s
+	}
+	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
+		return s
 	}
 	s = s.command(now)
 	s.Aborted = nil
@@ -146,13 +180,24 @@ func (s State) Retry(now time.Time) State {
 // After Succeeded or RolledBack, a new revision starts the next rollout from
 // the current stable.
 //
-// On a state that names no stable revision (the zero State), Retarget starts
-// nothing: it records revision as the one already running, on the stable
-// side with all traffic and capacity (NewState(revision, revision)). This is
-// how a brand-new object starts; call it on every reconcile with the
-// revision the spec asks for.
+// On a state that names no stable revision (the zero State: a brand-new
+// object, or one whose status was wiped or re-created), Retarget starts
+// nothing and assumes nothing: it records revision as the one the spec asks
+// for, not yet observed (State.Unobserved, with NewState(revision,
+// revision)'s allocation). The next Step adopts the world from its
+// observation (see the package doc): the idle state when all traffic is on
+// a side that runs revision, else the rollout the world shows. Call it on
+// every reconcile with the revision the spec asks for; a different revision
+// before the adoption replaces the one recorded.
 func (s State) Retarget(revision string, now time.Time) State {
 	switch {
+	case s.Unobserved:
+		if revision == "" || revision == s.CanaryRevision {
+			return s
+		}
+		s = s.command(now)
+		s.StableRevision, s.CanaryRevision = revision, revision
+		return s
 	case s.StableRevision == "" && s.Idle():
 		if revision == "" {
 			return s
@@ -161,6 +206,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 		if s.StableSide != "" {
 			n.StableSide = s.StableSide
 		}
+		n.Unobserved = true
 		n.Conditions, n.Handled = s.Conditions, s.Handled
 		n.LastCommandAt = micro(clock(&s, now))
 		return n

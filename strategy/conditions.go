@@ -44,27 +44,37 @@ const (
 	// ReasonStableRevisionMismatch: the stable side is observed running
 	// another revision than the stable one; nothing moves forward.
 	ReasonStableRevisionMismatch = "StableRevisionMismatch"
-	msgDeploying                 = "deploying the canary revision on the canary side"
-	msgWaitingRevision           = "waiting for the canary revision to roll out on the canary side"
-	msgIdle                      = "idle: no rollout started"
-	reasonHealthy                = "Healthy"
-	msgWaitingHop                = "waiting for the last hop to be observed applied"
-	msgWaitingInterval           = "waiting for the step interval"
-	msgWaitingCapacity           = "waiting for ready capacity"
-	msgWaitingGate               = "waiting for a gate verdict"
-	msgPausedStep                = "paused by a step"
-	msgPausedManual              = "paused by command"
-	msgPausedGate                = "paused: gate inconclusive"
-	msgPausedUnhealthy           = "paused: canary unhealthy"
-	msgUnhealthy                 = "canary unhealthy: holding"
-	msgInconclusive              = "canary health inconclusive: holding"
-	msgDeadline                  = "the rollout did not progress within the progress deadline"
-	msgScaleDownDelay            = "waiting for the scale-down delay"
-	msgDone                      = "done"
-	msgAborting                  = "walking traffic back to the stable side"
-	msgAvailable                 = "ready capacity covers the traffic on both sides"
-	msgUnavailable               = "traffic exceeds ready capacity on a side"
-	msgDegradedClear             = "no problem"
+	// ReasonAdopting: a state that has not observed the world yet
+	// (State.Unobserved) waits to adopt it (Progressing); the message says
+	// what it waits for.
+	ReasonAdopting = "Adopting"
+	// ReasonAdoptionBlocked: a state that has not observed the world yet
+	// cannot adopt what it sees (Degraded): a split route whose sides do not
+	// report revisions, weights that are not a split of 100, a side that
+	// carries traffic and runs no revision it recognises. The message names
+	// what was observed; nothing is asked until the world changes.
+	ReasonAdoptionBlocked = "AdoptionBlocked"
+	msgDeploying          = "deploying the canary revision on the canary side"
+	msgWaitingRevision    = "waiting for the canary revision to roll out on the canary side"
+	msgIdle               = "idle: no rollout started"
+	reasonHealthy         = "Healthy"
+	msgWaitingHop         = "waiting for the last hop to be observed applied"
+	msgWaitingInterval    = "waiting for the step interval"
+	msgWaitingCapacity    = "waiting for ready capacity"
+	msgWaitingGate        = "waiting for a gate verdict"
+	msgPausedStep         = "paused by a step"
+	msgPausedManual       = "paused by command"
+	msgPausedGate         = "paused: gate inconclusive"
+	msgPausedUnhealthy    = "paused: canary unhealthy"
+	msgUnhealthy          = "canary unhealthy: holding"
+	msgInconclusive       = "canary health inconclusive: holding"
+	msgDeadline           = "the rollout did not progress within the progress deadline"
+	msgScaleDownDelay     = "waiting for the scale-down delay"
+	msgDone               = "done"
+	msgAborting           = "walking traffic back to the stable side"
+	msgAvailable          = "ready capacity covers the traffic on both sides"
+	msgUnavailable        = "traffic exceeds ready capacity on a side"
+	msgDegradedClear      = "no problem"
 )
 
 // Reasons of the declarative control and of the clock check.

@@ -106,7 +106,26 @@ type Applied struct {
 // It is idempotent: on its own result it applies nothing and returns that
 // result unchanged, at any now. Call it on every reconcile, after Retarget
 // with the spec's revision, so that requests written together with a new
-// revision act on the new rollout:
+// revision act on what the Retarget made of the rollout:
+//
+//   - the same revision as the canary: on the rollout as it is;
+//   - the stable revision (a rollback, which nothing holds or stops):
+//     Abort, Retry, Promote, PromoteFull and Resume are Ignored, Paused
+//     holds nothing;
+//   - a third revision mid-rollout: Abort stops it (the walk back of the
+//     old canary goes on; the rollout ends Aborted with the new revision
+//     as its canary, which Retry starts); Retry, Promote, PromoteFull and
+//     Resume are Ignored; Paused holds the new revision from its first
+//     step, before any traffic reaches it;
+//   - a new revision after a finished rollout: Abort ends it Aborted before
+//     any traffic moves, Promote passes its first step, PromoteFull walks
+//     to 100, Paused holds it; Retry and Resume are Ignored;
+//   - on a state that has not observed the world yet (State.Unobserved):
+//     Abort, Paused, Promote and PromoteFull act on the rollout the next
+//     Step adopts (dropped if it adopts the idle state); Retry and Resume
+//     are Ignored.
+//
+// For example:
 //
 //	s = s.Retarget(spec.Revision, now)
 //	s, applied := s.Control(spec.Control, now)

@@ -200,3 +200,67 @@ func TestControlExactlyOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestAbortWithNewRevisionHolds: an Abort written in the same spec update
+// as a new revision (Retarget, then Control, as an operator applies a spec)
+// mid-rollout stops the rollout whatever the revision: from then on no Step
+// raises the weight asked of the canary, against a world that lags, crashes,
+// is scaled and redeployed by others, until a Retry, and once the world
+// settles the rollout ends Aborted or RolledBack with no traffic on the
+// canary side.
+func TestAbortWithNewRevisionHolds(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
+		strat := genStrategy(t, mode)
+		opts, _ := optionsOf(strat)
+		s := NewState("a", "b")
+		w := newWorld(mode, &s)
+		for _, name := range strat.Gates() {
+			w.gates = append(w.gates, GateResult{Name: name, Verdict: VerdictPass})
+		}
+		now := t0
+		step := func() Decision {
+			observeWorld(&s, w, now)
+			d := checkStep(t, strat, s, now)
+			w.apply(&d, rapid.IntRange(0, 2).Draw(t, "lag"))
+			if d.State.stableSide() != s.stableSide() {
+				w.swap()
+			}
+			s = d.State
+			w.tick()
+			if s.Paused {
+				s = s.Resume(now)
+			}
+			if !d.HasHops() {
+				now = now.Add(max(d.RequeueAfter, opts.pollInterval()))
+			}
+			return d
+		}
+		for i, n := 0, rapid.IntRange(0, 30).Draw(t, "before"); i < n && !s.Phase.Terminal(); i++ {
+			checkedActions.Add(1)
+			step()
+		}
+		rev := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision")
+		spec := Control{Abort: "stop"}
+		s = s.Retarget(rev, now)
+		s, _ = s.Control(spec, now)
+		t.Logf("Retarget %s and Abort at %s: %s %s/%s/%s at %d", rev, now.Format("15:04:05"), s.Phase, s.StableRevision, s.CanaryRevision, s.PendingRevision, s.Desired.Weight)
+		for i := 0; i < 60; i++ {
+			checkedActions.Add(1)
+			if rapid.IntRange(0, 9).Draw(t, "fault") == 0 {
+				worldAction(t, w)
+			}
+			w.failing = false
+			s = s.Retarget(rev, now)
+			s, _ = s.Control(spec, now)
+			before, phase := s.Desired.Weight, s.Phase
+			d := step()
+			if d.Weight.Set && d.Weight.Value > before || d.State.Desired.Weight > before {
+				t.Fatalf("weight raised from %d to %d (asked %v %d) after the abort: %s %s", before, d.State.Desired.Weight, d.Weight.Set, d.Weight.Value, d.State.Phase, d.State.Message)
+			}
+			if d.State.Phase == PhaseSucceeded && phase != PhaseSucceeded {
+				t.Fatalf("the aborted rollout succeeded with %s", d.State.StableRevision)
+			}
+		}
+	})
+}

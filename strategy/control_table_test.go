@@ -187,9 +187,19 @@ func TestControlPausedHoldsPromote(t *testing.T) {
 // and a cleared field asks for nothing.
 func TestControlTokensOutliveRollouts(t *testing.T) {
 	spec := strategy.Control{Abort: "a1", Promote: "p1"}
-	s, as := strategy.State{}.Retarget("v1", t0).Control(spec, t0)
+	s, as := strategy.NewState("v1", "v1").Control(spec, t0)
 	if diff := cmp.Diff(applied(ignored("Abort", "a1"), ignored("Promote", "p1")), as); diff != "" {
 		t.Fatalf("on the idle state (-want +got):\n%s", diff)
+	}
+	// On a state that has not observed the world yet, the requests are
+	// recorded for the rollout it adopts; adopted as the idle state (all
+	// traffic on the side that runs v1), they have nothing to act on.
+	u, as := strategy.State{}.Retarget("v1", t0).Control(spec, t0)
+	if diff := cmp.Diff(applied(cmd("Abort", "a1"), cmd("Promote", "p1")), as); diff != "" {
+		t.Fatalf("on the unobserved state (-want +got):\n%s", diff)
+	}
+	if d := fixtureCanary.Step(u, t0); !d.State.Idle() || d.State.Aborted != nil || d.State.PromoteRequested || d.State.Handled != s.Handled {
+		t.Fatalf("adopted idle: %+v", d.State)
 	}
 	s = jsonRoundTrip(t, s).Retarget("v2", t1)
 	s, as = s.Control(spec, t1)

@@ -23,6 +23,7 @@ func populated() strategy.State {
 		StableRevision:  "v1",
 		CanaryRevision:  "v2",
 		PendingRevision: "v3",
+		Unobserved:      true,
 		StableSide:      strategy.SideB,
 		Phase:           strategy.PhaseAborting,
 		StepIndex:       2,

@@ -58,7 +58,7 @@
 // capacity only once it has settled at what was asked, so a side still
 // moving never lets the other shrink beyond MaxUnavailablePercent).
 //
-// # The zero State, new objects and stored states
+// # The zero State, new objects and lost states
 //
 // The zero State is idle: Step asks no adapter for anything, and a Runner
 // does not even read them, until a rollout is started. A brand-new object
@@ -67,10 +67,49 @@
 //
 //	s = s.Retarget(spec.Revision, now)
 //
-// On the zero state it records that revision as already running on the
-// stable side, with all traffic and capacity, and rolls nothing out; later,
-// a different revision starts a rollout from it. NewState(v, v) is the same
-// idle state; NewState(stable, canary) is a rollout about to start.
+// On the zero state this assumes nothing: it records the revision without
+// looking (State.Unobserved). The same line serves an object whose status
+// was wiped, or that was deleted and re-created with the same spec, while
+// the route and the sides still hold a rollout: the zero state may stand
+// for any world. An unobserved state is not idle: the Runner observes it
+// (the route, both sides' capacity and revision), and the next Step adopts
+// what it sees, asking for nothing in that Step:
+//
+//   - all traffic applied on one side whose observed revision is the spec's,
+//     fully rolled out: the idle state, with that side stable;
+//   - the spec's revision on one side while the other carries traffic (or
+//     on the side with none): the rollout in progress from the other side's
+//     observed revision, at the observed weight and capacities, Progressing,
+//     continuing at the first canary step whose weight is >= the observed
+//     weight; a side whose reader recognises no revision is the stable side
+//     with an unknown revision (""), from which traffic only moves away
+//     (but for a walk back);
+//   - the spec's revision on no side: a walk back to the side that carries
+//     the most traffic (its observed revision is the stable one), then the
+//     spec's revision deployed and rolled out, as after a Retarget;
+//   - without revisions in the observation, all traffic on one side is
+//     adopted as the idle state there; a split is held (below);
+//   - held, asking for nothing: an observation that failed, a route not
+//     accepted yet, the spec's revision still rolling out on the side with
+//     all traffic (reason Adopting, then Degraded once the progress
+//     deadline has passed since the Retarget); weights that are not a split
+//     of 100, a split route whose sides report no revisions, no side
+//     running the spec's revision while the side with the most traffic runs
+//     none its reader recognises (Degraded, reason AdoptionBlocked, naming
+//     what was observed, until the world changes).
+//
+// Nothing is reported released before the world is observed released: an
+// unobserved state is neither idle nor terminal. Requests of a Control seen
+// before the adoption act on the adopted rollout: an Abort walks it back to
+// the side that runs the stable revision (ending Aborted, with the spec's
+// revision as the canary a Retry starts), Paused holds it, Promote and
+// PromoteFull pass its steps; on an adopted idle state they have nothing
+// to act on and are dropped. Retry and Resume find nothing to act on.
+// Another Retarget before the adoption replaces the revision recorded.
+// Plan has nothing to plan for an unobserved state (an empty timeline).
+//
+// NewState(v, v) is the idle state with v on SideA, for a caller who knows
+// the world; NewState(stable, canary) is a rollout about to start.
 //
 // A state read back from storage is never trusted. Step validates it first
 // (State.Validate): an unknown phase or side, a percentage outside 0..100, a
@@ -129,9 +168,11 @@
 // between the same two sides with no bookkeeping by the caller.
 //
 // The first revision is the one the caller creates the workload with: on
-// the zero state, Retarget(first) records it as running on SideA. Without
-// revisions in the observation nothing is checked or deployed, and the
-// caller puts each revision on its side.
+// the zero state, Retarget(first) records it unobserved, and the first
+// Step adopts the side that runs it with all traffic (see "The zero State,
+// new objects and lost states"). Without revisions in the observation
+// nothing is checked or deployed, and the caller puts each revision on its
+// side.
 //
 // # Deadlines, failures and lost readiness
 //
@@ -180,8 +221,10 @@
 // The property tests of this package and of package rollout hold these on
 // random strategies, from any stored state (corrupt ones included), against
 // a world that lags, rounds, crashes on either side, rewrites and rejects
-// routes and stops answering, with random commands, restarts and clocks that
-// jump back:
+// routes and stops answering, whose sides other writers redeploy (with any
+// revision, or a template no revision maps to) and scale, whose status is
+// wiped or restored from an older save, with random commands, restarts and
+// clocks that jump back:
 //
 //   - Step is deterministic, does not modify its input, and a JSON round trip
 //     of the state changes no decision;
@@ -202,6 +245,12 @@
 //     last revision asked for;
 //   - an invalid state yields no hop, and neither Step nor a command turns a
 //     valid state into an invalid one;
+//   - a state that has not observed the world (Unobserved) asks for
+//     nothing, and nothing is reported released (the idle state adopted,
+//     Succeeded reached) on an observation that does not show all traffic
+//     on the stable side running the stable revision;
+//   - an Abort written with a new revision mid-rollout lets no later Step
+//     raise the weight until a Retry;
 //   - weight only moves forward while healthy and not commanded back, and a
 //     rollout finishes within a bounded number of hops when the adapters
 //     apply what they are asked, in exactly the hops Plan predicts;
@@ -252,6 +301,25 @@
 // aborting), then PromoteFull, Promote, Resume, and Paused last. Control is
 // idempotent: applied again to its own result, at any instant, it applies
 // nothing and changes nothing.
+//
+// Requests written in the same spec update as a new revision act on what
+// the Retarget made of the rollout (Retarget first, then Control). With
+// the revision the canary already runs (or the one a Retarget's walk back
+// had abandoned for, cancelling it), every request acts on the rollout as
+// it is. With the stable revision (a rollback, walked back and ended
+// RolledBack) Abort, Retry, Promote, PromoteFull and Resume are Ignored and
+// Paused holds nothing: a walk back is never held. With a third revision
+// mid-rollout (the canary is walked back, then the new revision starts from
+// its first step), Abort stops the new revision: the walk back goes on and
+// the rollout ends Aborted with the new revision as its canary, which a
+// later Retry starts (a Retry during that walk back withdraws the abort);
+// Retry, Promote, PromoteFull and Resume are Ignored (they meet the walk
+// back: write them again once the new rollout runs); Paused holds the new
+// revision from its first step, before any traffic reaches it. After a
+// finished rollout (Succeeded, RolledBack, Aborted) a new revision starts
+// at once: Abort ends it Aborted before any traffic moves, Promote passes
+// its first step, PromoteFull walks to 100, Paused holds it, and Retry and
+// Resume are Ignored.
 //
 // # Time
 //

@@ -139,6 +139,15 @@ func (e *engine) step(s State, now time.Time) Decision {
 		d.State.Message = err.Error()
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonInvalidState, err.Error())
 		return d
+	case s.Unobserved:
+		// A state that has not looked at the world: adopt it from this
+		// observation, asking for nothing.
+		r.skewed = r.now.Sub(now) > MaxClockSkew
+		r.adopt()
+		if r.skewed {
+			r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClockSkew, msgClockSkew)
+		}
+		return d
 	}
 	r.skewed = r.now.Sub(now) > MaxClockSkew
 	r.step()
@@ -160,7 +169,9 @@ func (r *run) step() {
 	if st.Phase == "" {
 		st.Phase = PhaseProgressing
 		st.StartedAt = micro(r.now)
+		promote := st.PromoteRequested // a Promote written with the new revision passes its first step
 		r.enter(0)
+		st.PromoteRequested = promote
 	}
 	if r.e.canary && st.Phase != PhaseAborting {
 		r.checkSteps()
@@ -821,6 +832,13 @@ func (r *run) walkBack() {
 		st.PendingRevision = ""
 		st.Aborted = nil
 		st.Message = ReasonRolledBack
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+		// An Abort came during the walk back to a new revision: the new
+		// revision does not start; it is the canary a Retry starts.
+		st.Phase = PhaseAborted
+		st.CanaryRevision = pending
+		st.PendingRevision = ""
+		st.Message = ReasonAborted
 	default:
 		st.CanaryRevision = pending
 		st.PendingRevision = ""

@@ -272,10 +272,16 @@ func ExampleState_Retarget() {
 
 	var s strategy.State // a new object's status
 	s = s.Retarget("v1", now)
+	fmt.Println("unobserved:", s.Unobserved, "idle:", s.Idle())
+	// The Runner observes the world into s.Observed; here the sides report
+	// all traffic on side A, which runs v1.
+	s.Observed = strategy.Observation{At: strategy.Micro(now), WeightApplied: true, Revisions: true,
+		Stable: strategy.SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v1", Updated: true},
+		Canary: strategy.SideObservation{Settled: true}}
 	d := inc.Step(s, now)
-	fmt.Println("idle:", d.State.Idle(), "hops:", d.HasHops())
+	fmt.Println("adopted, idle:", d.State.Idle(), "on side", d.State.StableSide, "hops:", d.HasHops())
 
-	s = s.Retarget("v2", now)
+	s = d.State.Retarget("v2", now)
 	tl, err := strategy.Plan(inc, strategy.PlanOptions{Start: now, State: &s})
 	if err != nil {
 		fmt.Println(err)
@@ -284,7 +290,8 @@ func ExampleState_Retarget() {
 	fmt.Println(tl.Capacities(), "in", tl.Duration)
 	fmt.Println("stable now", tl.Final.StableRevision)
 	// Output:
-	// idle: true hops: false
+	// unobserved: true idle: false
+	// adopted, idle: true on side A hops: false
 	// (100,0) -> (100,50) -> (50,50) -> (50,100) -> (0,100) in 1m0s
 	// stable now v2
 }

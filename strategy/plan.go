@@ -79,8 +79,9 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			st.Observed.Canary = SideObservation{Capacity: 100, Ready: 100, Settled: true}
 		}
 	}
-	if st.Idle() {
-		// Nothing to roll out: an empty timeline.
+	if st.Idle() || st.Unobserved {
+		// Nothing to roll out (or nothing known before an observation): an
+		// empty timeline.
 		start := o.Start
 		if start.IsZero() {
 			start = time.Unix(0, 0).UTC()

@@ -122,13 +122,15 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 		d.CanaryCapacity.Set && d.CanaryCapacity.Value > max(in.Desired.CanaryCapacity, in.Observed.Canary.Capacity)
 	recorded := d.StableCapacity.Set && d.StableCapacity.Value > in.Desired.StableCapacity && !grows ||
 		d.CanaryCapacity.Set && d.CanaryCapacity.Value > in.Desired.CanaryCapacity && !grows
-	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge &&
+	// An adoption records what the world holds (State.Unobserved).
+	if mode != CapacityFixed && a.StableCapacity+a.CanaryCapacity > 100+surge && !in.Unobserved &&
 		(in.Desired.StableCapacity+in.Desired.CanaryCapacity <= 100+surge && !recorded || grows) {
 		t.Fatalf("surge %d exceeds MaxSurge %d: %+v", a.Surge(), surge, a)
 	}
 	if d.RequeueAfter < 0 {
 		t.Fatalf("negative requeue %v", d.RequeueAfter)
 	}
+	checkReleased(t, mode, &in, &d)
 	// The requeue of a caller without notifications is the decided one, or
 	// a shorter poll after a hop: never longer, never zero when the decided
 	// one is not, and never shorter than the first poll (or the decided
@@ -280,7 +282,7 @@ func TestStepInvariants(t *testing.T) {
 					emergencySeen = emergencySeen || d.State.Aborted.Emergency
 				}
 				w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
-				if d.State.StableSide != s.StableSide {
+				if d.State.stableSide() != s.stableSide() {
 					w.swap() // the canary side now holds the stable role
 				}
 				s = d.State
@@ -358,7 +360,7 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 	for i := 0; i < maxSteps; i++ {
 		s.Observed = w.observe(now)
 		d := checkStep(t, strat, s, now)
-		if d.State.StableSide != s.StableSide {
+		if d.State.stableSide() != s.stableSide() {
 			w.swap() // the canary side now holds the stable role
 		}
 		s = d.State
@@ -533,5 +535,37 @@ func applyCommand(t *rapid.T, c int, s State, now time.Time) (State, bool) {
 		return s.Retry(now), true
 	default:
 		return s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now), true
+	}
+}
+
+// checkReleased checks what a lost state and a release ask of one Step
+// (package doc, "The zero State, new objects and lost states"):
+//   - a state that has not observed the world (Unobserved) asks for
+//     nothing: it moves no traffic before it is observed;
+//   - a Step reports a rollout released (the idle state adopted, or
+//     Succeeded reached) only on an observation that shows it: all traffic
+//     applied on the side the state names stable, which runs the stable
+//     revision (fully rolled out, for an adoption) while the sides report
+//     revisions.
+func checkReleased(t TB, mode CapacityMode, in *State, d *Decision) {
+	t.Helper()
+	if in.Unobserved && d.HasHops() {
+		t.Fatalf("a state that has not observed the world asks for %s", hopString(d))
+	}
+	adopted := in.Unobserved && d.State.Idle()
+	succeeded := d.State.Phase == PhaseSucceeded && in.Phase != PhaseSucceeded && in.check(mode, nil) && in.Observed.Error == ""
+	if !adopted && !succeeded {
+		return
+	}
+	o := &d.State.Observed // in the roles of the released state (swapped at success)
+	if mode != CapacityReplicas && (o.Weight != 0 || !o.WeightApplied && adopted) {
+		t.Fatalf("released (%s -> %s) on a route that sends %d%% to the other side (applied %v)", in.Phase, d.State.Phase, o.Weight, o.WeightApplied)
+	}
+	if mode == CapacityReplicas && adopted && (o.Canary.Capacity > 0 || o.Canary.Ready > 0) {
+		t.Fatalf("released (adopted) while the other side holds capacity %+v (observed %+v)", o.Canary, in.Observed)
+	}
+	if o.Revisions && (o.Stable.Revision != d.State.StableRevision || adopted && !o.Stable.Updated) {
+		t.Fatalf("released (%s -> %s) on a stable side observed running %q (updated %v), the stable revision is %q",
+			in.Phase, d.State.Phase, o.Stable.Revision, o.Stable.Updated, d.State.StableRevision)
 	}
 }

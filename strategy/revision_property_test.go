@@ -29,7 +29,7 @@ func checkRevisionHops(t TB, mode CapacityMode, in *State, d *Decision) {
 	t.Helper()
 	o := &in.Observed
 	t = phaseTB{t, in, &d.State}
-	if !o.Revisions || o.Error != "" || in.Idle() || !in.check(mode, nil) {
+	if !o.Revisions || o.Error != "" || in.Idle() || in.Unobserved || !in.check(mode, nil) {
 		return
 	}
 	st := &d.State
@@ -182,7 +182,7 @@ func revisionChain(t *rapid.T, lost bool) {
 		emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 		w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
 		if !lost {
-			if d.State.StableSide != s.StableSide {
+			if d.State.stableSide() != s.stableSide() {
 				w.swap() // the canary side now holds the stable role
 				successes++
 			}

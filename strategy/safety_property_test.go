@@ -123,9 +123,45 @@ func worldAction(t *rapid.T, w *world) {
 	case 6:
 		sd.stuck = !sd.stuck // a deploy on it never rolls out
 	default:
+		if rapid.Bool().Draw(t, "scaleOther") {
+			// Someone else scales the side (an autoscaler, a person).
+			w.scale(sd, rapid.Int32Range(0, 100).Draw(t, "scaleTo"), rapid.IntRange(0, 3).Draw(t, "scaleLag"))
+			return
+		}
 		// Someone else redeploys the side (or restarts it).
 		w.redeploy(sd, rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "redeploy"), rapid.IntRange(0, 3).Draw(t, "redeployLag"))
 	}
+}
+
+// lostState replaces the state as a controller whose status was lost
+// would see it: wiped (the zero State and a Retarget to the revision the
+// spec asks for, the one s names last), or restored from an older save
+// (one of history, through JSON, then the spec's Retarget). The world
+// follows the roles of the new state; a side that carries traffic while it
+// does not run the revision its role in the restored state names is the
+// world's doing (foreign) until the engine has reacted.
+func lostState(t *rapid.T, w *world, s State, history []State, now time.Time) State {
+	spec := specRevision(&s)
+	if spec == "" {
+		spec = "a"
+	}
+	if len(history) == 0 || rapid.Bool().Draw(t, "wipe") {
+		t.Logf("status wiped at %s: spec %s", now.Format("15:04:05"), spec)
+		return w.wipe(&s, spec, now)
+	}
+	old := roundTrip(t, history[rapid.IntRange(0, len(history)-1).Draw(t, "save")])
+	w.follow(&s, &old)
+	for _, r := range []struct {
+		sd  *side
+		rev string
+	}{{&w.stable, old.StableRevision}, {&w.canary, old.CanaryRevision}} {
+		if routed, asked := w.carries(r.sd); (routed || asked) && r.sd.rev != r.rev {
+			r.sd.foreign = true
+		}
+	}
+	t.Logf("an older save restored at %s: %s %s/%s/%s, then the spec's %s", now.Format("15:04:05"), old.Phase,
+		old.StableRevision, old.CanaryRevision, old.PendingRevision, spec)
+	return old.Retarget(spec, now)
 }
 
 // observeWorld is what a Runner writes into the state before a Step: the
@@ -170,6 +206,7 @@ func neverUnsafe(t *rapid.T) {
 	w.adopt(&s)
 	now := t0
 	emergencySeen := false
+	var history []State // the states stored so far, for an older save
 	steps := rapid.IntRange(1, 300).Draw(t, "steps")
 	for i := 0; i < steps; i++ {
 		checkedActions.Add(1)
@@ -189,10 +226,13 @@ func neverUnsafe(t *rapid.T) {
 			}
 			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
-			if d.State.StableSide != s.StableSide && d.State.Phase == PhaseSucceeded {
+			if d.State.stableSide() != s.stableSide() && (d.State.Phase == PhaseSucceeded || s.Unobserved) {
 				w.swap()
 			}
 			s = d.State
+			if valid && len(history) < 64 {
+				history = append(history, s)
+			}
 		case 4, 5:
 			w.tick()
 			if !emergencySeen && !w.overloadExplained(opts.MaxUnavailablePercent) {
@@ -209,6 +249,10 @@ func neverUnsafe(t *rapid.T) {
 			case 0, 1, 2, 3, 4, 5, 6:
 				s, _ = applyCommand(t, c, s, now)
 			case 7:
+				if rapid.IntRange(0, 2).Draw(t, "lost") == 0 {
+					s = lostState(t, w, s, history, now)
+					break
+				}
 				s = roundTrip(t, s) // a restarted controller
 			default:
 				now = now.Add(-time.Duration(rapid.Int64Range(0, int64(time.Hour)).Draw(t, "back")))
@@ -270,8 +314,14 @@ func neverStuckSilently(t *rapid.T) {
 	since := now // the start of the current stretch without progress
 	for i := 0; i < 400; i++ {
 		checkedActions.Add(1)
-		if rapid.IntRange(0, 9).Draw(t, "worldActs") == 0 {
+		switch rapid.IntRange(0, 29).Draw(t, "worldActs") {
+		case 0, 1, 2:
 			worldAction(t, w)
+		case 3:
+			// The status is wiped: the adoption starts a new wait, which
+			// must end or report Degraded within the deadline too.
+			s = w.wipe(&s, specRevision(&s), now)
+			since = now
 		}
 		observeWorld(&s, w, now)
 		t.Logf("step at %s: %s desired %+v observed %+v", now.Format("15:04:05"), s.Phase, s.Desired, s.Observed)
@@ -280,13 +330,13 @@ func neverStuckSilently(t *rapid.T) {
 			since = now
 		}
 		w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
-		if d.State.StableSide != s.StableSide {
+		if d.State.stableSide() != s.stableSide() {
 			w.swap()
 		}
 		s = d.State
 		w.checkRevisions(t, &s)
-		if s.Phase.Terminal() {
-			return
+		if s.Phase.Terminal() || s.Idle() {
+			return // ended (an adopted world already released is idle)
 		}
 		if deadline > 0 && now.Sub(since) > deadline+slack && !degradedNow(&s) {
 			t.Fatalf("no progress for %s (deadline %s) and not Degraded: %s: %s", now.Sub(since), deadline, s.Phase, s.Message)

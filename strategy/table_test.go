@@ -126,6 +126,7 @@ func fixtures(t tb) map[string]strategy.State {
 		"aborting":    aborting,
 		"aborted":     aborted,
 		"retargeting": retargeting,
+		"rollingBack": pausedStep.Retarget("v1", t1),
 		"rolledBack":  rolledBack,
 		"completing":  completing,
 		"succeeded":   succeeded,
@@ -247,7 +248,14 @@ func TestCommands(t *testing.T) {
 		{"completing", "Abort", abort, aborted("p50")},
 		{"progressing", "Abort without a reason", func(s strategy.State) strategy.State { return s.Abort("", t9) }, aborted(strategy.ReasonAborted)},
 		{"aborting", "Abort", abort, nil},
-		{"retargeting", "Abort", abort, nil},
+		// During the walk back a Retarget to a third revision began, an
+		// Abort stops that revision: the rollout will end Aborted with it
+		// as the canary.
+		{"retargeting", "Abort", abort, func(s *strategy.State) {
+			cmdAt(s)
+			s.Aborted = &strategy.AbortStatus{Reason: "p50", At: mt(t9)}
+		}},
+		{"rollingBack", "Abort", abort, nil},
 		{"aborted", "Abort", abort, nil},
 		{"rolledBack", "Abort", abort, nil},
 		{"succeeded", "Abort", abort, nil},
@@ -276,6 +284,7 @@ func TestCommands(t *testing.T) {
 		{"aborted", "Retry", retry, retried},
 		{"aborting", "Retry", retry, retried},
 		{"retargeting", "Retry", retry, nil},
+		{"rollingBack", "Retry", retry, nil},
 		{"fresh", "Retry", retry, nil},
 		{"progressing", "Retry", retry, nil},
 		{"pausedStep", "Retry", retry, nil},
@@ -1360,15 +1369,17 @@ func TestIdleStatesPlanNothing(t *testing.T) {
 	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	for name, s := range map[string]strategy.State{
 		"zero":          {},
-		"adopted":       strategy.State{}.Retarget("v1", t0),
+		"unobserved":    strategy.State{}.Retarget("v1", t0),
 		"NewState(v,v)": strategy.NewState("v1", "v1"),
 	} {
 		tl, err := strategy.Plan(inc, strategy.PlanOptions{Start: t0, State: &s})
-		if err != nil || tl.Hops != 0 || len(tl.Events) != 0 || !tl.Final.Idle() {
+		if err != nil || tl.Hops != 0 || len(tl.Events) != 0 || !tl.Final.Idle() && !tl.Final.Unobserved {
 			t.Errorf("%s: Plan = %d hops, %d events, idle %v, err %v", name, tl.Hops, len(tl.Events), tl.Final.Idle(), err)
 		}
 		for _, strat := range []strategy.Strategy{inc, fixtureCanary, strategy.BlueGreen{}} {
-			if d := stepChecked(t, strat, s, t1); d.HasHops() || d.RequeueAfter != 0 {
+			// An unobserved state adopts the world (the idle state here)
+			// and asks for the next Step soon.
+			if d := stepChecked(t, strat, s, t1); d.HasHops() || d.RequeueAfter != 0 && !s.Unobserved || !d.State.Idle() {
 				t.Errorf("%s: Step asks %+v, requeue %s", name, d, d.RequeueAfter)
 			}
 		}

@@ -250,10 +250,12 @@ type AbortStatus struct {
 //
 //	s = s.Retarget(spec.Revision, now)
 //
-// On the zero state this records the revision as the one already running on
-// the stable side (SideA, all traffic and capacity), without a rollout; on any
-// later state a different revision starts (or redirects) a rollout. NewState
-// builds a rollout about to start directly.
+// On the zero state this records the revision the spec asks for without
+// looking (State.Unobserved): the next Step adopts the world from its
+// observation, as the idle state on the side that runs the revision with
+// all traffic, or as the rollout the route and the sides show (a status
+// wiped mid-rollout). On any later state a different revision starts (or
+// redirects) a rollout. NewState builds a rollout about to start directly.
 //
 // A stored state is validated by every Step before anything is applied (see
 // State.Validate): a corrupt one asks for nothing and reports Degraded with
@@ -269,6 +271,18 @@ type State struct {
 	StableRevision  string `json:"stableRevision"`
 	CanaryRevision  string `json:"canaryRevision"`
 	PendingRevision string `json:"pendingRevision,omitempty"`
+	// Unobserved records a state that names the revision the spec asks
+	// for but has not looked at the world yet: what Retarget makes of the
+	// zero State (a new object, or one whose status was wiped or
+	// re-created). StableRevision and CanaryRevision both hold that
+	// revision, and nothing is known of the route or the sides. It is not
+	// idle: the Runner observes it, and the next Step adopts the world as
+	// observed (see the package doc, "The zero State, new objects and lost
+	// states"): all traffic on a side that runs the revision becomes the
+	// idle state on that side; anything else becomes the rollout (or walk
+	// back) the world shows. Until then nothing is asked of any adapter.
+	// false (the zero value) for every state a Step has adopted.
+	Unobserved bool `json:"unobserved,omitempty"`
 	// StableSide is the physical side that holds the stable role.
 	StableSide Side `json:"stableSide,omitempty"`
 
@@ -374,9 +388,11 @@ func NewState(stableRevision, canaryRevision string) State {
 // Idle reports that the state holds no rollout: nothing has been stepped and
 // the canary revision is the stable one (the zero State, or NewState(v, v)).
 // Step asks for nothing on an idle state, and the Runner does not even read
-// the adapters.
+// the adapters. A state that has not observed the world yet (Unobserved, the
+// zero State after a Retarget) is not idle: the Runner observes it and the
+// next Step adopts what it sees.
 func (s *State) Idle() bool {
-	return s.Phase == "" && s.PendingRevision == "" && s.CanaryRevision == s.StableRevision
+	return s.Phase == "" && s.PendingRevision == "" && s.CanaryRevision == s.StableRevision && !s.Unobserved
 }
 
 // Target is one value an adapter is asked to apply. Set reports whether

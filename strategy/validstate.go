@@ -36,8 +36,9 @@ func (e *StateError) Is(target error) bool { return target == ErrInvalidState }
 //   - replicas: the weight mirrors the canary's capacity;
 //   - PhaseCompleting has all traffic on the canary.
 //
-// An idle state (see Idle) is valid whatever its allocation: nothing is ever
-// applied from it. A state that fails validation stays as it is; replace it
+// An idle state (see Idle) and an unobserved one (see State.Unobserved, which
+// must have no phase) are valid whatever their allocation: nothing is ever
+// applied from them. A state that fails validation stays as it is; replace it
 // (for example with the zero State and a Retarget) to recover.
 func (s State) Validate(mode CapacityMode) error { return s.validate(moverFor(mode)) }
 
@@ -97,8 +98,11 @@ func (s *State) valid(m mover, bad func(path string, value any, detail string)) 
 	if !ok && bad == nil || !inRange {
 		return false // the allocation is not worth checking further
 	}
-	if s.Idle() {
-		return ok
+	if s.Unobserved && s.Phase != "" && fail() {
+		bad("unobserved", s.Unobserved, "must be false once the rollout has a phase ("+string(s.Phase)+")")
+	}
+	if s.Idle() || s.Unobserved {
+		return ok // nothing is ever applied from it
 	}
 	a := &s.Desired
 	if s.Phase == PhaseCompleting && a.Weight != 100 && fail() {

@@ -67,10 +67,17 @@ type side struct {
 	// stuck: a deploy that never rolls out (an image that cannot be
 	// pulled): updated stays false until the fault is lifted.
 	stuck bool
+	// restarting: the side rolls out the revision it already ran (a
+	// restart): what it runs is that revision throughout.
+	restarting bool
 	// foreign: the world itself (someone else) redeployed the side, or it
 	// carried traffic when the world was made. Traffic on it is then the
 	// world's doing, until the engine has reacted (see revisionBreach).
 	foreign bool
+	// scaled: someone else scaled the side down; traffic above its ready
+	// capacity is the world's doing until the engine has asked the side for
+	// a capacity again (reasked) and the side is whole at it.
+	scaled, reasked bool
 }
 
 // deploy rolls revision rev out on the side, visible as updated after lag
@@ -81,6 +88,7 @@ func (s *side) deploy(rev string, lag int, restart bool) {
 	if s.rev == rev && !restart {
 		return
 	}
+	s.restarting = s.rev == rev && s.updated
 	s.rev, s.revLag, s.updated = rev, lag, false
 }
 
@@ -141,7 +149,7 @@ func (s *side) tick() {
 		if s.revLag > 0 {
 			s.revLag--
 		} else {
-			s.updated = true
+			s.updated, s.restarting = true, false
 		}
 	}
 	target := s.readyTarget()
@@ -202,6 +210,12 @@ func (w *world) apply(d *Decision, lag int) {
 	if w.mode == CapacityFixed {
 		return
 	}
+	if d.StableCapacity.Set {
+		w.stable.reasked = true
+	}
+	if d.CanaryCapacity.Set {
+		w.canary.reasked = true
+	}
 	if d.StableCapacity.Set && d.StableCapacity.Value != w.stable.asked {
 		w.stable.asked = d.StableCapacity.Value
 		w.stable.lag = lag
@@ -246,6 +260,52 @@ func (w *world) redeploy(sd *side, rev string, lag int) {
 	sd.foreign = true
 }
 
+// scale is someone else scaling a side to capacity c (an HPA, a person):
+// the side heads there as if asked, without the engine knowing. A side
+// scaled down below its traffic is the world's doing (scaled) until the
+// engine asks it for a capacity again. No-op in the fixed mode (both sides
+// stay provisioned).
+func (w *world) scale(sd *side, c int32, lag int) {
+	if w.mode == CapacityFixed {
+		return
+	}
+	if c < sd.asked {
+		sd.scaled, sd.reasked = true, false
+	}
+	if w.mode == CapacityReplicas && c > 0 {
+		sd.foreign = true // ready replicas serve: the traffic is the world's doing
+	}
+	sd.asked, sd.lag = c, lag
+}
+
+// wipe replaces the state by what a controller makes of a status wiped (or
+// an object deleted and re-created with the same spec): the zero State and
+// a Retarget to the revision the spec asks for (spec). The world is kept in
+// the roles of the state (its StableSide), so a state whose stable side was
+// B swaps the world's roles: the new state names A stable.
+func (w *world) wipe(s *State, spec string, now time.Time) State {
+	n := State{}.Retarget(spec, now)
+	w.follow(s, &n)
+	return n
+}
+
+// follow maps the world's roles from state from to state to, which may name
+// another physical side stable (a wiped state, an older save restored).
+func (w *world) follow(from, to *State) {
+	if from.stableSide() != to.stableSide() {
+		w.swap()
+	}
+}
+
+// specRevision is the revision a spec asked for last, as the state names it:
+// the pending revision of a Retarget, else the canary one.
+func specRevision(s *State) string {
+	if s.PendingRevision != "" {
+		return s.PendingRevision
+	}
+	return s.CanaryRevision
+}
+
 // carries reports whether the data plane routes traffic to the side now
 // (the applied weight with a router; ready replicas without one), and
 // whether any is asked for it.
@@ -277,8 +337,10 @@ func (w *world) revisionBreach(st *State) string {
 	if w.breach != "" {
 		return w.breach
 	}
-	if w.noRevisions {
-		return "" // the engine cannot know: the caller puts revisions on sides
+	if w.noRevisions || st.Unobserved {
+		// The engine cannot know: the caller puts revisions on sides, or
+		// the state has not observed the world yet (it asks for nothing).
+		return ""
 	}
 	for _, r := range []struct {
 		name      string
@@ -292,7 +354,7 @@ func (w *world) revisionBreach(st *State) string {
 		// A reconcile whose state was lost may already have finished the
 		// walk back and started the pending revision.
 		runs := r.sd.rev == r.rev || r.next != "" && r.sd.rev == r.next
-		if routed && !r.sd.foreign && (!runs || !r.sd.updated) {
+		if routed && !r.sd.foreign && (!runs || !r.sd.updated && !r.sd.restarting) {
 			return fmt.Sprintf("the data plane routes traffic (weight %d) to the %s side running %q (updated %v), its role runs %q",
 				w.weight, r.name, r.sd.rev, r.sd.updated, r.rev)
 		}
@@ -359,6 +421,9 @@ func (w *world) overloadExplained(maxUnavailable int32) bool {
 	for _, sd := range []*side{&w.stable, &w.canary} {
 		if sd.ready >= sd.readyFor(sd.asked) && !sd.loop && sd.lag == 0 {
 			sd.crashed = false // whole again
+			if sd.reasked {
+				sd.scaled = false // and at what the engine asked
+			}
 		}
 	}
 	if w.trafficFits(maxUnavailable) {
@@ -369,11 +434,12 @@ func (w *world) overloadExplained(maxUnavailable int32) bool {
 	case w.unsafeStart:
 		return true
 	case w.mode == CapacityReplicas:
-		return w.stable.crashed || w.canary.crashed
+		return w.stable.crashed || w.canary.crashed || w.stable.scaled || w.canary.scaled
 	case w.invalid:
 		return true
 	}
-	return (w.weight <= w.canary.ready || w.canary.crashed) && (100-w.weight <= w.stable.ready || w.stable.crashed)
+	return (w.weight <= w.canary.ready || w.canary.crashed || w.canary.scaled) &&
+		(100-w.weight <= w.stable.ready || w.stable.crashed || w.stable.scaled)
 }
 
 // genStrategy draws a valid strategy of any kind, in the given mode.

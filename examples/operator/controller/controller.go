@@ -220,10 +220,18 @@ func mirror(prev []metav1.Condition, s *strategy.State, revision string, generat
 	}
 	released := metav1.Condition{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionFalse, Reason: string(s.Phase),
 		Message: fmt.Sprintf("%s runs on the stable side; %s is asked for", s.StableRevision, revision)}
-	if s.Phase == "" {
+	switch {
+	case s.Unobserved:
+		// A new Release, or one whose status was wiped: nothing is known
+		// of the world before the Runner has observed and adopted it.
+		released.Reason, released.Message = strategy.ReasonAdopting, revision+" is asked for; the route and the sides are not observed yet"
+	case s.Phase == "":
 		released.Reason = strategy.ReasonIdle
 	}
-	if s.StableRevision == revision && (s.Idle() || s.Phase == strategy.PhaseSucceeded || s.Phase == strategy.PhaseRolledBack) {
+	// Released only when observed so: an idle state is one adopted from an
+	// observation (all traffic on a side running the revision), and a
+	// rollout that succeeded or rolled back observed its end.
+	if s.StableRevision == revision && !s.Unobserved && (s.Idle() || s.Phase == strategy.PhaseSucceeded || s.Phase == strategy.PhaseRolledBack) {
 		released.Status, released.Message = metav1.ConditionTrue, revision+" runs on the stable side with all traffic"
 	}
 	released.ObservedGeneration = generation

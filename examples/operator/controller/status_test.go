@@ -32,6 +32,13 @@ func TestMirror(t *testing.T) {
 		want: []metav1.Condition{{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionTrue, Reason: strategy.ReasonIdle,
 			Message: "v1 runs on the stable side with all traffic", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}},
 	}, {
+		name:     "a wiped status, not observed yet: not released",
+		prev:     []metav1.Condition{{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}},
+		state:    strategy.State{}.Retarget("v2", t0),
+		revision: "v2",
+		want: []metav1.Condition{{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionFalse, Reason: strategy.ReasonAdopting,
+			Message: "v2 is asked for; the route and the sides are not observed yet", ObservedGeneration: 3, LastTransitionTime: metav1.NewTime(t0.Add(time.Minute))}},
+	}, {
 		name: "progressing: not released; Progressing keeps its transition time",
 		prev: []metav1.Condition{progressing, {Type: v1alpha1.ConditionReleased, Status: metav1.ConditionFalse,
 			LastTransitionTime: metav1.NewTime(t0)}},
