@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -56,24 +55,7 @@ func (r *Ray) lower(ctx context.Context, d *instanceDetails, known *serveConfig,
 	if !req.Steady {
 		write.Percent = min(roundUp(d, dc, req.Percent), int32(math.Floor(held)))
 	}
-	r.mu.Lock()
-	if r.cur != nil { // a Deploy or Revision recognised a revision meanwhile
-		r.mu.Unlock()
-		return fmt.Errorf("%w: %s: the revision changed while setting capacity", ErrUnknownRevision, r.putURL)
-	}
-	r.asked = nil
-	if !req.Steady {
-		r.asked = &askedCapacity{percent: req.Percent, written: float64(write.Percent)}
-	}
-	r.mu.Unlock()
-	if applied(d, dc, write) {
-		return nil
-	}
-	if _, err := r.do(ctx, http.MethodPut, r.putURL, dc.body(req.Steady, write.Percent)); err != nil {
-		return err
-	}
-	r.poll.wrote(d)
-	return nil
+	return r.putCapacity(ctx, d, dc, nil, req, write)
 }
 
 // deployedConfig rebuilds, from a GET answer, the Serve config the cluster

@@ -542,8 +542,16 @@ func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) erro
 	if !req.Steady {
 		write.Percent = roundUp(d, c, req.Percent)
 	}
+	return r.putCapacity(ctx, d, c, c, req, write)
+}
+
+// putCapacity records what was asked (req) and PUTs config c with the
+// target capacity write, unless the cluster already runs it; cur is the
+// revision the adapter must still know (nil: none), else a Deploy or
+// Revision changed it meanwhile and nothing is written.
+func (r *Ray) putCapacity(ctx context.Context, d *instanceDetails, c, cur *serveConfig, req, write rollout.CapacityRequest) error {
 	r.mu.Lock()
-	if r.cur != c { // a Deploy or Revision changed it meanwhile
+	if r.cur != cur { // a Deploy or Revision changed it meanwhile
 		r.mu.Unlock()
 		return fmt.Errorf("%w: %s: the revision changed while setting capacity", ErrUnknownRevision, r.putURL)
 	}
