@@ -115,7 +115,7 @@ func TestLayering(t *testing.T) {
 		"serve/ray":          {"rollout", "strategy", "clock"},
 		"serve/replicas":     {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
 		"internal/conflict":  {"rollout"},
-		"internal/watchloop": {},
+		"internal/watchloop": {"clock"},
 	}
 	// What each package may import from outside the standard library and
 	// the module, by prefix; absent means anything.
