@@ -57,6 +57,17 @@ type adoptSide struct {
 func (r *run) adopt() {
 	st, o := r.st, &r.st.Observed
 	spec := st.CanaryRevision
+	if o.Error != "" && o.Claimed {
+		// Refused by another rollout's claim: nothing is observed, and
+		// nothing of this one fails; it waits for the claim with no
+		// deadline, Degraded with reason Claimed naming the holder.
+		r.failed = true
+		setJoined(&st.Message, "refused: ", o.Error)
+		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAdopting, st.Message)
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClaimed, o.Error)
+		r.d.RequeueAfter, r.d.WatchedRequeueAfter = r.e.opts.pollInterval(), r.e.opts.pollInterval()
+		return
+	}
 	if o.Error != "" {
 		r.failed = true
 		if st.FailingSince.IsZero() {

@@ -92,6 +92,9 @@ func TestAdoptUnobserved(t *testing.T) {
 		}(), want{unobserved: true, stable: "v2", canary: "v2", reason: strategy.ReasonAdopting}},
 		{"adapters that fail: wait", "v2", false, strategy.Observation{At: mt(t1), Error: "route not found"},
 			want{unobserved: true, stable: "v2", canary: "v2", reason: strategy.ReasonObservationFailed}},
+		{"another rollout holds the claim: wait, Degraded Claimed", "v2", false,
+			strategy.Observation{At: mt(t1), Error: "router: claim: HTTPRoute shop/web is claimed by Release shop/other", Claimed: true},
+			want{unobserved: true, stable: "v2", canary: "v2", reason: strategy.ReasonClaimed}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := strategy.State{}.Retarget(tc.spec, t0)

@@ -114,7 +114,12 @@ func TestSecondReleaseRefused(t *testing.T) {
 	second := w.release("v1", canary)
 	second.Name = "web-copy"
 	create(t, w.c, second)
-	w.waitForNamed("web-copy", "v1 adopted", 30*time.Second, released)
+	// The second Release's state is unobserved: it may not even read the
+	// world it would adopt, since another Release holds the claims.
+	w.waitForNamed("web-copy", "refused before adopting", 30*time.Second, func(rel *v1alpha1.Release) bool {
+		c := apimeta.FindStatusCondition(rel.Status.Conditions, strategy.ConditionDegraded)
+		return rel.Status.Rollout.Unobserved && !released(rel) && c != nil && c.Status == metav1.ConditionTrue && c.Reason == strategy.ReasonClaimed
+	})
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		rel := w.getNamed("web-copy")
 		rel.Spec.Revision = "v3"

@@ -69,7 +69,7 @@ func TestStatusWiped(t *testing.T) {
 				continue
 			}
 			s := rel.Status.Rollout
-			if got := routeSplit(t, w); got != "0/100" || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+			if got := routeSplit(t, w); got != "0/100" || s.StableRevision != id("v2") || s.StableSide != strategy.SideB {
 				t.Fatalf("Released=True with the route at %s, stable %s on side %s (%s): %s; route %v",
 					got, s.StableRevision, s.StableSide, s.Phase, s.Message, w.history())
 			}
