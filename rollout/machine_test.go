@@ -194,13 +194,13 @@ func (m *machine) side(sd strategy.Side) *fake.Capacity {
 // Redeploy is another writer redeploying a side with any revision, the one
 // it runs included (a restart), or a template no revision maps to ("x"):
 // what the side reports follows its content (revisions only; in the fixed
-// mode the sides are fake.Deployments, which this does not model).
+// mode the side is its fake.Deployment).
 func (m *machine) Redeploy(t *rapid.T) {
-	if !m.revisions || m.da != nil {
-		t.Skip("no revisions on capacity fakes")
+	if !m.revisions {
+		t.Skip("no revisions on the sides")
 	}
 	sd := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "redeploySide")
-	m.side(sd).Redeploy(rapid.SampledFrom([]string{"v1", "v2", "v3", "x"}).Draw(t, "redeployRev"))
+	m.sideDeployer(sd).Redeploy(rapid.SampledFrom([]string{"v1", "v2", "v3", "x"}).Draw(t, "redeployRev"))
 	m.foreign[sd] = true
 	if sd == strategy.SideA {
 		m.crashedA = true // its replicas restart
@@ -289,8 +289,8 @@ func (m *machine) checkReconcile(t *rapid.T, before strategy.State, writes, depl
 			t.Fatalf("reported released (%s -> %s, idle %v) with the route at %+v, stable side %s", before.Phase, m.s.Phase, m.s.Idle(), rs.Weights, stable)
 		}
 	}
-	if m.revisions && m.da == nil {
-		if got := m.side(stable).RevisionStatus(); got.Revision != m.s.StableRevision {
+	if m.revisions {
+		if got := m.sideDeployer(stable).RevisionStatus(); got.Revision != m.s.StableRevision {
 			t.Fatalf("reported released (%s -> %s) with the stable side %s running %+v, not %s", before.Phase, m.s.Phase, stable, got, m.s.StableRevision)
 		}
 	}
@@ -298,8 +298,11 @@ func (m *machine) checkReconcile(t *rapid.T, before strategy.State, writes, depl
 
 // deploys counts the deploys asked of the sides.
 func (m *machine) deploys() int {
-	if m.da != nil || !m.revisions {
+	switch {
+	case !m.revisions:
 		return 0
+	case m.da != nil:
+		return m.da.Deploys() + m.db.Deploys()
 	}
 	return m.a.Deploys() + m.b.Deploys()
 }
@@ -307,6 +310,8 @@ func (m *machine) deploys() int {
 // revisionSide is what the machine needs of a side that deploys revisions.
 type revisionSide interface {
 	RevisionStatus() rollout.RevisionStatus
+	Redeploy(string)
+	Status() rollout.CapacityStatus
 	ServingFunc(func() int32)
 	StallDeploys(bool)
 	Violations() []string
@@ -611,11 +616,16 @@ func (m *machine) Restart(t *rapid.T) {
 func (m *machine) Check(t *rapid.T) {
 	machineSteps.Add(1)
 	stA, stB := m.a.Status(), m.b.Status()
-	// A side is whole again once nothing of it is missing.
-	if stA.Settled && stA.Ready >= stA.Capacity {
+	// A side is whole again once nothing of it is missing (in the fixed
+	// mode the replicas are the Deployment's).
+	wholeA, wholeB := stA, stB
+	if m.da != nil {
+		wholeA, wholeB = m.da.Status(), m.db.Status()
+	}
+	if wholeA.Settled && wholeA.Ready >= wholeA.Capacity {
 		m.crashedA = false
 	}
-	if stB.Settled && stB.Ready >= stB.Capacity {
+	if wholeB.Settled && wholeB.Ready >= wholeB.Capacity {
 		m.crashedB = false
 	}
 	for sd, n := range m.scaled {

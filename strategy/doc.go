@@ -52,7 +52,11 @@
 //
 // The capacity modes: CapacityManaged (a capacity setter per side),
 // CapacityFixed (both sides stay provisioned; only weights move; report each
-// side as Capacity 100, Ready 100, Settled) and CapacityReplicas (no traffic
+// side as Capacity 100, Ready 100, Settled; with revisions observed, a side
+// whose revision has not rolled out, Updated false, is trusted with no more
+// traffic than the route sends it, since its pods may be restarting, so
+// neither a step nor a walk back moves traffic onto it until it has) and
+// CapacityReplicas (no traffic
 // router: traffic follows ready replicas, bounded by MaxSurgePercent and
 // MaxUnavailablePercent like a rolling update; a side counts with its ready
 // capacity only once it has settled at what was asked, so a side still

@@ -296,6 +296,7 @@ func (r *run) facts() facts {
 		weightInvalid:  st.Observed.WeightInvalid,
 		stable:         st.Observed.Stable,
 		canary:         st.Observed.Canary,
+		revisions:      st.Observed.Revisions,
 		surge:          r.e.surge,
 		maxUnavailable: r.e.opts.MaxUnavailablePercent,
 	}
@@ -401,12 +402,13 @@ func (r *run) repair() {
 // observed ready capacity of both sides. An emergency walk back may always
 // lower the weight.
 func (r *run) fits(w int32) bool {
-	st, o := r.st, &r.st.Observed
+	st := r.st
 	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency &&
 		(w == 0 || w < st.Observed.Weight && !st.Observed.WeightInvalid) {
 		return true
 	}
-	return w <= o.Canary.Ready && 100-w <= o.Stable.Ready
+	stable, canary := r.e.mode.ready(r.facts())
+	return w <= canary && 100-w <= stable
 }
 
 // countHealth counts a new observation's health and reports whether the

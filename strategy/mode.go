@@ -58,6 +58,9 @@ type mover interface {
 	// canary capacity the side holds below f.want's kept, where it still
 	// covers its traffic. ok is false when nothing is kept.
 	keepHeld(f facts) (a Allocation, ok bool)
+	// ready returns the ready capacity of each side that the mode trusts
+	// when it checks a weight against it (a repair, an emergency aside).
+	ready(f facts) (stable, canary int32)
 	// available reports whether the Available condition holds.
 	available(f facts) bool
 	// broken reports which of the mode's own rules a desired allocation a
@@ -97,6 +100,7 @@ type facts struct {
 	weight                       int32      // the route's observed weight
 	weightApplied, weightInvalid bool
 	stable, canary               SideObservation
+	revisions                    bool  // Observation.Revisions: each side's revision is observed
 	surge                        int32 // MaxSurgePercent
 	maxUnavailable               int32 // Options.MaxUnavailablePercent
 }

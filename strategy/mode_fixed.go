@@ -4,19 +4,51 @@ package strategy
 // and only the route's weight moves, bounded by what each side reports
 // ready. There is no capacity setter: nothing is scaled, waited for or
 // repaired on the sides.
+//
+// A side reported as provisioned is not always ready: a Runner without a
+// capacity setter reports each side at Ready 100, while a side observed
+// running a revision that has not rolled out (restarting, or redeployed by
+// someone else, perhaps stuck) may have lost its replicas. The mover
+// trusts such a side with no more traffic than the route sends it now
+// (provisioned), so nothing is moved onto it until it has rolled out.
 type fixedMover struct{}
+
+// provisioned returns f with the ready capacity the mover trusts: a side
+// observed running a revision that has not rolled out is ready for the
+// traffic it carries, no more.
+func (f facts) provisioned() facts {
+	if !f.revisions {
+		return f
+	}
+	share := min(max(f.weight, 0), 100)
+	if !f.stable.Updated {
+		f.stable.Ready = min(f.stable.Ready, 100-share)
+	}
+	if !f.canary.Updated {
+		f.canary.Ready = min(f.canary.Ready, share)
+	}
+	return f
+}
 
 func (fixedMover) applied(f facts) bool { return f.routeApplied() }
 
 func (fixedMover) inPlace(f facts) bool { return f.weight == f.want.Weight }
 
-func (fixedMover) readinessLost(f facts) (stable, canary bool) { return f.shortOfTraffic() }
+func (fixedMover) readinessLost(f facts) (stable, canary bool) {
+	return f.provisioned().shortOfTraffic()
+}
 
-func (fixedMover) takesRoute(f facts) bool { return f.routeTakeable() }
+func (fixedMover) takesRoute(f facts) bool { return f.provisioned().routeTakeable() }
 
-// next moves the weight within each side's observed ready capacity, and
+func (fixedMover) ready(f facts) (stable, canary int32) {
+	f = f.provisioned()
+	return f.stable.Ready, f.canary.Ready
+}
+
+// next moves the weight within each side's trusted ready capacity, and
 // otherwise waits for it.
 func (fixedMover) next(f facts, t, limit int32) hop {
+	f = f.provisioned()
 	if h, ok := f.weightHop(t, limit, f.stable.Ready, f.canary.Ready); ok {
 		return h
 	}
@@ -36,7 +68,7 @@ func (fixedMover) repair(f facts, fits bool) (weight, stable, canary bool) {
 
 func (fixedMover) completion() (drain, release bool) { return false, false }
 
-func (fixedMover) available(f facts) bool { return f.routeFits() }
+func (fixedMover) available(f facts) bool { return f.provisioned().routeFits() }
 
 // broken: the fixed mode has no rules of its own on a desired allocation.
 func (fixedMover) broken(Allocation, bool) uint8 { return 0 }

@@ -103,6 +103,8 @@ func (managedMover) completion() (drain, release bool) { return true, true }
 
 func (managedMover) available(f facts) bool { return f.routeFits() }
 
+func (managedMover) ready(f facts) (stable, canary int32) { return f.stable.Ready, f.canary.Ready }
+
 // The rules of a desired allocation in the managed mode.
 const (
 	managedCanaryCovers = iota // the canary's capacity covers its weight

@@ -112,6 +112,8 @@ func replicasScaleDown(f facts, c, _ int32, other SideObservation) bool {
 // the canary's traffic, 0.
 func (replicasMover) completion() (drain, release bool) { return false, true }
 
+func (replicasMover) ready(f facts) (stable, canary int32) { return f.stable.Ready, f.canary.Ready }
+
 func (replicasMover) available(f facts) bool {
 	return f.stable.Ready+f.canary.Ready >= 100-f.maxUnavailable
 }

@@ -124,3 +124,40 @@ func TestStableRevisionMismatchMessage(t *testing.T) {
 		}
 	}
 }
+
+// TestFixedWalkBackOntoAStableSideNotRolledOut: in the fixed mode a Runner
+// reports each side as provisioned (Ready 100). A stable side observed
+// running its revision without having rolled it out (a restart, or a
+// redeploy by someone else that is stuck) may have no ready replica, so a
+// walk back (and a repair) moves no traffic onto it until it has rolled
+// out; then the walk back goes on. The case the Runner's state machine
+// found: all traffic to the stable side while its pods restarted.
+func TestFixedWalkBackOntoAStableSideNotRolledOut(t *testing.T) {
+	strat := Canary{Steps: []CanaryStep{SetWeight(50)}, Options: Options{Capacity: CapacityFixed}}
+	for _, hopAt := range []time.Duration{0, -time.Hour} { // a walk back, and a repair of an older hop
+		s := revState(PhaseAborting, Allocation{Weight: 0, StableCapacity: 100, CanaryCapacity: 100, CanaryRevision: "v2"}, 100,
+			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v1", Updated: false},
+			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: "v2", Updated: true})
+		if hopAt == 0 {
+			s.Desired.Weight = 100
+		}
+		s.HopAt = micro(t0.Add(hopAt))
+		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: micro(t0)}
+		now := t0.Add(time.Minute)
+		s.Observed.At = micro(now)
+		d := checkStep(t, strat, s, now)
+		if d.Weight.Set && d.Weight.Value < 100 {
+			t.Fatalf("hop at %v: weight %d moves traffic onto a stable side whose revision has not rolled out (%s)", hopAt, d.Weight.Value, d.State.Message)
+		}
+		if d.State.Phase != PhaseAborting {
+			t.Fatalf("hop at %v: %s, want Aborting until the stable side has rolled out", hopAt, d.State.Phase)
+		}
+		s = d.State
+		s.Observed.Stable.Updated = true
+		now = now.Add(time.Minute)
+		s.Observed.At = micro(now)
+		if d = checkStep(t, strat, s, now); !d.Weight.Set || d.Weight.Value != 0 {
+			t.Fatalf("hop at %v: once rolled out, the walk back asks %s, want weight 0 (%s)", hopAt, hopString(&d), d.State.Message)
+		}
+	}
+}

@@ -244,7 +244,7 @@ func neverUnsafe(t *rapid.T) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))
 		case 8:
 			valid := s.check(mode, nil)
-			stable := s.StableRevision
+			stable, pending := s.StableRevision, s.PendingRevision
 			switch c := rapid.IntRange(0, 8).Draw(t, "command"); c {
 			case 0, 1, 2, 3, 4, 5, 6:
 				s, _ = applyCommand(t, c, s, now)
@@ -259,6 +259,16 @@ func neverUnsafe(t *rapid.T) {
 			}
 			if valid && !s.check(mode, nil) {
 				t.Fatalf("a command made a valid state invalid: %v", s.Validate(mode))
+			}
+			if pending != "" && s.PendingRevision != pending && w.canary.rev == pending && w.canary.rev != s.CanaryRevision {
+				// A reconcile whose state was lost already finished the
+				// walk back and started the pending revision, and the spec
+				// then named another: the stored state never knew the canary
+				// side ran it, so what it carries is the world's doing
+				// (foreign) until the engine walks it out.
+				if routed, asked := w.carries(&w.canary); routed || asked {
+					w.canary.foreign = true
+				}
 			}
 			if stable == "" && s.StableRevision != "" {
 				// The first revision a state names is the one the caller
