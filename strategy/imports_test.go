@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -43,5 +44,36 @@ func TestImports(t *testing.T) {
 				t.Errorf("%s imports %s", f, p)
 			}
 		}
+	}
+}
+
+// TestSingleGoroutine holds the package, its tests included, to one
+// goroutine: no go statement and no t.Parallel. Step is a pure function of
+// its arguments, and the tests call it one at a time, so the race detector
+// has nothing to watch here; test.sh relies on this to run this package's
+// property tests without -race, at full strength, in a fraction of the
+// time (every other package runs with -race).
+func TestSingleGoroutine(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.GoStmt:
+				t.Errorf("%s: a go statement", fset.Position(n.Pos()))
+			case *ast.SelectorExpr:
+				if n.Sel.Name == "Parallel" {
+					t.Errorf("%s: Parallel", fset.Position(n.Pos()))
+				}
+			}
+			return true
+		})
 	}
 }
