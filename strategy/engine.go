@@ -392,7 +392,7 @@ func (r *run) repair() {
 	if stable {
 		r.d.StableCapacity = Target{Set: true, Value: want.StableCapacity}
 	}
-	if canary && (want.CanaryCapacity < st.Observed.Canary.Capacity || r.canaryRevisionOK()) {
+	if canary && (want.CanaryCapacity < st.Observed.Canary.Capacity || r.canaryRevisionOK() && r.canaryFromZeroOK()) {
 		c := want.CanaryCapacity
 		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
 	}

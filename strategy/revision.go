@@ -138,6 +138,17 @@ func (r *run) canaryRevisionOK() bool {
 	return !o.Revisions || o.Canary.Revision == r.st.CanaryRevision
 }
 
+// canaryFromZeroOK reports whether a repair may give capacity back to a
+// canary side observed at capacity 0 (someone scaled it down): only once it
+// is observed rolled out. A side at 0 rolls a new template out at once, so
+// one that is not Updated has a rollout that is stuck or not yet observed
+// (another writer's, perhaps), and the replicas a scale-up would start may
+// be of any revision.
+func (r *run) canaryFromZeroOK() bool {
+	o := &r.st.Observed
+	return !o.Revisions || o.Canary.Capacity > 0 || o.Canary.Updated
+}
+
 // swapRevisions records, at success, what the new canary side (the old
 // stable side) runs: the old stable revision.
 func (st *State) swapRevisions(oldStable string) {

@@ -60,9 +60,9 @@ func checkRevisionHops(t TB, mode CapacityMode, in *State, d *Decision) {
 	}
 	// A repair asks again for the canary capacity asked while the side was
 	// observed rolled out: it needs the canary revision, not a rollout
-	// finished again (a restart may have begun since).
-	repairCanary := st.Desired == in.Desired && d.CanaryCapacity.Value == in.Desired.CanaryCapacity
-	if c := d.CanaryCapacity; c.Set && c.Value > o.Canary.Capacity && !canaryOK(o.Canary.Capacity == 0 && !repairCanary) {
+	// finished again (a restart may have begun since), unless the side is
+	// at 0 (scaled down by someone), where a rollout finishes at once.
+	if c := d.CanaryCapacity; c.Set && c.Value > o.Canary.Capacity && !canaryOK(o.Canary.Capacity == 0) {
 		t.Fatalf("canary capacity %d (observed %d) added to a side running %q (updated %v), the canary revision is %q",
 			c.Value, o.Canary.Capacity, o.Canary.Revision, o.Canary.Updated, st.CanaryRevision)
 	}

@@ -161,3 +161,25 @@ func TestFixedWalkBackOntoAStableSideNotRolledOut(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairOfACanaryScaledToZero: someone scaled the canary side to 0 while
+// its revision had not rolled out (another writer's rollout, stuck). A
+// repair gives it capacity back only once it is observed rolled out: the
+// replicas a scale-up starts mid-rollout may be of the old revision, and at
+// 0 a rollout finishes at once.
+func TestRepairOfACanaryScaledToZero(t *testing.T) {
+	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 10, Options: Options{Capacity: CapacityReplicas}}
+	for _, updated := range []bool{false, true} {
+		s := revState(PhaseProgressing, Allocation{Weight: 10, StableCapacity: 90, CanaryCapacity: 10, CanaryRevision: "v2"}, 0,
+			SideObservation{Capacity: 90, Ready: 100, Settled: true, Revision: "v1", Updated: true},
+			SideObservation{Capacity: 0, Ready: 0, Settled: true, Revision: "v2", Updated: updated})
+		s.Observed.WeightApplied = false
+		s.HopAt = micro(t0.Add(-time.Hour))
+		now := t0.Add(time.Minute)
+		s.Observed.At = micro(now)
+		d := checkStep(t, strat, s, now)
+		if asked := d.CanaryCapacity.Set && d.CanaryCapacity.Value > 0; asked != updated {
+			t.Errorf("updated %v: the repair asks %s (%s); want canary capacity back only once rolled out", updated, hopString(&d), d.State.Message)
+		}
+	}
+}
