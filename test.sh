@@ -13,6 +13,8 @@
 # stand-in that the Traefik build uses); and last hack/consumer.sh, which
 # fails if the root module would raise an operator's controller-runtime or
 # k8s.io versions.
+# Modules are tested two at a time (UPSHIFT_TEST_JOBS), each printed whole
+# when it is done.
 # Extra arguments go to every go test run, e.g. ./test.sh -run Router -count=1 -v
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -21,19 +23,51 @@ mapfile -t modules < <(GOWORK="$PWD/go.work" go list -m -f '{{.Dir}}')
 (( ${#modules[@]} > 1 )) || { echo "no modules from go.work" >&2; exit 1; }
 status=0
 (cd hack/traefik/go-http-auth && GOWORK=off go test -race ./... "$@") || status=$?
-for dir in "${modules[@]}"; do
-  rel=${dir#"$PWD"}; rel=${rel#/}
+
+# test_module runs one module's tests. Its output goes to a log that is
+# printed whole as soon as the module is done, so that two modules tested
+# side by side do not interleave.
+test_module() {
+  local dir=$1 rel=${1#"$PWD"} rc=0
+  rel=${rel#/}; shift
   echo "== module ${rel:-.} ($(cd "$dir" && GOWORK=off go list -m))"
   if [[ -z "$rel" ]]; then
     # strategy runs on one goroutine (its TestSingleGoroutine holds it to
     # that): the race detector has nothing to watch there and would make its
     # property tests five times slower, so it runs without -race.
+    local pkgs
     mapfile -t pkgs < <(GOWORK=off go list ./... | grep -vx 'github.com/upshift-dev/upshift/strategy')
-    GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race "${pkgs[@]}" "$@" || status=$?
-    GOWORK=off go test ./strategy "$@" || status=$?
-    continue
+    GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race "${pkgs[@]}" "$@" || rc=$?
+    GOWORK=off go test ./strategy "$@" || rc=$?
+    return "$rc"
   fi
-  (cd "$dir" && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race ./... "$@") || status=$?
+  (cd "$dir" && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race ./... "$@") || rc=$?
+  return "$rc"
+}
+
+# Modules are tested UPSHIFT_TEST_JOBS at a time (default 2): much of the
+# end-to-end modules' time is spent waiting on real servers and real
+# intervals, which leaves the cores to the next module's compile. The
+# longest (e2e, the root module) start first.
+logs=$(mktemp -d "${TMPDIR:-/tmp}/upshift-test.XXXXXX")
+trap 'rm -rf "$logs"' EXIT
+order=()
+for dir in "${modules[@]}"; do [[ "$dir" == "$PWD/e2e" ]] && order+=("$dir"); done
+for dir in "${modules[@]}"; do [[ "$dir" != "$PWD/e2e" ]] && order+=("$dir"); done
+jobs_max=${UPSHIFT_TEST_JOBS:-2}
+for i in "${!order[@]}"; do
+  while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || true; done
+  (
+    rc=0
+    test_module "${order[$i]}" "$@" >"$logs/$i.log" 2>&1 || rc=$?
+    echo "$rc" >"$logs/$i.rc"
+    if command -v flock >/dev/null 2>&1; then flock "$logs/print.lock" cat "$logs/$i.log"; else cat "$logs/$i.log"; fi
+  ) &
+done
+wait
+for i in "${!order[@]}"; do
+  rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
+  (( rc == 0 )) || status=$rc
 done
 echo "== hack/consumer.sh"
 bash hack/consumer.sh || status=$?

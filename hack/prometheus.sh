@@ -91,7 +91,11 @@ published=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$infofile")
 
 log "building prometheus $PROMETHEUS_VERSION ($MODULE@$MODULE_VERSION) into $bin (cold: about 6 minutes on 2 cores)"
 v=github.com/prometheus/common/version
-go install -trimpath -ldflags "-s -w \
+# remove_all_sd leaves out every service discovery but file and HTTP (the
+# cloud and Kubernetes ones pull in their SDKs): internal/promtest scrapes
+# with static_configs only, and the query engine, TSDB and HTTP API are the
+# same code either way.
+go install -trimpath -tags remove_all_sd -ldflags "-s -w \
   -X $v.Version=$PROMETHEUS_VERSION \
   -X $v.Revision=$MODULE_VERSION \
   -X $v.BuildUser=upshift/hack/prometheus.sh \
