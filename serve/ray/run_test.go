@@ -2,8 +2,10 @@ package ray_test
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,9 +121,27 @@ type runUpgrade struct {
 	gets       [2]int      // GETs of the applications, side A and side B
 	clk        *waitClock
 	// pendingPolls is the number of the adapters' poll timers pending
-	// right after Run returned; getsSince counts the GETs since then.
+	// right after Run returned; getsSince counts the GETs the adapters
+	// have sent since then.
 	pendingPolls int
 	getsSince    func() [2]int
+}
+
+// sentGETs counts the GETs of the applications that an adapter sends, at
+// the instant its client starts each one. The emulated cluster counts a
+// GET when its handler runs, which for a GET cancelled in flight (as the
+// adapter's poll is when its last subscriber leaves) may be after the
+// adapter has moved on; what the adapter promises is about what it sends.
+type sentGETs struct {
+	base http.RoundTripper
+	n    atomic.Int64
+}
+
+func (s *sentGETs) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && req.URL.Path == ray.ApplicationsPath {
+		s.n.Add(1)
+	}
+	return s.base.RoundTrip(req)
 }
 
 // pendingClock is the wall clock, counting the timers set on it that have
@@ -180,6 +200,7 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 		dep *ray.Deployer
 	}
 	var sides [2]side
+	var sent [2]*sentGETs
 	var pollClk pendingClock // the adapters' fast polls
 	for i, opts := range pace {
 		name := []strategy.Side{strategy.SideA, strategy.SideB}[i]
@@ -188,7 +209,8 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 		rs.ServingFunc(router.Serving(name))
 		srv := httptest.NewServer(rs)
 		t.Cleanup(srv.Close)
-		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions), Clock: &pollClk})
+		sent[i] = &sentGETs{base: srv.Client().Transport}
+		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions), Clock: &pollClk, HTTPClient: &http.Client{Transport: sent[i]}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +270,13 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 	u.end = end
 	u.gets = [2]int{a.rs.Polls() - gets[0], b.rs.Polls() - gets[1]}
 	u.pendingPolls = pollClk.pending()
-	u.getsSince = func() [2]int { return [2]int{a.rs.Polls() - gets[0] - u.gets[0], b.rs.Polls() - gets[1] - u.gets[1]} }
+	// Every GET that Run's reconciles or a subscription's polls started
+	// has been counted by now: Run returns only once the subscriptions
+	// have ended (rollout.TrackNotify), after their polls have returned.
+	sentAtEnd := [2]int64{sent[0].n.Load(), sent[1].n.Load()}
+	u.getsSince = func() [2]int {
+		return [2]int{int(sent[0].n.Load() - sentAtEnd[0]), int(sent[1].n.Load() - sentAtEnd[1])}
+	}
 	if err != nil {
 		t.Fatalf("Run after %v (%d reconciles): %v; state %s %+v (%s)", u.took, u.reconciles, err, end.Phase, end.Desired, end.Message)
 	}
@@ -356,8 +384,11 @@ func TestRunDrivenByRayNotifications(t *testing.T) {
 
 // TestRunLeavesNoRayPoll: the Ray adapters poll fast after each write
 // while Run drives an upgrade; once Run has returned (its caller's ctx
-// still live), no poll of theirs is pending or running, and the clusters
-// get no GET after that, however long one waits.
+// still live), no poll of theirs is pending or running, and they send no
+// GET after that, however long one waits. GETs are counted as the adapters
+// send them (sentGETs), not as the emulated clusters answer them: a poll
+// cancelled in flight may reach the server after Run has returned, which
+// is no poll of the adapter's left running.
 func TestRunLeavesNoRayPoll(t *testing.T) {
 	st := strategy.BlueGreen{Options: strategy.Options{PollInterval: metav1.Duration{Duration: runPollInterval}}}
 	u := runRayUpgrade(t, st, rayPace, true, time.Minute)
@@ -368,6 +399,6 @@ func TestRunLeavesNoRayPoll(t *testing.T) {
 	// 4 s (50 ms doubling to 2 s): look for a GET over that long.
 	time.Sleep(4 * time.Second)
 	if got := u.getsSince(); got != [2]int{} {
-		t.Errorf("GETs after Run returned: A %d, B %d, want none", got[0], got[1])
+		t.Errorf("GETs sent after Run returned: A %d, B %d, want none", got[0], got[1])
 	}
 }
