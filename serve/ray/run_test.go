@@ -144,27 +144,32 @@ func (s *sentGETs) RoundTrip(req *http.Request) (*http.Response, error) {
 	return s.base.RoundTrip(req)
 }
 
-// pendingClock is the wall clock, counting the timers set on it that have
-// neither fired nor been stopped.
+// pendingClock is the wall clock, counting the timers set on it that are
+// pending: neither stopped nor due. A timer whose instant has passed has
+// fired as far as the clock is concerned, even if the goroutine that runs
+// its function has not been scheduled yet (under load that can take a
+// while): counting it until then made the count depend on the scheduler.
 type pendingClock struct {
-	mu sync.Mutex
-	n  int
+	mu     sync.Mutex
+	timers map[*time.Timer]time.Time // not stopped: when each is due
 }
 
 func (c *pendingClock) Now() time.Time { return time.Now() }
 
 func (c *pendingClock) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
-	c.n++
-	c.mu.Unlock()
-	var once sync.Once
-	done := func() { once.Do(func() { c.mu.Lock(); c.n--; c.mu.Unlock() }) }
-	t := time.AfterFunc(d, func() { done(); f() })
+	defer c.mu.Unlock()
+	if c.timers == nil {
+		c.timers = map[*time.Timer]time.Time{}
+	}
+	due := time.Now().Add(d) // no later than the runtime fires it
+	t := time.AfterFunc(d, f)
+	c.timers[t] = due
 	return func() bool {
 		stopped := t.Stop()
-		if stopped {
-			done()
-		}
+		c.mu.Lock()
+		delete(c.timers, t)
+		c.mu.Unlock()
 		return stopped
 	}
 }
@@ -172,7 +177,13 @@ func (c *pendingClock) AfterFunc(d time.Duration, f func()) func() bool {
 func (c *pendingClock) pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n
+	now, n := time.Now(), 0
+	for _, due := range c.timers {
+		if due.After(now) {
+			n++
+		}
+	}
+	return n
 }
 
 // rayPace is how many polls the clusters of sides A and B take to build an
