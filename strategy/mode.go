@@ -219,7 +219,8 @@ func (f facts) weightHop(t, limit, rs, rc int32) (h hop, ok bool) {
 // capacity; down only as the mode's rule down allows, given the traffic the
 // side may still carry (the larger of what the route holds and what was
 // asked; 101 while the route's weights are invalid, as the real split is
-// unknown) and the other side as observed.
+// unknown) and the other side as observed, or as it is asked to shrink to
+// in the same repair.
 func (f facts) repairSides(down func(f facts, c, traffic int32, other SideObservation) bool) (stable, canary bool) {
 	canaryTraffic, stableTraffic := max(f.want.Weight, f.weight), 100-min(f.want.Weight, f.weight)
 	if f.weightInvalid || !f.weightApplied {
@@ -229,7 +230,16 @@ func (f facts) repairSides(down func(f facts, c, traffic int32, other SideObserv
 		canaryTraffic, stableTraffic = 101, 101
 	}
 	stable = f.resize(f.want.StableCapacity, f.stable, max(f.want.CanaryCapacity, f.canary.Capacity), f.canary, stableTraffic, down)
-	canary = f.resize(f.want.CanaryCapacity, f.canary, max(f.want.StableCapacity, f.stable.Capacity), f.stable, canaryTraffic, down)
+	// Both sides may be asked in one hop: the canary's rule then counts the
+	// stable side at what it is asked to shrink to, not at what it holds
+	// now (each side's scale-down, judged against the other's current
+	// capacity alone, could let both shrink together below the bound).
+	after := f.stable
+	if stable && f.want.StableCapacity < after.Capacity {
+		after.Capacity = f.want.StableCapacity
+		after.Ready = min(after.Ready, f.want.StableCapacity)
+	}
+	canary = f.resize(f.want.CanaryCapacity, f.canary, max(f.want.StableCapacity, f.stable.Capacity), after, canaryTraffic, down)
 	return stable, canary
 }
 

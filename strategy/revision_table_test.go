@@ -183,3 +183,34 @@ func TestRepairOfACanaryScaledToZero(t *testing.T) {
 		}
 	}
 }
+
+// TestRepairNeverShrinksBothSidesBelowAvailability: in the Replicas mode a
+// repair scales a side down only while the other keeps the total ready
+// capacity within MaxUnavailablePercent. Both sides above a corrupt or
+// stale desired allocation must not shrink together, each judged against
+// the other's current capacity: the canary's scale-down counts the stable
+// side at what the same repair shrinks it to. (Found by TestNeverUnsafe: a
+// restored state asking stable 0, canary 1 took a world at 66/77 down to a
+// total of 12% ready with MaxUnavailable 50.)
+func TestRepairNeverShrinksBothSidesBelowAvailability(t *testing.T) {
+	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 10,
+		Options: Options{Capacity: CapacityReplicas, MaxUnavailablePercent: 50}}
+	s := revState(PhaseProgressing, Allocation{Weight: 10, StableCapacity: 0, CanaryCapacity: 10, CanaryRevision: "v2"}, 0,
+		SideObservation{Capacity: 66, Ready: 66, Settled: true, Revision: "v1", Updated: true},
+		SideObservation{Capacity: 77, Ready: 77, Settled: true, Revision: "v2", Updated: true})
+	s.Observed.WeightApplied = false
+	s.HopAt = micro(t0.Add(-time.Hour))
+	now := t0.Add(time.Minute)
+	s.Observed.At = micro(now)
+	d := checkStep(t, strat, s, now)
+	var stable, canary int32 = 66, 77
+	if d.StableCapacity.Set {
+		stable = d.StableCapacity.Value
+	}
+	if d.CanaryCapacity.Set {
+		canary = d.CanaryCapacity.Value
+	}
+	if stable+canary < 50 {
+		t.Fatalf("the repair asks %s: stable %d + canary %d is below the 50%% MaxUnavailable allows (%s)", hopString(&d), stable, canary, d.State.Message)
+	}
+}

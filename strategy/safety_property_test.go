@@ -138,8 +138,9 @@ func worldAction(t *rapid.T, w *world) {
 // spec asks for, the one s names last), or restored from an older save
 // (one of history, through JSON, then the spec's Retarget). The world
 // follows the roles of the new state; a side that carries traffic while it
-// does not run the revision its role in the restored state names is the
-// world's doing (foreign) until the engine has reacted.
+// does not run the revision its role in the restored state names, and a
+// stable side that does not run it at all, is the world's doing (foreign)
+// until the engine has reacted.
 func lostState(t *rapid.T, w *world, s State, history []State, now time.Time) State {
 	spec := specRevision(&s)
 	if spec == "" {
@@ -155,7 +156,13 @@ func lostState(t *rapid.T, w *world, s State, history []State, now time.Time) St
 		sd  *side
 		rev string
 	}{{&w.stable, old.StableRevision}, {&w.canary, old.CanaryRevision}} {
-		if routed, asked := w.carries(r.sd); (routed || asked) && r.sd.rev != r.rev {
+		// The engine never deploys on the stable side, and a walk back
+		// returns traffic to it whatever it runs (package doc, "# Revisions
+		// on sides"): a stable side that does not run the restored state's
+		// stable revision is the world's doing even while it carries no
+		// traffic yet.
+		routed, asked := w.carries(r.sd)
+		if (routed || asked || r.sd == &w.stable) && r.sd.rev != r.rev {
 			r.sd.foreign = true
 		}
 	}
