@@ -102,8 +102,8 @@ func TestWalkBackKeepsALowerCanary(t *testing.T) {
 func TestStableRevisionMismatchMessage(t *testing.T) {
 	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	for _, tc := range []struct{ observed, want string }{
-		{"v0", "the stable side runs v0, not the stable revision v1: holding"},
-		{"", "the stable side runs no revision it recognises, not the stable revision v1: holding"},
+		{"v0", "stable side A runs v0, want v1: holding"},
+		{"", `stable side A runs no revision its adapter recognises (it reported ""), want v1: holding`},
 	} {
 		s := revState(PhaseProgressing, Allocation{Weight: 10, StableCapacity: 100, CanaryCapacity: 10, CanaryRevision: "v2"}, 10,
 			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: tc.observed, Updated: true},
