@@ -156,7 +156,8 @@ func (e *NotReachedError) Unwrap() []error {
 }
 
 // TB is the part of testing.TB that World.AssertSafe uses; *testing.T,
-// *testing.B and *rapid.T satisfy it.
+// *testing.B and *rapid.T satisfy it. AssertSafe calls it from the
+// goroutine that called AssertSafe only.
 type TB interface {
 	Helper()
 	Errorf(format string, args ...any)

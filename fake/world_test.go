@@ -459,11 +459,13 @@ func TestWorldAssertSafeFails(t *testing.T) {
 }
 
 // TestWorldPropertySafe: random valid strategies, capacity modes and
-// faults reach Succeeded, and every observation on the way is safe.
+// faults reach Succeeded, twice in a row, or, with an unhealthy canary,
+// Aborted, and every observation on the way is safe.
 func TestWorldPropertySafe(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mode := rapid.SampledFrom([]strategy.CapacityMode{strategy.CapacityManaged, strategy.CapacityFixed, strategy.CapacityReplicas}).Draw(t, "mode")
 		opts := strategy.Options{Capacity: mode,
+			AbortRamp:    rapid.SampledFrom([]strategy.AbortRamp{strategy.AbortImmediate, strategy.AbortGradual}).Draw(t, "abortRamp"),
 			PollInterval: metav1.Duration{Duration: time.Duration(rapid.IntRange(1, 50).Draw(t, "poll")) * 100 * time.Millisecond}}
 		var strat strategy.Strategy
 		switch rapid.IntRange(0, 2).Draw(t, "kind") {
@@ -495,20 +497,41 @@ func TestWorldPropertySafe(t *testing.T) {
 			return fake.Lag{Reads: rapid.IntRange(0, 3).Draw(t, name+"Reads"),
 				Duration: time.Duration(rapid.IntRange(0, 100).Draw(t, name+"Duration")) * 100 * time.Millisecond}
 		}
+		unhealthy := rapid.Bool().Draw(t, "unhealthyCanary")
 		w := newWorld(t, fake.WorldOptions{
 			Strategy: strat, Revision: "v1",
 			Replicas:  int32(rapid.IntRange(1, 20).Draw(t, "replicas")),
 			RouterLag: lag("routerLag"), SideLag: lag("sideLag"),
-			Partial:   rapid.Bool().Draw(t, "partial"),
-			FailEvery: rapid.SampledFrom([]int{0, 2, 3, 5}).Draw(t, "failEvery"),
+			Partial:         rapid.Bool().Draw(t, "partial"),
+			FailEvery:       rapid.SampledFrom([]int{0, 2, 3, 5}).Draw(t, "failEvery"),
+			UnhealthyCanary: unhealthy,
 		})
-		w.Start("v2")
-		end, err := w.RunUntil(context.Background(), strategy.PhaseSucceeded)
-		if err != nil {
-			t.Fatal(err)
+		if unhealthy {
+			// An unhealthy canary is walked back, safely.
+			w.Start("v2")
+			end, err := w.RunUntil(context.Background(), strategy.PhaseAborted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if end.StableSide != strategy.SideA || w.Side(strategy.SideA).RevisionStatus().Revision != "v1" || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonUnhealthy {
+				t.Fatalf("aborted with stable side %s running %+v, abort %+v", end.StableSide, w.Side(strategy.SideA).RevisionStatus(), end.Aborted)
+			}
+			w.AssertSafe(t)
+			return
 		}
-		if end.StableRevision != "v2" || w.Side(end.StableSide).RevisionStatus().Revision != "v2" {
-			t.Fatalf("succeeded with stable revision %s on side %s running %+v", end.StableRevision, end.StableSide, w.Side(end.StableSide).RevisionStatus())
+		// Two rollouts: the second from side B, the stable side after the
+		// first.
+		for i, rev := range []string{"v2", "v3"} {
+			w.Start(rev)
+			end, err := w.RunUntil(context.Background(), strategy.PhaseSucceeded)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSide := []strategy.Side{strategy.SideB, strategy.SideA}[i]
+			if end.StableRevision != rev || end.StableSide != wantSide || w.Side(wantSide).RevisionStatus().Revision != rev {
+				t.Fatalf("succeeded with stable revision %s on side %s running %+v; want %s on side %s",
+					end.StableRevision, end.StableSide, w.Side(end.StableSide).RevisionStatus(), rev, wantSide)
+			}
 		}
 		w.AssertSafe(t)
 	})
