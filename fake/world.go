@@ -354,8 +354,8 @@ func (w *World) Clock() *Clock { return w.clock }
 // Router returns the World's route, nil in the replicas capacity mode.
 func (w *World) Router() *Router { return w.router }
 
-// Side returns the workload of a physical side (strategy.SideA or SideB):
-// in the fixed mode, the Capacity behind the side's Deployment, which stays
+// Side returns the workload of a physical side (strategy.SideB, or side A
+// for any other value): in the fixed mode, the Capacity behind the side's Deployment, which stays
 // fully provisioned. Its test controls (Crash, CrashLoop, SetHealth,
 // Redeploy, StallDeploys, FailWith...) inject faults into the World.
 func (w *World) Side(side strategy.Side) *Capacity {
@@ -389,8 +389,11 @@ func (w *World) Start(revision string) {
 // Command applies cmd to the state at the clock's time (a Pause, Resume,
 // Abort, Promote or Retarget), and records an observation. With
 // WorldOptions.UnhealthyCanary, the canary side of the resulting rollout
-// reports unhealthy from then on.
+// reports unhealthy from then on. A nil cmd does nothing.
 func (w *World) Command(cmd rollout.Command) {
+	if cmd == nil {
+		return
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.state = cmd(w.state, w.clock.Now())

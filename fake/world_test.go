@@ -132,6 +132,7 @@ func TestWorldSequence(t *testing.T) {
 	note := func(s strategy.State) {
 		got = append(got, fmt.Sprintf("%s %s on %s (canary %s)", s.Phase, s.StableRevision, s.StableSide, s.CanaryRevision))
 	}
+	w.Command(nil) // nothing
 	w.Start("v2")
 	s, err := w.RunUntil(ctx, strategy.PhasePaused)
 	if err != nil {
