@@ -111,4 +111,31 @@
 //		clock.Advance(requeue)
 //	}
 //	// then: a.Violations() and b.Violations() are empty
+//
+// # A whole world
+//
+// World does that wiring for you: two sides (side A running and serving
+// WorldOptions.Revision, side B running nothing), a Router (none in the
+// replicas mode), Traffic, a Clock and a rollout.Runner, in the capacity
+// mode of the strategy, with the faults the options ask for (lags, partial
+// readiness, failing writes, an unhealthy canary). RunUntil drives the
+// clock, a tick of traffic at a time, and the Runner until a phase, and
+// gives up with a *NotReachedError (ErrNotReached) naming the phase and
+// message reached when the rollout ends otherwise or a deadline of
+// simulated time passes. AssertSafe fails a test, naming the instant and
+// what was observed, if any observation on the way overloaded a side,
+// dropped requests, held capacity above the surge budget, sent requests to
+// a side not running its role's revision, deployed under traffic or
+// capacity, or showed a Degraded hold:
+//
+//	w, err := fake.NewWorld(fake.WorldOptions{Strategy: myStrategy, Revision: "v1"})
+//	...
+//	w.Start("v2")
+//	end, err := w.RunUntil(ctx, strategy.PhaseSucceeded)
+//	...
+//	w.AssertSafe(t)
+//
+// Side, Router, Traffic, Clock and Runner give the pieces for anything else:
+// crash replicas mid-rollout, wrap an adapter with InterceptRouter, or
+// reconcile with a Runner of your own.
 package fake

@@ -64,7 +64,7 @@ func (r *run) onRevision() bool {
 	}
 	if o.Stable.Revision != st.StableRevision {
 		r.stableRevision = true
-		stableMismatch(&st.Message, o.Stable.Revision, st.StableRevision)
+		stableMismatch(&st.Message, st.StableSide, o.Stable.Revision, st.StableRevision)
 		r.stableRevisionMsg = st.Message
 		r.deadline(true)
 		return false
@@ -102,16 +102,20 @@ func (r *run) onRevision() bool {
 }
 
 // stableMismatch sets *msg to the message of a stable side observed
-// running observed instead of the stable revision want, naming both
-// ("the stable side runs v1@0a1b2c3d, not the stable revision
-// v1@9f8e7d6c: holding"; "no revision it recognises" for an empty
-// observed). It joins the message only when *msg differs, so a Step that
+// running observed instead of the stable revision want, naming the side,
+// what it was observed running and what it should run ("stable side A
+// runs v0, want v1: holding"; for an empty observed, "stable side A runs
+// no revision its adapter recognises (it reported ""), want v1:
+// holding"). It joins the message only when *msg differs, so a Step that
 // keeps holding allocates nothing.
-func stableMismatch(msg *string, observed, want string) {
-	if observed == "" {
-		observed = "no revision it recognises"
+func stableMismatch(msg *string, side Side, observed, want string) {
+	if side == "" {
+		side = SideA
 	}
-	parts := [...]string{"the stable side runs ", observed, ", not the stable revision ", want, ": holding"}
+	if observed == "" {
+		observed = `no revision its adapter recognises (it reported "")`
+	}
+	parts := [...]string{"stable side ", string(side), " runs ", observed, ", want ", want, ": holding"}
 	n, at := 0, 0
 	for _, p := range parts {
 		n += len(p)

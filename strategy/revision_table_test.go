@@ -101,13 +101,18 @@ func TestWalkBackKeepsALowerCanary(t *testing.T) {
 // keeps holding allocates nothing.
 func TestStableRevisionMismatchMessage(t *testing.T) {
 	strat := Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
-	for _, tc := range []struct{ observed, want string }{
-		{"v0", "the stable side runs v0, not the stable revision v1: holding"},
-		{"", "the stable side runs no revision it recognises, not the stable revision v1: holding"},
+	for _, tc := range []struct {
+		side           Side
+		observed, want string
+	}{
+		{SideA, "v0", "stable side A runs v0, want v1: holding"},
+		{SideA, "", `stable side A runs no revision its adapter recognises (it reported ""), want v1: holding`},
+		{SideB, "v3", "stable side B runs v3, want v1: holding"},
 	} {
 		s := revState(PhaseProgressing, Allocation{Weight: 10, StableCapacity: 100, CanaryCapacity: 10, CanaryRevision: "v2"}, 10,
 			SideObservation{Capacity: 100, Ready: 100, Settled: true, Revision: tc.observed, Updated: true},
 			SideObservation{Capacity: 10, Ready: 10, Settled: true, Revision: "v2", Updated: true})
+		s.StableSide = tc.side
 		d := checkStep(t, strat, s, t0.Add(time.Minute))
 		var deg *metav1.Condition
 		for i := range d.State.Conditions {
