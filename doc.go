@@ -24,7 +24,8 @@
 // Dependencies run one way, and TestLayering holds every package to them:
 // strategy imports only the standard library and apimachinery types;
 // clock only the standard library; rollout imports strategy and clock (and
-// logr), rollout/analysis those three only; fake imports rollout,
+// logr), rollout/analysis those three only (and apimachinery types, for
+// its CRD-embeddable Spec); fake imports rollout,
 // rollout/analysis, strategy and clock; adapters import rollout, strategy and clock, never one another nor
 // fake; the serving helpers import clock and nothing of Kubernetes; only
 // examples import examples. A program that imports only

@@ -6,6 +6,7 @@ replace (
 	github.com/upshift-dev/upshift => ../../
 	github.com/upshift-dev/upshift/gateway => ../../gateway
 	github.com/upshift-dev/upshift/internal => ../../internal
+	github.com/upshift-dev/upshift/rollout/analysis/prometheus => ../../rollout/analysis/prometheus
 	github.com/upshift-dev/upshift/serve/replicas => ../../serve/replicas
 )
 
@@ -16,6 +17,7 @@ require (
 	github.com/upshift-dev/upshift v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/gateway v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000
+	github.com/upshift-dev/upshift/rollout/analysis/prometheus v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/serve/replicas v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -8,6 +8,11 @@
 // status, so a restarted operator resumes where it stopped; several
 // replicas run with leader election.
 //
+// spec.analysis (rollout/analysis.Spec) judges the canary from the
+// Prometheus it names: its checks are the rollout's health, its gates
+// answer the canary's gate steps; a gate step that names no declared gate
+// is refused.
+//
 // Each Release claims the route rule and the Deployments it moves (the
 // Release is the rollout.Owner): a second Release pointed at them is
 // refused, reports Degraded with reason Claimed naming the first, and

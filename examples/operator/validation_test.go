@@ -3,6 +3,7 @@ package main_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -53,6 +54,24 @@ func TestInvalidSpecsRejected(t *testing.T) {
 		{"no revision", `{"revision": ""}`, "spec.revision"},
 		{"no replicas", `{"replicas": 0}`, "spec.replicas"},
 		{"abort token too long", `{"control": {"abort": "` + strings.Repeat("x", 254) + `"}}`, "spec.control.abort"},
+		{"valid analysis", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "0.99"}}, {"name": "p99", "latency": {"quantile": "0.99", "max": "300ms"}},
+			{"name": "q", "query": {"query": "up", "min": "-1", "max": "1e3"}}], "gates": [{"name": "smoke", "checks": [{"name": "ok", "successRate": {"min": "1"}}]}],
+			"policy": {"interval": "10s", "window": "1m", "consecutiveErrorLimit": -1, "minRequests": 20}`), ""},
+		{"analysis without prometheus", `{"analysis": {"checks": [{"name": "ok", "successRate": {"min": "0.99"}}]}}`, "spec.analysis"},
+		{"analysis without checks", withAnalysis(`"policy": {}`), "spec.analysis"},
+		{"address not a URL", `{"analysis": {"prometheus": {"address": "prometheus:9090"}, "checks": [{"name": "ok", "successRate": {"min": "0.99"}}]}}`, "spec.analysis.prometheus.address"},
+		{"rate above 1", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "1.5"}}]`), "spec.analysis.checks[0].successRate.min"},
+		{"rate not quoted", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": 0.99}}]`), "spec.analysis.checks[0].successRate.min"},
+		{"rate not a number", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "99%"}}]`), "spec.analysis.checks[0].successRate.min"},
+		{"two kinds", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "0.9"}, "latency": {"quantile": "0.9", "max": "1s"}}]`), "spec.analysis.checks[0]"},
+		{"quantile 1", withAnalysis(`"checks": [{"name": "p", "latency": {"quantile": "1", "max": "1s"}}]`), "spec.analysis.checks[0].latency.quantile"},
+		{"latency not a duration", withAnalysis(`"checks": [{"name": "p", "latency": {"quantile": "0.5", "max": "fast"}}]`), "spec.analysis.checks[0].latency.max"},
+		{"min above max", withAnalysis(`"checks": [{"name": "q", "query": {"query": "up", "min": "2", "max": "1"}}]`), "spec.analysis.checks[0].query.min"},
+		{"query without range", withAnalysis(`"checks": [{"name": "q", "query": {"query": "up"}}]`), "spec.analysis.checks[0].query.max"},
+		{"duplicate check names", withAnalysis(`"checks": [{"name": "q", "query": {"query": "up", "max": "1"}}, {"name": "q", "query": {"query": "up", "max": "1"}}]`), "spec.analysis.checks[1]"},
+		{"gate without checks", withAnalysis(`"gates": [{"name": "smoke", "checks": []}]`), "spec.analysis.gates[0].checks"},
+		{"error limit -2", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "0.9"}}], "policy": {"consecutiveErrorLimit": -2}`), "spec.analysis.policy.consecutiveErrorLimit"},
+		{"negative window", withAnalysis(`"checks": [{"name": "ok", "successRate": {"min": "0.9"}}], "policy": {"window": "-1m"}`), "spec.analysis.policy.window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := map[string]any{}
@@ -66,7 +85,7 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			merge(spec, patch)
 			obj := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "operator.upshift.dev/v1alpha1", "kind": "Release",
-				"metadata": map[string]any{"namespace": ns, "name": "r" + string(rune('a'+i))},
+				"metadata": map[string]any{"namespace": ns, "name": "r" + strconv.Itoa(i)},
 				"spec":     spec,
 			}}
 			err := c.Create(context.Background(), obj)
@@ -83,6 +102,12 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withAnalysis is a patch setting spec.analysis to a Prometheus and the
+// fields given.
+func withAnalysis(fields string) string {
+	return `{"analysis": {"prometheus": {"address": "http://prometheus.monitoring:9090"}, ` + fields + `}}`
 }
 
 // merge applies a JSON merge patch (RFC 7386) to doc.

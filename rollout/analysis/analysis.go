@@ -67,6 +67,55 @@
 // escaping of its backslashes, so a route web.v2 is web\\.v2 in the query
 // text); traefik writes a name as Traefik does in its labels (TraefikName:
 // web.v2 is web-v2). The built-in checks do so (TraefikService).
+//
+// # In a CRD
+//
+// Spec declares an Analysis the way an operator's users write it, embedded
+// in a CRD spec like upshift's strategies (see strategy's package doc):
+//
+//	type ReleaseSpec struct {
+//		// +optional
+//		Analysis *analysis.Spec `json:"analysis,omitempty"`
+//		...
+//	}
+//
+//	analysis:
+//	  prometheus: {address: http://prometheus.monitoring:9090}
+//	  checks:                       # the health, while traffic moves
+//	  - name: success
+//	    successRate: {min: "0.99"}
+//	  gates:                        # the checks of the gate steps, by name
+//	  - name: smoke
+//	    checks:
+//	    - {name: p99, latency: {quantile: "0.99", max: 300ms}}
+//	    - name: restarts
+//	      query: {query: 'sum(increase(...[{{.Window}}]))', max: "0"}
+//	  policy: {interval: 10s, failureLimit: 1, minRequests: 20}
+//
+// Every field has a lowerCamel JSON tag and kubebuilder validation
+// markers (bounds, exactly one kind per check, names unique in their list,
+// at most 16 checks and 16 gates), controller-gen generates its DeepCopy
+// (zz_generated.deepcopy.go), and durations are metav1.Duration strings
+// ("1m30s"). Thresholds are Decimal strings ("0.99"): controller-gen
+// refuses float64 fields, and resource.Quantity would accept 0.99 unquoted
+// but store and show it as "990m"; a Decimal stays what was written, is
+// read by strconv.ParseFloat, and CEL rules compare it with double() (min
+// at most max, a rate between 0 and 1). Quote them in YAML.
+//
+// Spec.Validate reports every problem with its field's path as the JSON
+// names it (checks[0].successRate.min), the CRD's markers included, so an
+// operator that reads a spec the API server did not validate still
+// refuses it; it also parses the query templates, which no schema can.
+// Spec.Build validates and returns the Analysis over a Source: a
+// successRate check is SuccessRate(min), a latency check
+// LatencyQuantile(quantile, max), a query check a Check of KindQuery, each
+// with the spec's name, and the policy's zero fields are the Policy
+// defaults. The Prometheus address is the caller's to turn into a Source
+// (the module rollout/analysis/prometheus), so this package adds no
+// dependency. A gate step naming a gate that the spec does not declare
+// can never pass (Analyze returns an error for it): check the strategy's
+// Gates against Spec.Gates when the spec is read (examples/operator
+// refuses such a spec).
 package analysis
 
 import (

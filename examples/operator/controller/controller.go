@@ -33,6 +33,8 @@ import (
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/rollout/analysis"
+	"github.com/upshift-dev/upshift/rollout/analysis/prometheus"
 	"github.com/upshift-dev/upshift/serve/replicas"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -325,10 +327,67 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 	if !fixed {
 		runner.A, runner.B = a.setter, b.setter
 	}
+	if err := r.withAnalysis(rel, runner); err != nil {
+		return nil, err
+	}
 	if err := runner.Validate(); err != nil {
 		return nil, fmt.Errorf("spec.strategy: %w", err)
 	}
 	return runner, nil
+}
+
+// withAnalysis builds the Analysis of spec.analysis, over the Prometheus it
+// names, as the Runner's health (its checks) and its analyzer (its gates).
+// Every gate step of the strategy must name a gate of spec.analysis: one
+// that names another could only ever pass by a promote.
+func (r *Reconciler) withAnalysis(rel *v1alpha1.Release, runner *rollout.Runner) error {
+	spec := rel.Spec.Analysis
+	declared := map[string]bool{}
+	if spec != nil {
+		for _, g := range spec.Gates {
+			declared[g.Name] = true
+		}
+	}
+	var undeclared []string
+	if c := rel.Spec.Strategy.Canary; c != nil {
+		for i, st := range c.Steps {
+			if st.Gate != nil && !declared[st.Gate.Name] {
+				undeclared = append(undeclared, fmt.Sprintf("spec.strategy.canary.steps[%d].gate.name: gate %q is not declared in spec.analysis.gates, so nothing could pass it but a promote", i, st.Gate.Name))
+			}
+		}
+	}
+	if len(undeclared) > 0 {
+		return errors.New(strings.Join(undeclared, "; "))
+	}
+	if spec == nil {
+		return nil
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("spec.analysis: %w", err)
+	}
+	if spec.Prometheus == nil {
+		return errors.New("spec.analysis.prometheus.address: required: the operator reads the metrics from Prometheus")
+	}
+	src, err := prometheus.New(spec.Prometheus.Address, nil)
+	if err != nil {
+		return fmt.Errorf("spec.analysis.prometheus: %w", err)
+	}
+	backend := func(s v1alpha1.Side) analysis.Backend {
+		return analysis.Backend{Namespace: rel.Namespace, Name: s.Service, Port: s.Port}
+	}
+	a, err := spec.Build(src, analysis.Target{Namespace: rel.Namespace, Route: rel.Spec.Route.Name,
+		A: backend(rel.Spec.A), B: backend(rel.Spec.B)})
+	if err != nil {
+		return fmt.Errorf("spec.analysis: %w", err)
+	}
+	a.Clock = r.Clock
+	if len(a.Checks) > 0 {
+		runner.Health = a
+	}
+	if len(a.Gates) > 0 {
+		runner.Analyzer = a
+	}
+	return nil
 }
 
 // side is the capacity setter and the deployer of one Deployment.
@@ -414,8 +473,15 @@ func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
 				from, e.After.Phase, e.After.StableRevision, e.After.CanaryRevision, e.After.Message)
 		}
 		if e.After.Aborted != nil && e.Before.Aborted == nil {
+			why := e.After.Aborted.Reason
+			if why == strategy.ReasonUnhealthy && e.After.Observed.HealthMessage != "" {
+				// What spec.analysis measured: the state keeps the
+				// reason only, and the health is not judged once the
+				// rollout aborts.
+				why += ": " + e.After.Observed.HealthMessage
+			}
 			r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, "Aborted", "Abort", "%s to %s aborted: %s",
-				e.After.StableRevision, e.After.CanaryRevision, e.After.Aborted.Reason)
+				e.After.StableRevision, e.After.CanaryRevision, why)
 		}
 		if e.Err != nil {
 			r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%v", e.Err)

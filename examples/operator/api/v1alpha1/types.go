@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/upshift-dev/upshift/rollout/analysis"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -59,6 +60,17 @@ type ReleaseSpec struct {
 	// records the last value of each it has seen).
 	// +optional
 	Control strategy.Control `json:"control,omitempty"`
+
+	// Analysis judges the canary from Prometheus' metrics: its checks are
+	// the rollout's health while the canary has traffic (failing, the
+	// rollout aborts as the strategy's unhealthyThreshold says), and its
+	// gates answer the canary's gate steps. Every gate step must name one
+	// of its gates: a Release whose steps name another is refused
+	// (Degraded, InvalidSpec). Without it the health is not measured and
+	// a gate step is refused.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="has(self.prometheus)",message="the operator reads the metrics from Prometheus: set prometheus.address",reason="FieldValueRequired"
+	Analysis *analysis.Spec `json:"analysis,omitempty"`
 }
 
 // ImageTemplate maps a revision to a container image.
