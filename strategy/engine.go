@@ -376,7 +376,8 @@ func (r *run) deadline(applied bool) {
 // split is unknown); a side is scaled up only within the surge budget,
 // counting the other side at the larger of its desired and observed
 // capacity. In the Replicas mode a side is scaled down only while the other
-// side's ready capacity keeps the total within MaxUnavailablePercent. The
+// side's ready capacity keeps the total within MaxUnavailablePercent, the
+// other side counted at what the same repair shrinks it to. The
 // mover decides what its mode repairs (no route without a router, no side
 // without capacity setters).
 func (r *run) repair() {
