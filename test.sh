@@ -2,7 +2,7 @@
 # Runs all of upshift's tests, the adapter and end-to-end tests included:
 # builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh),
 # the Traefik data plane of e2e/traefik (hack/traefik.sh) and the Prometheus
-# server of internal/promtest (hack/prometheus.sh) when missing, side by side
+# server of kubetest/promtest (hack/prometheus.sh) when missing, side by side
 # (hack/test-binaries.sh), from the Go module proxy, cached outside the
 # repository, then, in every
 # module that go.work lists, go test -race ./... (the strategy package,

@@ -38,8 +38,8 @@ import (
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
 	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/internal/gatewaytest"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/kubetest/gatewaytest"
 	"github.com/upshift-dev/upshift/serve/replicas"
 )
 

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 )
 
 // TestInvalidSpecsRejected: the API server, with the generated CRD,
