@@ -12,10 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/examples/operator/controller"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 // elected is what a replica logs when it becomes the leader.
+// metric is the full name of one of the operator's metrics.
+func metric(name string) string { return controller.MetricsPrefix + "_" + name }
+
 const elected = "elected: this replica reconciles"
 
 func incremental(step int32, interval time.Duration) v1alpha1.ReleaseStrategy {
@@ -59,18 +63,18 @@ func TestUpgrade(t *testing.T) {
 	m := op.scrape(t)
 	label := `namespace="` + w.ns + `",release="web"`
 	containsAll(t, "metrics", strings.Split(m, "\n"),
-		`upshift_release_phase{namespace="`+w.ns+`",phase="Succeeded",release="web"} 1`,
-		`upshift_release_phase{namespace="`+w.ns+`",phase="Progressing",release="web"} 0`,
-		`upshift_release_weight_percent{`+label+`} 0`,
-		`upshift_release_capacity_percent{`+label+`,role="stable"} 100`,
-		`upshift_release_ready_capacity_percent{`+label+`,role="stable"} 100`,
-		`upshift_release_hops_total{kind="deploy",`+label+`} 1`,
-		`upshift_release_hops_total{kind="weight",`+label+`} 4`,
-		`upshift_release_reconcile_seconds_count{`+label+`}`,
+		metric("phase")+`{namespace="`+w.ns+`",phase="Succeeded",release="web"} 1`,
+		metric("phase")+`{namespace="`+w.ns+`",phase="Progressing",release="web"} 0`,
+		metric("weight_percent")+`{`+label+`} 0`,
+		metric("capacity_percent")+`{`+label+`,role="stable"} 100`,
+		metric("ready_capacity_percent")+`{`+label+`,role="stable"} 100`,
+		metric("hops_total")+`{kind="deploy",`+label+`} 1`,
+		metric("hops_total")+`{kind="weight",`+label+`} 4`,
+		metric("reconcile_seconds_count")+`{`+label+`}`,
 		`controller_runtime_reconcile_total{controller="release"`)
 	var reconciles int
 	for _, line := range strings.Split(m, "\n") {
-		if rest, ok := strings.CutPrefix(line, "upshift_release_reconcile_seconds_count{"+label+"} "); ok {
+		if rest, ok := strings.CutPrefix(line, metric("reconcile_seconds_count")+"{"+label+"} "); ok {
 			reconciles, _ = strconv.Atoi(rest)
 		}
 	}
@@ -80,7 +84,7 @@ func TestUpgrade(t *testing.T) {
 	if nWrites >= reconciles-1 {
 		t.Errorf("%d status writes for %d reconciles: want fewer writes than reconciles", nWrites, reconciles)
 	}
-	if strings.Contains(m, "upshift_release_aborts_total{"+label+"} 1") {
+	if strings.Contains(m, metric("aborts_total")+"{"+label+"} 1") {
 		t.Error("an abort was counted")
 	}
 }
@@ -144,7 +148,7 @@ func TestControls(t *testing.T) {
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r1" })
 	w.waitFor("retried to the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
 	containsAll(t, "metrics", strings.Split(op.scrape(t), "\n"),
-		`upshift_release_aborts_total{namespace="`+w.ns+`",release="web"} 1`)
+		metric("aborts_total")+`{namespace="`+w.ns+`",release="web"} 1`)
 	op.kill()
 	w.start("restarted")
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r2" }) // nothing to retry: ignored
