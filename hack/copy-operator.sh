@@ -65,8 +65,18 @@ grep -qx "  name: acme-shipment-operator" config/rbac/role.yaml || fail "config/
 
 step "8: go vet, then go test -race ./... with the kube-apiserver tests required and nothing skipped"
 go vet ./...
+# output prints what the failed tests and packages of the JSON printed.
+output() {
+  local key
+  grep -E '"Action":"fail"' "$work/test.json" | grep -oE '"Package":"[^"]*"(,"Test":"[^"]*")?' | sort -u |
+    while read -r key; do
+      grep -F "$key" "$work/test.json" | grep -F '"Action":"output"' |
+        { if [[ "$key" == *'"Test"'* ]]; then cat; else grep -vF '"Test":'; fi; } |
+        sed -e 's/.*"Output":"//' -e 's/"}$//' -e 's/\\n$//' -e 's/\\t/\t/g' -e 's/\\"/"/g'
+    done
+}
 UPSHIFT_REQUIRE_KUBE=1 go test -race -count=1 -json ./... >"$work/test.json" || {
-  grep -hE '"Action":"(output|fail)"' "$work/test.json" | tail -n 200 >&2
+  output | tail -n 300 >&2
   fail "the tests of the copy failed"
 }
 skipped=$(grep -E '"Action":"skip"' "$work/test.json" | grep -o '"Test":"[^"]*"' || true)

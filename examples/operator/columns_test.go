@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -79,7 +80,7 @@ func (w *world) table(t *testing.T) ([]string, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := fmt.Sprintf("%s/apis/%s/namespaces/%s/releases/web", w.env.Config.Host, v1alpha1.GroupVersion, w.ns)
+	url := fmt.Sprintf("%s/apis/%s/namespaces/%s/releases/web", strings.TrimSuffix(w.env.Config.Host, "/"), v1alpha1.GroupVersion, w.ns)
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, url, nil)
 	if err != nil {
 		t.Fatal(err)

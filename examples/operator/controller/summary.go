@@ -32,10 +32,10 @@ func summarize(status *v1alpha1.ReleaseStatus, spec *v1alpha1.ReleaseSpec) {
 		status.Phase = PhaseIdle
 	}
 	status.Step = step(s, spec.Strategy)
-	status.A, status.B = v1alpha1.SideStatus{}, v1alpha1.SideStatus{}
+	status.A, status.B = nil, nil
 	if !s.Unobserved {
-		stable := v1alpha1.SideStatus{Revision: s.Observed.Stable.Revision, Weight: 100 - s.Observed.Weight}
-		canary := v1alpha1.SideStatus{Revision: s.Observed.Canary.Revision, Weight: s.Observed.Weight}
+		stable := &v1alpha1.SideStatus{Revision: s.Observed.Stable.Revision, Weight: 100 - s.Observed.Weight}
+		canary := &v1alpha1.SideStatus{Revision: s.Observed.Canary.Revision, Weight: s.Observed.Weight}
 		if !s.Observed.Revisions {
 			// Revisions not tracked: the roles' revisions.
 			stable.Revision, canary.Revision = s.StableRevision, ""

@@ -180,13 +180,13 @@ type ReleaseStatus struct {
 	// +optional
 	Step string `json:"step,omitempty"`
 	// What side A (spec.a) is observed running and the share of the
-	// traffic it gets.
+	// traffic it gets; absent until the operator has observed it.
 	// +optional
-	A SideStatus `json:"a,omitzero"`
+	A *SideStatus `json:"a,omitempty"`
 	// What side B (spec.b) is observed running and the share of the
 	// traffic it gets.
 	// +optional
-	B SideStatus `json:"b,omitzero"`
+	B *SideStatus `json:"b,omitempty"`
 	// What the rollout waits for (rollout.message), else the Released
 	// condition's message.
 	// +optional
