@@ -76,7 +76,7 @@ output() {
     done
 }
 UPSHIFT_REQUIRE_KUBE=1 go test -race -count=1 -json ./... >"$work/test.json" || {
-  output | tail -n 300 >&2
+  output | head -n 2000 >&2
   fail "the tests of the copy failed"
 }
 skipped=$(grep -E '"Action":"skip"' "$work/test.json" | grep -o '"Test":"[^"]*"' || true)
