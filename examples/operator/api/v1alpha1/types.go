@@ -108,10 +108,16 @@ type RouteRef struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.incremental) ? 1 : 0) + (has(self.canary) ? 1 : 0) + (has(self.blueGreen) ? 1 : 0) == 1",message="set exactly one of incremental, canary and blueGreen"
 type ReleaseStrategy struct {
+	// Raises the canary weight by at most stepPercent once per interval,
+	// capacity moving ahead of traffic by up to maxSurgePercent.
 	// +optional
 	Incremental *strategy.Incremental `json:"incremental,omitempty"`
+	// Walks the steps in order (setWeight, pause, gate), then promotes to
+	// weight 100.
 	// +optional
 	Canary *strategy.Canary `json:"canary,omitempty"`
+	// Provisions the whole canary next to the stable side, moves all
+	// traffic in one hop, then scales the stable side down.
 	// +optional
 	BlueGreen *strategy.BlueGreen `json:"blueGreen,omitempty"`
 }
