@@ -116,6 +116,11 @@ func TestLayering(t *testing.T) {
 		"serve/replicas":     {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
 		"internal/conflict":  {"rollout"},
 		"internal/watchloop": {"clock"},
+		// The test harnesses are a module of their own that a copied
+		// operator imports: nothing of upshift but the OS thread helper.
+		"kubetest":             {"internal/osthread"},
+		"kubetest/gatewaytest": {},
+		"kubetest/promtest":    {"internal/osthread"},
 	}
 	// What each package may import from outside the standard library and
 	// the module, by prefix; absent means anything.
@@ -136,6 +141,9 @@ func TestLayering(t *testing.T) {
 			if rel, ok := local(imp); ok {
 				if strings.HasPrefix(rel, "examples") && !strings.HasPrefix(name, "examples") {
 					t.Errorf("%s imports %s: only examples import examples", name, rel)
+				}
+				if (rel == "kubetest" || strings.HasPrefix(rel, "kubetest/")) && name != "kubetest" && !strings.HasPrefix(name, "kubetest/") {
+					t.Errorf("%s imports %s: only tests import the test harnesses", name, rel)
 				}
 				if adapters[name] && adapters[rel] {
 					t.Errorf("%s imports %s: adapters never import one another", name, rel)
@@ -167,7 +175,7 @@ func TestLayering(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"strategy", "rollout", "fake", "gateway", "serve/ray", "serve/replicas", "serve/drain", "serve/retry"} {
+	for _, name := range []string{"strategy", "rollout", "fake", "gateway", "serve/ray", "serve/replicas", "serve/drain", "serve/retry", "kubetest", "kubetest/gatewaytest", "kubetest/promtest"} {
 		if _, ok := pkgs[name]; !ok {
 			t.Errorf("package %s not found: the rules above name it", name)
 		}
@@ -178,6 +186,7 @@ func TestLayering(t *testing.T) {
 		"strategy": module, "rollout": module, "fake": module, "clock": module,
 		"serve/drain": module, "serve/retry": module, "serve/ray": module, "examples/simulate": module,
 		"gateway": module + "/gateway", "serve/replicas": module + "/serve/replicas",
+		"kubetest": module + "/kubetest", "kubetest/gatewaytest": module + "/kubetest", "kubetest/promtest": module + "/kubetest",
 	} {
 		if p, ok := pkgs[name]; ok && p.Module.Path != mod {
 			t.Errorf("package %s is in module %s, want %s", name, p.Module.Path, mod)

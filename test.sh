@@ -2,7 +2,7 @@
 # Runs all of upshift's tests, the adapter and end-to-end tests included:
 # builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh),
 # the Traefik data plane of e2e/traefik (hack/traefik.sh) and the Prometheus
-# server of internal/promtest (hack/prometheus.sh) when missing, side by side
+# server of kubetest/promtest (hack/prometheus.sh) when missing, side by side
 # (hack/test-binaries.sh), from the Go module proxy, cached outside the
 # repository, then, in every
 # module that go.work lists, go test -race ./... (the strategy package,
@@ -12,7 +12,8 @@
 # skipped; the same in hack/traefik/go-http-auth, a module of its own (the
 # stand-in that the Traefik build uses); and last hack/consumer.sh, which
 # fails if the root module would raise an operator's controller-runtime or
-# k8s.io versions.
+# k8s.io versions, and hack/copy-operator.sh, which renames a copy of
+# examples/operator outside the repository and runs its tests there.
 # Modules are tested two at a time (UPSHIFT_TEST_JOBS), each printed whole
 # when it is done.
 # Extra arguments go to every go test run, e.g. ./test.sh -run Router -count=1 -v
@@ -71,4 +72,6 @@ for i in "${!order[@]}"; do
 done
 echo "== hack/consumer.sh"
 bash hack/consumer.sh || status=$?
+echo "== hack/copy-operator.sh"
+bash hack/copy-operator.sh || status=$?
 exit "$status"

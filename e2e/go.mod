@@ -11,7 +11,7 @@ replace (
 require (
 	github.com/upshift-dev/upshift v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/gateway v0.0.0-00010101000000-000000000000
-	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000
+	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
@@ -58,6 +58,7 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/upshift-dev/upshift/kubetest v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/rollout/analysis/prometheus v0.0.0-00010101000000-000000000000
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
@@ -81,3 +82,5 @@ require (
 )
 
 replace github.com/upshift-dev/upshift/rollout/analysis/prometheus => ../rollout/analysis/prometheus
+
+replace github.com/upshift-dev/upshift/kubetest => ../kubetest

@@ -13,7 +13,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )

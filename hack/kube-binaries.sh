@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the kube-apiserver and etcd that upshift's tests run against
-# (internal/kubetest starts them through controller-runtime's envtest).
+# (kubetest starts them through controller-runtime's envtest).
 #
 # Everything comes from the Go module proxy: a throwaway module in a temporary
 # directory requires k8s.io/kubernetes with each staging module (the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes the Prometheus server that upshift's tests run (internal/promtest)
+# Makes the Prometheus server that upshift's tests run (kubetest/promtest)
 # available: Prometheus 3.16.0, built from the Go module proxy
 # (github.com/prometheus/prometheus/cmd/prometheus at module version v0.316.0:
 # Prometheus publishes release 3.X.Y as module version v0.3XX.Y).
@@ -92,7 +92,7 @@ published=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$infofile")
 log "building prometheus $PROMETHEUS_VERSION ($MODULE@$MODULE_VERSION) into $bin (cold: about 6 minutes on 2 cores)"
 v=github.com/prometheus/common/version
 # remove_all_sd leaves out every service discovery but file and HTTP (the
-# cloud and Kubernetes ones pull in their SDKs): internal/promtest scrapes
+# cloud and Kubernetes ones pull in their SDKs): kubetest/promtest scrapes
 # with static_configs only, and the query engine, TSDB and HTTP API are the
 # same code either way.
 go install -trimpath -tags remove_all_sd -ldflags "-s -w \

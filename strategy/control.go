@@ -27,51 +27,58 @@ import (
 // used up all the same, and reported as Ignored: it never lies in wait to
 // surprise a later rollout.
 type Control struct {
-	// Paused holds the rollout while true (State.Pause, with reason
-	// ControlPause); false resumes only a pause that Paused caused. A walk
-	// back (an abort) is never held, nor a finished rollout.
+	// Holds the rollout while true (a pause with reason ControlPause);
+	// false resumes only a pause that paused caused. A walk back (an
+	// abort) is never held, nor a finished rollout.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
-	// Abort walks traffic back to the stable side (State.Abort, reason
+	// Walks traffic back to the stable side (an abort, with reason
 	// Aborted), once for each new value. It acts even while paused.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Abort string `json:"abort,omitempty"`
-	// Retry starts an aborted rollout again (State.Retry), once for each
-	// new value.
+	// Starts an aborted rollout again (a retry), once for each new value.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Retry string `json:"retry,omitempty"`
-	// Promote finishes the current step now (State.Promote): it passes a
-	// timed pause, a PauseUntilResumed step, a gate, or the wait for the
-	// next Incremental interval. Once for each new value.
+	// Finishes the current step now (a promote): it passes a
+	// timed pause, a pause step without a duration, a gate, or the wait for
+	// the next interval of the incremental strategy. Once for each new
+	// value.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Promote string `json:"promote,omitempty"`
-	// PromoteFull walks to weight 100 now, skipping every remaining step
-	// (State.PromoteFull), once for each new value.
+	// Walks to weight 100 now, skipping every remaining step (a full
+	// promote), once for each new value.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	PromoteFull string `json:"promoteFull,omitempty"`
-	// Resume ends the pause in force (State.Resume): a PauseUntilResumed
-	// step, an inconclusive gate, a pause for an unhealthy canary or a
-	// manual pause, once for each new value. It does not end the pause
-	// that Paused holds: seen while Paused holds the rollout (a step's
-	// pause taken over included), it is used up without effect (Ignored).
-	// Promote, which is kept until the spec is un-paused, passes the step.
+	// Ends the pause in force (a resume): a pause step
+	// without a duration, an inconclusive gate, a pause for an unhealthy
+	// canary or a manual pause, once for each new value. It does not end
+	// the pause that paused holds: seen while paused holds the rollout (a
+	// step's pause taken over included), it is used up without effect
+	// (Ignored). A promote, which is kept until the spec is un-paused,
+	// passes the step.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Resume string `json:"resume,omitempty"`
 }
 
 // Requests is the last value of each one-shot request of a Control that a
-// State has seen (State.Handled). It is what makes each request act once.
+// State has seen (its handled field, State.Handled). It is what makes each
+// request act once.
 type Requests struct {
-	Abort       string `json:"abort,omitempty"`
-	Retry       string `json:"retry,omitempty"`
-	Promote     string `json:"promote,omitempty"`
+	// The last abort request seen.
+	Abort string `json:"abort,omitempty"`
+	// The last retry request seen.
+	Retry string `json:"retry,omitempty"`
+	// The last promote request seen.
+	Promote string `json:"promote,omitempty"`
+	// The last promoteFull request seen.
 	PromoteFull string `json:"promoteFull,omitempty"`
-	Resume      string `json:"resume,omitempty"`
+	// The last resume request seen.
+	Resume string `json:"resume,omitempty"`
 }
 
 // The commands an Applied names.

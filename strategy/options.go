@@ -86,66 +86,67 @@ const DefaultProgressDeadline = 10 * time.Minute
 // +kubebuilder:validation:XValidation:rule="!has(self.noProgressDeadline) || !self.noProgressDeadline || !has(self.progressDeadline) || duration(self.progressDeadline) == duration('0s')",message="must be 0 when noProgressDeadline is set",fieldPath=".progressDeadline",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="!has(self.initialPollInterval) || duration(self.initialPollInterval) <= (has(self.pollInterval) && duration(self.pollInterval) > duration('0s') ? duration(self.pollInterval) : duration('2s'))",message="must not exceed pollInterval (2s when unset)",fieldPath=".initialPollInterval",reason="FieldValueInvalid"
 type Options struct {
-	// Capacity is the capacity mode: "" (managed), Fixed or Replicas.
+	// The capacity mode: empty (managed), Fixed or Replicas.
 	// +optional
 	Capacity CapacityMode `json:"capacity,omitempty"`
-	// MaxUnavailablePercent (replicas mode only) is how far total ready
-	// capacity may dip below 100 while replicas move.
+	// How far the total ready capacity may dip below 100 percent while
+	// replicas move (the Replicas capacity mode only).
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	MaxUnavailablePercent int32 `json:"maxUnavailablePercent,omitempty"`
-	// AbortRamp is how an abort walks traffic back: "" (immediate), Gradual
-	// or Emergency.
+	// How an abort walks traffic back: empty (immediate), Gradual or
+	// Emergency.
 	// +optional
 	AbortRamp AbortRamp `json:"abortRamp,omitempty"`
-	// UnhealthyThreshold is the number of consecutive unhealthy observations
-	// that trigger UnhealthyAction; 0 means 3.
+	// The number of consecutive unhealthy observations that trigger
+	// unhealthyAction; 0 means 3.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	UnhealthyThreshold int32 `json:"unhealthyThreshold,omitempty"`
-	// UnhealthyAction is what UnhealthyThreshold unhealthy observations do:
-	// "" (abort) or Pause.
+	// What unhealthyThreshold unhealthy observations do: empty (abort) or
+	// Pause.
 	// +optional
 	UnhealthyAction UnhealthyAction `json:"unhealthyAction,omitempty"`
-	// ProgressDeadline bounds every wait for the world: for a hop to be
+	// Bounds every wait for the world: for a hop to be
 	// observed applied, for ready capacity, for a gate verdict, and for
 	// adapters that keep failing to answer. A wait counts from the latest of
 	// the last hop, the start of the rollout, the start of the current step
 	// and the last command; failing adapters count from their first failure.
 	// When it passes, the Degraded condition is set, and the rollout aborts
-	// if AbortOnProgressDeadline. Pauses (timed or waiting for Resume) and
-	// step intervals are exempt. 0 means DefaultProgressDeadline; set
-	// NoProgressDeadline to disable it.
+	// with abortOnProgressDeadline. Pauses (timed or waiting for a resume)
+	// and step intervals are exempt. 0 means the default, 10m
+	// (DefaultProgressDeadline); set noProgressDeadline to disable it.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
 	ProgressDeadline metav1.Duration `json:"progressDeadline,omitzero"`
-	// AbortOnProgressDeadline aborts the rollout when the progress deadline
-	// passes, rather than only reporting Degraded.
+	// Abort the rollout when the progress deadline passes, rather than
+	// only report Degraded.
 	// +optional
 	AbortOnProgressDeadline bool `json:"abortOnProgressDeadline,omitempty"`
-	// NoProgressDeadline disables the progress deadline: a rollout may then
-	// wait for the world without end, reported only by its Message.
+	// Disables the progress deadline: a rollout may then wait for the
+	// world without end, reported only by its message.
 	// +optional
 	NoProgressDeadline bool `json:"noProgressDeadline,omitempty"`
-	// ScaleDownDelay is how long the stable side keeps its capacity after
-	// all traffic is observed on the canary.
+	// How long the stable side keeps its capacity after all traffic is
+	// observed on the canary.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative",reason="FieldValueInvalid"
 	ScaleDownDelay metav1.Duration `json:"scaleDownDelay,omitzero"`
-	// PollInterval is the requeue while waiting for an observation; 0 means
-	// DefaultPollInterval, and a set value must be at least MinPollInterval.
+	// The requeue while waiting for an observation; 0 means the default,
+	// 2s (DefaultPollInterval), and a set value must be at least 100ms
+	// (MinPollInterval).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
 	PollInterval metav1.Duration `json:"pollInterval,omitzero"`
-	// InitialPollInterval is the first requeue while waiting for the world
-	// to show a hop (or to act after a command or the start of a step):
-	// each later requeue waits as long as it has been since then, so polls
-	// double, up to PollInterval. A caller that is notified of every change
-	// of what the adapters observe uses Decision.WatchedRequeueAfter and
-	// never polls fast. 0 means DefaultInitialPollInterval; a set value must
-	// be at least MinPollInterval and at most PollInterval (equal to it:
-	// a fixed poll).
+	// The first requeue while waiting for the world to show a hop (or to
+	// act after a command or the start of a step): each later requeue
+	// waits as long as it has been since then, so polls double, up to
+	// pollInterval. A caller that is notified of every change of what the
+	// adapters observe (Decision.WatchedRequeueAfter) never polls fast. 0
+	// means the default, 100ms (DefaultInitialPollInterval); a set value
+	// must be at least 100ms and at most pollInterval (equal to it: a fixed
+	// poll).
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
 	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitzero"`

@@ -48,15 +48,15 @@ type Strategy interface {
 // +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Incremental struct {
-	// StepPercent is the most the canary weight rises per Interval.
+	// The most the canary weight rises per interval, in percent.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	StepPercent int32 `json:"stepPercent"`
-	// Interval is the least time between two weight hops ("1m30s").
+	// The least time between two weight hops ("1m30s").
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive",reason="FieldValueInvalid"
 	Interval metav1.Duration `json:"interval"`
-	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
-	// moves; at least StepPercent unless capacity is Fixed.
+	// The capacity provisioned beyond 100 percent while traffic moves; at
+	// least stepPercent unless capacity is Fixed.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -169,17 +169,17 @@ func (b BlueGreen) Step(s State, now time.Time) Decision {
 // +kubebuilder:object:generate=true
 // +kubebuilder:validation:XValidation:rule="(has(self.setWeight) ? 1 : 0) + (has(self.pause) ? 1 : 0) + (has(self.gate) ? 1 : 0) == 1",message="exactly one of setWeight, pause and gate must be set",reason="FieldValueInvalid"
 type CanaryStep struct {
-	// SetWeight walks traffic (and capacity, safely) to this canary weight.
+	// Walks traffic (and capacity, safely) to this canary weight.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
 	SetWeight *int32 `json:"setWeight,omitempty"`
-	// Pause waits. With a Duration it is timed from the moment the previous
-	// step was observed complete; without one it waits for Resume.
+	// Waits. With a duration it is timed from the moment the previous step
+	// was observed complete; without one it waits for a resume.
 	// +optional
 	Pause *PauseStep `json:"pause,omitempty"`
-	// Gate waits for a verdict on the named gate: pass -> next step,
-	// fail -> abort, inconclusive -> pause until Resume.
+	// Waits for a verdict on the named gate: pass -> next step, fail ->
+	// abort, inconclusive -> pause until a resume.
 	// +optional
 	Gate *GateStep `json:"gate,omitempty"`
 }
@@ -188,7 +188,7 @@ type CanaryStep struct {
 //
 // +kubebuilder:object:generate=true
 type PauseStep struct {
-	// Duration of a timed pause ("30s"); unset waits for Resume.
+	// Duration of a timed pause ("30s"); unset waits for a resume.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive; leave it unset for a pause without end",reason="FieldValueInvalid"
 	Duration *metav1.Duration `json:"duration,omitempty"`
@@ -231,11 +231,11 @@ func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name
 // +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Canary struct {
-	// Steps are walked in order; an implicit last step promotes to 100.
+	// Walked in order; an implicit last step promotes to 100.
 	// +optional
 	Steps []CanaryStep `json:"steps"`
-	// MaxSurgePercent is the capacity provisioned beyond 100 while traffic
-	// moves; at least 1 in the managed capacity mode.
+	// The capacity provisioned beyond 100 percent while traffic moves; at
+	// least 1 in the managed capacity mode.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100

@@ -111,40 +111,45 @@ const (
 )
 
 // Allocation is a split of traffic and capacity between the two roles, all in
-// percent (0..100). Weight is the canary's share of requests; the stable side
-// receives 100 - Weight.
+// percent (0..100): weight is the canary's share of requests, the stable side
+// receives 100 - weight.
 type Allocation struct {
-	Weight         int32 `json:"weight"`
+	// The canary's share of requests, in percent; the stable side receives
+	// the rest.
+	Weight int32 `json:"weight"`
+	// The stable side's capacity, in percent of its full capacity.
 	StableCapacity int32 `json:"stableCapacity"`
+	// The canary side's capacity, in percent of its full capacity.
 	CanaryCapacity int32 `json:"canaryCapacity"`
-	// CanaryRevision is the revision the canary side was last asked to run
-	// (a deploy hop), or was observed running when nothing had to be
-	// deployed; empty until then. Revisions are only tracked while the
-	// observation reports them (Observation.Revisions).
+	// The revision the canary side was last asked to run (a deploy hop), or
+	// was observed running when nothing had to be deployed; empty until
+	// then. Revisions are only tracked while the observation reports them
+	// (observed.revisions).
 	CanaryRevision string `json:"canaryRevision,omitempty"`
 }
 
 // Surge is the capacity provisioned above 100 percent.
 func (a Allocation) Surge() int32 { return a.StableCapacity + a.CanaryCapacity - 100 }
 
-// SideObservation is what a CapacitySetter reports for one side.
+// SideObservation is what the adapters (a rollout.CapacitySetter, a
+// rollout.RevisionReader) report for one side.
 type SideObservation struct {
-	// Capacity is the capacity the side is currently set to (what the last
+	// The capacity the side is currently set to, in percent (what the last
 	// applied request asked for).
 	Capacity int32 `json:"capacity"`
-	// Ready is the share of the side's full capacity observed ready now,
+	// The share of the side's full capacity observed ready now, in percent,
 	// whatever was asked (1 of 3 replicas ready is 33).
 	Ready int32 `json:"ready"`
-	// Settled reports that the side has finished moving to Capacity: nothing
-	// is starting or stopping. Ready may still be below Capacity when the
-	// backend rounds (3 replicas at 40 percent can settle at 33).
+	// The side has finished moving to its capacity: nothing is starting or
+	// stopping. ready may still be below capacity when the backend rounds
+	// (3 replicas at 40 percent can settle at 33).
 	Settled bool `json:"settled"`
-	// Revision is the revision the side is observed running: the one its
-	// workload was last deployed with, as the adapter recognises it; empty
-	// when it runs none it recognises. Only read while
-	// Observation.Revisions is set.
+	// The revision the side is observed running: the one its workload was
+	// last deployed with, as the adapter recognises it; empty when it runs
+	// none it recognises. Only read while the observation's revisions is
+	// set.
 	Revision string `json:"revision,omitempty"`
-	// Updated reports that Revision is fully rolled out on the side: the
+	// The revision is fully rolled out on the side: the
 	// workload's controller has seen the change and no instance of another
 	// revision is left (for a Deployment: observedGeneration caught up and
 	// every replica updated; for Ray Serve: the config is the one deployed).
@@ -159,38 +164,44 @@ func (o SideObservation) RunsRevision(revision string) bool {
 
 // GateResult is a verdict reported for a named gate.
 type GateResult struct {
-	Name    string  `json:"name"`
+	// The gate's name, as a canary gate step names it.
+	Name string `json:"name"`
+	// Pass, Fail or Inconclusive; empty while none is reached.
 	Verdict Verdict `json:"verdict"`
-	Message string  `json:"message,omitempty"`
-	// At is when the verdict was reached. A verdict older than the start of
-	// the current gate step is stale and ignored; a zero At is always taken.
+	// Why, in words.
+	Message string `json:"message,omitempty"`
+	// When the verdict was reached. A verdict older than the start of the
+	// current gate step is stale and ignored; one without a time is always
+	// taken.
 	At metav1.MicroTime `json:"at,omitzero"`
 }
 
-// Observation is what the adapters report, written into State.Observed by
-// the caller before each Step.
+// Observation is what the adapters report, written into the State's
+// observed field (State.Observed) by the caller before each Step.
 type Observation struct {
-	// At is when the observation was taken. Consecutive unhealthy
-	// observations are counted by distinct At values.
+	// When the observation was taken. Consecutive unhealthy observations
+	// are counted by distinct times.
 	At metav1.MicroTime `json:"at,omitzero"`
-	// Weight is the canary weight the traffic router reports as programmed.
+	// The canary weight the traffic router reports as programmed, in
+	// percent.
 	Weight int32 `json:"weight"`
-	// WeightApplied reports that the data plane accepted Weight (for Gateway
-	// API: every parent Accepted and ResolvedRefs for the current generation).
+	// The data plane accepted the weight (for the Gateway API: every parent
+	// Accepted and ResolvedRefs for the route's current generation).
 	WeightApplied bool `json:"weightApplied"`
-	// WeightInvalid reports that the router holds weights that are not a
-	// split of 100 between the two sides (0/0, 50/0, or 100/30 after
-	// another writer changed one of them): requests do not see Weight. Such
-	// weights are never applied; the strategy asks for the desired split
-	// again once that is safe. The Runner sets it from the weights it reads.
+	// The router holds weights that are not a split of 100 between the two
+	// sides (0/0, 50/0, or 100/30 after another writer changed one of
+	// them): requests do not see weight. Such weights are never applied;
+	// the strategy asks for the desired split again once that is safe. The
+	// Runner sets it from the weights it reads.
 	WeightInvalid bool `json:"weightInvalid,omitempty"`
-	// Stable and Canary are the capacity observations for the two roles.
-	// Without a CapacitySetter (fixed capacity) the caller reports both as
-	// provisioned: Capacity and Ready 100, Settled true.
+	// What the stable side reports. Without a capacity setter (fixed
+	// capacity) the caller reports both sides as provisioned: capacity and
+	// ready 100, settled.
 	Stable SideObservation `json:"stable"`
+	// What the canary side reports, as for stable.
 	Canary SideObservation `json:"canary"`
-	// Revisions reports that the sides report the revisions they run
-	// (Stable.Revision, Canary.Revision). While it is set the strategy keeps
+	// The sides report the revisions they run (stable.revision,
+	// canary.revision). While it is set the strategy keeps
 	// every side on its role's revision: it deploys the canary revision on
 	// the canary side only while that side carries weight 0 (and, with
 	// capacity setters, capacity 0), and moves no traffic or capacity onto
@@ -199,23 +210,25 @@ type Observation struct {
 	// revision on its side. The Runner sets it when both sides have a
 	// rollout.RevisionReader.
 	Revisions bool `json:"revisions,omitempty"`
-	// Health is the canary's health; HealthMessage says why.
-	Health        Health `json:"health,omitempty"`
+	// The canary's health: Healthy, Unhealthy, Inconclusive, or empty
+	// (unknown, treated as healthy).
+	Health Health `json:"health,omitempty"`
+	// Why the canary has that health.
 	HealthMessage string `json:"healthMessage,omitempty"`
-	// Gates holds the latest verdict of every gate analysed so far.
+	// The latest verdict of every gate analysed so far.
 	Gates []GateResult `json:"gates,omitempty"`
-	// Error, when set, says that the adapters could not be observed (or a
-	// hop could not be applied): the rest of the observation is stale. Step
-	// then asks for nothing, sets Degraded with this message and counts the
-	// time since the first such failure (State.FailingSince) toward the
-	// progress deadline. The Runner sets it from adapter errors.
+	// When set, the adapters could not be observed (or a hop could not be
+	// applied): the rest of the observation is stale. The strategy then
+	// asks for nothing, sets Degraded with this message and counts the
+	// time since the first such failure (failingSince) toward the progress
+	// deadline. The Runner sets it from adapter errors.
 	Error string `json:"error,omitempty"`
-	// Claimed, with Error, says that another rollout holds the claim on
-	// the objects this one would move (Error names the object and the
-	// owner): Step asks for nothing and sets Degraded with reason
-	// ReasonClaimed, and the time refused does not count toward the
-	// progress deadline, since the rollout waits for the claim to be
-	// released. The Runner sets it from a rollout.ClaimedError.
+	// With error: another rollout holds the claim on the objects this one
+	// would move (error names the object and the owner). The strategy asks
+	// for nothing and sets Degraded with reason Claimed, and the time
+	// refused does not count toward the progress deadline, since the
+	// rollout waits for the claim to be released. The Runner sets it from
+	// a rollout.ClaimedError.
 	Claimed bool `json:"claimed,omitempty"`
 }
 
@@ -232,9 +245,12 @@ func (o *Observation) Gate(name string) GateResult {
 
 // AbortStatus records why and when a rollout was aborted.
 type AbortStatus struct {
-	Reason string           `json:"reason"`
-	At     metav1.MicroTime `json:"at,omitzero"`
-	// Emergency is set when all traffic was sent to the stable side at once.
+	// Why: the reason of the condition that aborted it (Aborted for an
+	// abort request, Unhealthy, GateFailed, ...).
+	Reason string `json:"reason"`
+	// When the rollout was aborted.
+	At metav1.MicroTime `json:"at,omitzero"`
+	// All traffic was sent to the stable side at once.
 	Emergency bool `json:"emergency,omitempty"`
 }
 
@@ -264,18 +280,21 @@ type AbortStatus struct {
 // State is a value: commands and Step return a new State and never modify
 // the one they were given. It is not safe for concurrent mutation.
 type State struct {
-	// StableRevision runs on the stable side; CanaryRevision is what the
-	// canary side should run now. While an abandoned canary is walked back
-	// after a Retarget, CanaryRevision still names it and PendingRevision
-	// names the one that will follow.
-	StableRevision  string `json:"stableRevision"`
-	CanaryRevision  string `json:"canaryRevision"`
+	// The revision that runs on the stable side.
+	StableRevision string `json:"stableRevision"`
+	// The revision the canary side should run now. While an abandoned
+	// canary is walked back after a retarget (the spec asked for another
+	// revision mid-rollout), it still names the abandoned one and
+	// pendingRevision the one that will follow.
+	CanaryRevision string `json:"canaryRevision"`
+	// The revision asked for that follows once an abandoned canary is
+	// walked back; empty otherwise.
 	PendingRevision string `json:"pendingRevision,omitempty"`
-	// Unobserved records a state that names the revision the spec asks
-	// for but has not looked at the world yet: what Retarget makes of the
-	// zero State (a new object, or one whose status was wiped or
-	// re-created). StableRevision and CanaryRevision both hold that
-	// revision, and nothing is known of the route or the sides. It is not
+	// The state names the revision the spec asks for but has not looked at
+	// the world yet: what a retarget (Retarget) makes of the zero state (a
+	// new object, or one whose status was wiped or re-created).
+	// stableRevision and canaryRevision both hold that revision, and
+	// nothing is known of the route or the sides. It is not
 	// idle: the Runner observes it, and the next Step adopts the world as
 	// observed (see the package doc, "The zero State, new objects and lost
 	// states"): all traffic on a side that runs the revision becomes the
@@ -283,87 +302,100 @@ type State struct {
 	// back) the world shows. Until then nothing is asked of any adapter.
 	// false (the zero value) for every state a Step has adopted.
 	Unobserved bool `json:"unobserved,omitempty"`
-	// StableSide is the physical side that holds the stable role.
+	// The physical side, A or B, that holds the stable role.
 	StableSide Side `json:"stableSide,omitempty"`
 
+	// The rollout's phase: Progressing, Paused, Aborting, Aborted,
+	// RolledBack, Completing or Succeeded; empty when no rollout has run.
 	Phase Phase `json:"phase,omitempty"`
-	// StepIndex is the current canary step (0-based). Incremental and
-	// BlueGreen leave it at 0.
+	// The current canary step, counted from 0. The incremental and
+	// blue-green strategies leave it at 0.
 	StepIndex int32 `json:"stepIndex"`
-	// StepsHash identifies the canary steps StepIndex refers to, so an edit
-	// of the steps mid-rollout is detected.
+	// Identifies the canary steps stepIndex refers to, so an edit of the
+	// steps mid-rollout is detected.
 	StepsHash string `json:"stepsHash,omitempty"`
 
-	// Desired is the allocation last asked of the adapters.
+	// The allocation last asked of the adapters.
 	Desired Allocation `json:"desired"`
-	// Observed is the latest observation, written by the caller.
+	// The latest observation of the route and the sides, written by the
+	// caller.
 	Observed Observation `json:"observed"`
 
-	// StartedAt is when the rollout was first stepped.
+	// When the rollout was first stepped.
 	StartedAt metav1.MicroTime `json:"startedAt,omitzero"`
-	// HopAt is when the latest hop was asked for; ProgressDeadline counts
-	// from here until the hop is observed applied.
+	// When the latest hop was asked for; the progress deadline counts from
+	// here until the hop is observed applied.
 	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
-	// WeightChangedAt is when the weight was last moved (Interval counts
-	// from here).
+	// When the weight was last moved (the strategy's interval counts from
+	// here).
 	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
-	// StepStartedAt is when the current step began: for a pause, the moment
-	// the previous step was observed complete.
+	// When the current step began: for a pause, the moment the previous
+	// step was observed complete.
 	StepStartedAt metav1.MicroTime `json:"stepStartedAt,omitzero"`
-	// ReachedAt is when all traffic was observed on the canary (completion;
-	// ScaleDownDelay counts from here).
+	// When all traffic was observed on the canary (completion; the
+	// strategy's scaleDownDelay counts from here).
 	ReachedAt metav1.MicroTime `json:"reachedAt,omitzero"`
-	// FinishedAt is when the rollout reached a terminal phase.
+	// When the rollout reached a terminal phase (Succeeded, Aborted,
+	// RolledBack).
 	FinishedAt metav1.MicroTime `json:"finishedAt,omitzero"`
 
-	// Paused is a manual pause (the Pause command, an indefinite pause step
-	// or an inconclusive gate); PauseReason says which.
-	Paused      bool             `json:"paused,omitempty"`
-	PauseReason string           `json:"pauseReason,omitempty"`
-	PausedAt    metav1.MicroTime `json:"pausedAt,omitzero"`
-	// PromoteRequested asks to finish the current step now;
-	// PromoteFullRequested to walk to
-	// 100 now, skipping every remaining step. Both stay capacity-safe.
-	PromoteRequested     bool `json:"promoteRequested,omitempty"`
+	// The rollout is held: by a pause command or the spec's control (paused), a
+	// pause step without a duration, an inconclusive gate or an unhealthy
+	// canary; pauseReason says which. (A timed pause step holds the
+	// rollout without setting it.)
+	Paused bool `json:"paused,omitempty"`
+	// Why the rollout is held: ManualPause (the Pause command),
+	// ControlPause (the spec's control, paused), PauseStep (a pause step
+	// without a duration, until resumed), GateInconclusive or Unhealthy.
+	PauseReason string `json:"pauseReason,omitempty"`
+	// When the hold began.
+	PausedAt metav1.MicroTime `json:"pausedAt,omitzero"`
+	// A promote asks to finish the current step now. It stays
+	// capacity-safe.
+	PromoteRequested bool `json:"promoteRequested,omitempty"`
+	// A full promote asks to walk to weight 100 now, skipping every
+	// remaining step. It stays capacity-safe.
 	PromoteFullRequested bool `json:"promoteFullRequested,omitempty"`
-	// Resumed records a Resume during the current step: it ends an
-	// indefinite pause step or an inconclusive gate. Entering a step clears it.
+	// A resume during the current step: it ends a pause step without a
+	// duration or an inconclusive gate. Entering a step clears it.
 	Resumed bool `json:"resumed,omitempty"`
-	// Released records that the winner was asked to return to its steady
-	// state (Target.Steady) during completion.
+	// The winner was asked to return to its steady state (full capacity,
+	// nothing pinned) during completion.
 	Released bool `json:"released,omitempty"`
 
+	// Why and when the rollout was aborted; absent unless it was.
 	Aborted *AbortStatus `json:"aborted,omitempty"`
 
-	// UnhealthyCount counts consecutive unhealthy observations;
-	// HealthCheckedAt is the At of the last observation counted.
-	UnhealthyCount  int32            `json:"unhealthyCount,omitempty"`
+	// Consecutive unhealthy observations counted.
+	UnhealthyCount int32 `json:"unhealthyCount,omitempty"`
+	// The time (observed.at) of the last observation counted.
 	HealthCheckedAt metav1.MicroTime `json:"healthCheckedAt,omitzero"`
 
-	// Gate names the gate the current step waits on, for the caller to
-	// analyse and report in Observed.Gates; empty when no gate is pending.
+	// The gate the current step waits on, for the caller to analyse and
+	// report in observed.gates; empty when no gate is pending.
 	Gate string `json:"gate,omitempty"`
 
-	// Message is a human-readable line about what the rollout waits for.
+	// A line, for people, about what the rollout waits for.
 	Message string `json:"message,omitempty"`
 
-	// FailingSince is when the adapters first failed to be observed (or to
-	// apply a hop) in the current run of failures; zero while they answer.
-	// The progress deadline counts from here, pauses included: a rollout
-	// that cannot see its route or its sides is never silently stuck.
+	// When the adapters first failed to be observed (or to apply a hop) in
+	// the current run of failures; absent while they answer. The progress
+	// deadline counts from here, pauses included: a rollout that cannot
+	// see its route or its sides is never silently stuck.
 	FailingSince metav1.MicroTime `json:"failingSince,omitzero"`
 
-	// Handled is the last value of each one-shot request of a Control that
-	// State.Control has seen: each request acts once, also after the state
-	// is stored and read back. Commands keep it, across rollouts too.
+	// The last value of each one-shot request of the spec's control that the
+	// rollout has seen: each request acts once, also after
+	// the state is stored and read back. Commands keep it, across rollouts
+	// too.
 	Handled Requests `json:"handled,omitzero"`
 
-	// LastCommandAt is when the latest command was applied. Like every other
-	// recorded time it bounds the clock from below: a now earlier than any
-	// recorded time is treated as that time.
+	// When the latest command was applied. Like every other recorded time
+	// it bounds the clock from below: a now earlier than any recorded time
+	// is treated as that time.
 	LastCommandAt metav1.MicroTime `json:"lastCommandAt,omitzero"`
 
-	// Conditions: Progressing, Paused, Degraded, Available.
+	// The rollout's conditions: Progressing, Paused, Degraded, Available.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/upshift-dev/upshift/e2e/crd/internal/v1alpha1"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 

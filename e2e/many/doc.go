@@ -1,5 +1,5 @@
 // Package many measures many concurrent upshift rollouts against one real
-// kube-apiserver (the etcd and kube-apiserver of internal/kubetest), each
+// kube-apiserver (the etcd and kube-apiserver of kubetest), each
 // rollout with its own HTTPRoute, driven by rollout.Runner.Run with the
 // gateway Router in the fixed capacity mode and the gateway AnnotationStore
 // for its state.
@@ -8,7 +8,7 @@
 // one: a single goroutine with one shared informer (one list and one watch
 // of every HTTPRoute in the namespace) and a work queue writes Accepted and
 // ResolvedRefs for each new generation of a route, as
-// internal/gatewaytest.Accept does for one route.
+// kubetest/gatewaytest.Accept does for one route.
 //
 // The rollouts talk to the API server as one ServiceAccount through one
 // shared Gateway API clientset, as an operator would, with client-go's rate

@@ -28,7 +28,7 @@ import (
 	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )
@@ -174,7 +174,7 @@ func newSharedClient(tb testing.TB, base *rest.Config) *sharedClient {
 // gatewayPlayer plays the gateway controller for every HTTPRoute of a
 // namespace: one informer (one list, one watch) and a work queue whose
 // workers write Accepted and ResolvedRefs True for each route's current
-// generation, as internal/gatewaytest.Accept does, from the informer's copy
+// generation, as kubetest/gatewaytest.Accept does, from the informer's copy
 // (a conflict requeues the route; the informer soon holds the newer one).
 type gatewayPlayer struct {
 	client  *sharedClient

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }

@@ -1,5 +1,5 @@
 // Package promql checks the queries of rollout/analysis against a real
-// Prometheus (internal/promtest: Prometheus 3.16.0, built by
+// Prometheus (kubetest/promtest: Prometheus 3.16.0, built by
 // hack/prometheus.sh), through the Prometheus analysis.Source, with names
 // that are valid Kubernetes names but mean something in PromQL or in a
 // regular expression: a route named web.v2 (HTTPRoute names are DNS

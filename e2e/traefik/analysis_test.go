@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/fake"
-	"github.com/upshift-dev/upshift/internal/promtest"
+	"github.com/upshift-dev/upshift/kubetest/promtest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/rollout/analysis"
 	"github.com/upshift-dev/upshift/rollout/analysis/prometheus"

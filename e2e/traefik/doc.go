@@ -1,6 +1,6 @@
 // Package traefik holds upshift's end-to-end tests through a real Gateway API
 // data plane: Traefik (built by hack/traefik.sh) with its kubernetesGateway
-// provider, watching the kube-apiserver of internal/kubetest, proxying real
+// provider, watching the kube-apiserver of kubetest, proxying real
 // requests on loopback to two real HTTP backends while the gateway Router and
 // the rollout Runner move the weights.
 //
@@ -11,5 +11,5 @@
 //
 // Traefik serves its Prometheus metrics (per entry point, router and backend
 // service) on a loopback entry point of their own; tests read them directly
-// and through a real Prometheus (internal/promtest) scraping Traefik.
+// and through a real Prometheus (kubetest/promtest) scraping Traefik.
 package traefik

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/internal/promtest"
+	"github.com/upshift-dev/upshift/kubetest/promtest"
 )
 
 // series is one line of the Prometheus text format: a sample of a series.
@@ -309,7 +309,7 @@ func TestTraefikServiceMetrics(t *testing.T) {
 	}
 }
 
-// TestPrometheusScrapesTraefik: a real Prometheus (internal/promtest)
+// TestPrometheusScrapesTraefik: a real Prometheus (kubetest/promtest)
 // scraping Traefik answers rate() over traefik_service_requests_total with
 // one value per backend of the route, in the proportion of the weights; it
 // does again after it is stopped and started while the traffic goes on, and

@@ -19,8 +19,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/internal/gatewaytest"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/kubetest/gatewaytest"
 	"github.com/upshift-dev/upshift/serve/replicas"
 	"github.com/upshift-dev/upshift/strategy"
 )

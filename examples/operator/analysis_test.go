@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
-	"github.com/upshift-dev/upshift/internal/promtest"
+	"github.com/upshift-dev/upshift/kubetest/promtest"
 	"github.com/upshift-dev/upshift/rollout/analysis"
 	"github.com/upshift-dev/upshift/strategy"
 )

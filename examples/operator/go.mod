@@ -16,7 +16,6 @@ require (
 	github.com/prometheus/client_golang v1.24.0
 	github.com/upshift-dev/upshift v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/gateway v0.0.0-00010101000000-000000000000
-	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/rollout/analysis/prometheus v0.0.0-00010101000000-000000000000
 	github.com/upshift-dev/upshift/serve/replicas v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
@@ -26,6 +25,8 @@ require (
 	sigs.k8s.io/gateway-api v1.6.3
 	sigs.k8s.io/yaml v1.6.0
 )
+
+require github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -60,6 +61,7 @@ require (
 	github.com/prometheus/common v0.70.0 // indirect
 	github.com/prometheus/procfs v0.21.1 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/upshift-dev/upshift/kubetest v0.0.0-00010101000000-000000000000
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
@@ -82,3 +84,5 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/upshift-dev/upshift/kubetest => ../../kubetest

@@ -104,7 +104,7 @@ func run(ctx context.Context, cfg Config) error {
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		LeaderElection:                cfg.LeaderElect,
-		LeaderElectionID:              "upshift-release-operator",
+		LeaderElectionID:              controller.Name,
 		LeaderElectionNamespace:       cfg.LeaseNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &cfg.LeaseDuration,
@@ -126,7 +126,7 @@ func run(ctx context.Context, cfg Config) error {
 	r := &controller.Reconciler{
 		Client:   mgr.GetClient(),
 		Reader:   mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("upshift-release-operator"),
+		Recorder: mgr.GetEventRecorder(controller.Name),
 		Metrics:  controller.NewMetrics(nil),
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {

@@ -12,10 +12,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/examples/operator/controller"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 // elected is what a replica logs when it becomes the leader.
+// series is one series of the operator's metrics, as Prometheus' text
+// format writes it (labels sorted by name): the metric, the Release's
+// namespace and name as labels, and more label pairs.
+func series(name, namespace string, labels ...string) string {
+	pairs := []string{`namespace="` + namespace + `"`, `release="web"`}
+	for i := 0; i+1 < len(labels); i += 2 {
+		pairs = append(pairs, labels[i]+`="`+labels[i+1]+`"`)
+	}
+	slices.Sort(pairs)
+	return controller.MetricsPrefix + "_" + name + "{" + strings.Join(pairs, ",") + "}"
+}
+
 const elected = "elected: this replica reconciles"
 
 func incremental(step int32, interval time.Duration) v1alpha1.ReleaseStrategy {
@@ -57,20 +70,19 @@ func TestUpgrade(t *testing.T) {
 		"PhaseCompleting: Progressing -> Completing",
 		"PhaseSucceeded: Completing -> Succeeded ("+id("v2")+" to "+id("v2")+")")
 	m := op.scrape(t)
-	label := `namespace="` + w.ns + `",release="web"`
 	containsAll(t, "metrics", strings.Split(m, "\n"),
-		`upshift_release_phase{namespace="`+w.ns+`",phase="Succeeded",release="web"} 1`,
-		`upshift_release_phase{namespace="`+w.ns+`",phase="Progressing",release="web"} 0`,
-		`upshift_release_weight_percent{`+label+`} 0`,
-		`upshift_release_capacity_percent{`+label+`,role="stable"} 100`,
-		`upshift_release_ready_capacity_percent{`+label+`,role="stable"} 100`,
-		`upshift_release_hops_total{kind="deploy",`+label+`} 1`,
-		`upshift_release_hops_total{kind="weight",`+label+`} 4`,
-		`upshift_release_reconcile_seconds_count{`+label+`}`,
+		series("phase", w.ns, "phase", "Succeeded")+" 1",
+		series("phase", w.ns, "phase", "Progressing")+" 0",
+		series("weight_percent", w.ns)+" 0",
+		series("capacity_percent", w.ns, "role", "stable")+" 100",
+		series("ready_capacity_percent", w.ns, "role", "stable")+" 100",
+		series("hops_total", w.ns, "kind", "deploy")+" 1",
+		series("hops_total", w.ns, "kind", "weight")+" 4",
+		series("reconcile_seconds_count", w.ns),
 		`controller_runtime_reconcile_total{controller="release"`)
 	var reconciles int
 	for _, line := range strings.Split(m, "\n") {
-		if rest, ok := strings.CutPrefix(line, "upshift_release_reconcile_seconds_count{"+label+"} "); ok {
+		if rest, ok := strings.CutPrefix(line, series("reconcile_seconds_count", w.ns)+" "); ok {
 			reconciles, _ = strconv.Atoi(rest)
 		}
 	}
@@ -80,7 +92,7 @@ func TestUpgrade(t *testing.T) {
 	if nWrites >= reconciles-1 {
 		t.Errorf("%d status writes for %d reconciles: want fewer writes than reconciles", nWrites, reconciles)
 	}
-	if strings.Contains(m, "upshift_release_aborts_total{"+label+"} 1") {
+	if strings.Contains(m, series("aborts_total", w.ns)+" 1") {
 		t.Error("an abort was counted")
 	}
 }
@@ -144,7 +156,7 @@ func TestControls(t *testing.T) {
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r1" })
 	w.waitFor("retried to the pause step at 25", 30*time.Second, at(25, strategy.PhasePaused))
 	containsAll(t, "metrics", strings.Split(op.scrape(t), "\n"),
-		`upshift_release_aborts_total{namespace="`+w.ns+`",release="web"} 1`)
+		series("aborts_total", w.ns)+" 1")
 	op.kill()
 	w.start("restarted")
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Retry = "r2" }) // nothing to retry: ignored

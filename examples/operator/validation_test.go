@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/kubetest"
 )
 
 // TestInvalidSpecsRejected: the API server, with the generated CRD,
@@ -84,7 +85,7 @@ func TestInvalidSpecsRejected(t *testing.T) {
 			}
 			merge(spec, patch)
 			obj := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "operator.upshift.dev/v1alpha1", "kind": "Release",
+				"apiVersion": v1alpha1.GroupVersion.String(), "kind": v1alpha1.Kind,
 				"metadata": map[string]any{"namespace": ns, "name": "r" + strconv.Itoa(i)},
 				"spec":     spec,
 			}}

@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/upshift-dev/upshift/internal/kubetest"
 	"github.com/upshift-dev/upshift/internal/watchloop"
+	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/replicas"
 	"github.com/upshift-dev/upshift/strategy"

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/upshift-dev/upshift/fake"
-	"github.com/upshift-dev/upshift/internal/kubetest"
+	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/replicas"
 	"github.com/upshift-dev/upshift/strategy"

@@ -188,6 +188,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Conditions:         mirror(rel.Status.Conditions, &next, current.Identity, rel.Generation, now),
 		Revisions:          kept(records, current, &next),
 	}
+	summarize(&status, &rel.Spec)
 	if statusChanged(&rel.Status, &status) {
 		rel.Status = status
 		if err := r.Client.Status().Update(ctx, &rel); err != nil {
@@ -203,12 +204,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // statusChanged reports whether next must be written over prev: the
 // rollout's state changed in anything but its volatile fields
 // (strategy.Changed; the control requests it has seen included), or the
-// conditions or the generation did. A rollout that waits writes nothing.
+// conditions or the generation did. A rollout that waits writes nothing:
+// the sides' weights and the message, like rollout.observed and
+// rollout.message, are written with the next change.
 func statusChanged(prev, next *v1alpha1.ReleaseStatus) bool {
 	return strategy.Changed(&prev.Rollout, &next.Rollout) ||
 		prev.ObservedGeneration != next.ObservedGeneration ||
 		!reflect.DeepEqual(prev.Conditions, next.Conditions) ||
-		!reflect.DeepEqual(prev.Revisions, next.Revisions)
+		!reflect.DeepEqual(prev.Revisions, next.Revisions) ||
+		prev.Phase != next.Phase || prev.Step != next.Step
 }
 
 // mirror returns the status conditions: the rollout's, and Released, each
@@ -264,6 +268,7 @@ func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err err
 		Reason: ReasonInvalidSpec, Message: err.Error(), ObservedGeneration: rel.Generation})
 	status := rel.Status
 	status.Conditions, status.ObservedGeneration = keepTransitions(rel.Status.Conditions, conds, now), rel.Generation
+	summarize(&status, &rel.Spec)
 	if !statusChanged(&rel.Status, &status) {
 		return nil
 	}

@@ -24,10 +24,10 @@ import (
 
 // Finalizer is the finalizer the operator puts on every Release: its
 // deletion releases the Release's claims on the route and the Deployments.
-const Finalizer = "operator.upshift.dev/claims"
+const Finalizer = v1alpha1.Group + "/claims"
 
 // kindRelease is the kind an Owner of this operator names.
-const kindRelease = "Release"
+const kindRelease = v1alpha1.Kind
 
 // ownerOf is the Owner of a Release's rollout.
 func ownerOf(rel *v1alpha1.Release) rollout.Owner {

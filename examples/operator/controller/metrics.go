@@ -11,7 +11,8 @@ import (
 )
 
 // Metrics are the operator's Prometheus metrics, served by
-// controller-runtime's metrics endpoint next to its own.
+// controller-runtime's metrics endpoint next to its own, their names
+// prefixed with MetricsPrefix.
 type Metrics struct {
 	phase     *prometheus.GaugeVec
 	weight    *prometheus.GaugeVec
@@ -33,19 +34,19 @@ func NewMetrics(registry prometheus.Registerer) *Metrics {
 	}
 	rel := []string{"namespace", "release"}
 	m := &Metrics{
-		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "upshift_release_phase",
+		phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricsPrefix + "_phase",
 			Help: "1 for the phase the Release's rollout is in, 0 for the others."}, append(rel, "phase")),
-		weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "upshift_release_weight_percent",
+		weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricsPrefix + "_weight_percent",
 			Help: "Canary weight observed on the route, in percent."}, rel),
-		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "upshift_release_capacity_percent",
+		capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricsPrefix + "_capacity_percent",
 			Help: "Capacity each role's side is set to, in percent of the full replica count."}, append(rel, "role")),
-		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "upshift_release_ready_capacity_percent",
+		ready: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricsPrefix + "_ready_capacity_percent",
 			Help: "Ready capacity of each role's side, in percent of the full replica count."}, append(rel, "role")),
-		hops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "upshift_release_hops_total",
+		hops: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricsPrefix + "_hops_total",
 			Help: "Hops applied (weight, capacity, deploy)."}, append(rel, "kind")),
-		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "upshift_release_aborts_total",
+		aborts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricsPrefix + "_aborts_total",
 			Help: "Rollouts aborted."}, rel),
-		reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "upshift_release_reconcile_seconds",
+		reconcile: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: MetricsPrefix + "_reconcile_seconds",
 			Help: "Time of a Release reconcile.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}, rel),
 	}
 	registry.MustRegister(m.phase, m.weight, m.capacity, m.ready, m.hops, m.aborts, m.reconcile)

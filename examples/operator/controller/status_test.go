@@ -106,3 +106,94 @@ func TestStatusChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestSummarize: the status fields kubectl get shows say where the rollout
+// stands: the phase also when idle, the current step (a pause without end
+// too), each side's revision and weight whichever role it holds, and the
+// message.
+func TestSummarize(t *testing.T) {
+	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{Steps: []strategy.CanaryStep{
+		strategy.SetWeight(25), strategy.PauseUntilResumed(), strategy.Pause(30 * time.Second), {Gate: &strategy.GateStep{Name: "smoke"}},
+		strategy.SetWeight(100)}}}
+	incremental := v1alpha1.ReleaseStrategy{Incremental: &strategy.Incremental{StepPercent: 10}}
+	side := func(rev string, ready int32) strategy.SideObservation {
+		return strategy.SideObservation{Revision: rev, Updated: rev != "", Capacity: ready, Ready: ready, Settled: true}
+	}
+	released := func(status metav1.ConditionStatus, msg string) []metav1.Condition {
+		return []metav1.Condition{{Type: v1alpha1.ConditionReleased, Status: status, Message: msg}}
+	}
+	for _, tc := range []struct {
+		name     string
+		strategy v1alpha1.ReleaseStrategy
+		status   v1alpha1.ReleaseStatus
+		want     v1alpha1.ReleaseStatus // only the summary fields
+	}{{
+		name:     "idle on side A",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v1", StableSide: strategy.SideA,
+			Observed: strategy.Observation{Revisions: true, Stable: side("v1", 100)}}, Conditions: released(metav1.ConditionTrue, "v1 runs on the stable side with all traffic")},
+		want: v1alpha1.ReleaseStatus{Phase: "Idle", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 100}, B: &v1alpha1.SideStatus{},
+			Message: "v1 runs on the stable side with all traffic"},
+	}, {
+		name:     "not observed yet",
+		strategy: canary,
+		status:   v1alpha1.ReleaseStatus{Rollout: strategy.State{}.Retarget("v1", t0)},
+		want:     v1alpha1.ReleaseStatus{Phase: "Adopting", Message: strategy.State{}.Retarget("v1", t0).Message},
+	}, {
+		name:     "at a pause step without end",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v2", StableSide: strategy.SideA,
+			Phase: strategy.PhasePaused, StepIndex: 1, Paused: true, PauseReason: strategy.ReasonPauseStep, Message: "waiting for resume",
+			Observed: strategy.Observation{Revisions: true, Weight: 25, Stable: side("v1", 100), Canary: side("v2", 25)}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Paused", Step: "2/5 pause until resumed", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 75},
+			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 25}, Message: "waiting for resume"},
+	}, {
+		name:     "a manual pause during a setWeight step, stable on side B",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v2", CanaryRevision: "v3", StableSide: strategy.SideB,
+			Phase: strategy.PhasePaused, StepIndex: 0, Paused: true, PauseReason: strategy.ReasonManualPause,
+			Observed: strategy.Observation{Revisions: true, Weight: 10, Stable: side("v2", 100), Canary: side("v3", 25)}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Paused", Step: "1/5 setWeight 25, paused (ManualPause)", A: &v1alpha1.SideStatus{Revision: "v3", Weight: 10},
+			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 90}},
+	}, {
+		name:     "at a gate step, revisions not tracked",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v2", Phase: strategy.PhaseProgressing,
+			StepIndex: 3, Observed: strategy.Observation{Weight: 25}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Progressing", Step: "4/5 gate smoke", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 75},
+			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 25}},
+	}, {
+		name:     "incremental",
+		strategy: incremental,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v2", Phase: strategy.PhaseProgressing,
+			Desired: strategy.Allocation{Weight: 40}, Observed: strategy.Observation{Revisions: true, Weight: 30, Stable: side("v1", 70), Canary: side("v2", 40)}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Progressing", Step: "to weight 40", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 70},
+			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 30}},
+	}, {
+		name:     "succeeded: all traffic on side B",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v2", CanaryRevision: "v2", StableSide: strategy.SideB,
+			Phase: strategy.PhaseSucceeded, StepIndex: 4, Observed: strategy.Observation{Revisions: true, Weight: 0, Stable: side("v2", 100), Canary: side("v1", 0)}},
+			Conditions: released(metav1.ConditionTrue, "v2 runs on the stable side with all traffic")},
+		want: v1alpha1.ReleaseStatus{Phase: "Succeeded", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 0},
+			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 100}, Message: "v2 runs on the stable side with all traffic"},
+	}, {
+		name:     "an invalid spec",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v1", Message: "idle",
+			Observed: strategy.Observation{Revisions: true, Stable: side("v1", 100)}},
+			Conditions: []metav1.Condition{{Type: strategy.ConditionDegraded, Status: metav1.ConditionTrue, Reason: ReasonInvalidSpec, Message: "spec.replicas: must be positive"}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Idle", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 100}, B: &v1alpha1.SideStatus{},
+			Message: "invalid spec: spec.replicas: must be positive"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.status
+			summarize(&got, &v1alpha1.ReleaseSpec{Strategy: tc.strategy})
+			want := tc.status
+			want.Phase, want.Step, want.A, want.B, want.Message = tc.want.Phase, tc.want.Step, tc.want.A, tc.want.B, tc.want.Message
+			if d := cmp.Diff(want, got); d != "" {
+				t.Errorf("status (-want +got):\n%s", d)
+			}
+		})
+	}
+}

@@ -13,9 +13,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
+// Group is the API group of the Release kind (as the +groupName marker
+// above says for controller-gen), and Kind the kind. The operator derives
+// its names from them (see controller.Name), so a copy with its own group
+// and kind gets names of its own.
+const (
+	Group = "operator.upshift.dev"
+	Kind  = "Release"
+)
+
 var (
 	// GroupVersion is the group and version of the Release kind.
-	GroupVersion = schema.GroupVersion{Group: "operator.upshift.dev", Version: "v1alpha1"}
+	GroupVersion = schema.GroupVersion{Group: Group, Version: "v1alpha1"}
 
 	// SchemeBuilder registers the kinds of this package.
 	SchemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {

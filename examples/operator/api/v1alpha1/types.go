@@ -15,10 +15,15 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rel
 // +kubebuilder:printcolumn:name="Revision",type=string,JSONPath=`.spec.revision`
-// +kubebuilder:printcolumn:name="Stable",type=string,JSONPath=`.status.rollout.stableRevision`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.rollout.phase`
-// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.status.rollout.observed.weight`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Step",type=string,JSONPath=`.status.step`
+// +kubebuilder:printcolumn:name="A",type=string,JSONPath=`.status.a.revision`
+// +kubebuilder:printcolumn:name="A-Weight",type=integer,JSONPath=`.status.a.weight`
+// +kubebuilder:printcolumn:name="B",type=string,JSONPath=`.status.b.revision`
+// +kubebuilder:printcolumn:name="B-Weight",type=integer,JSONPath=`.status.b.weight`
+// +kubebuilder:printcolumn:name="Released",type=string,JSONPath=`.status.conditions[?(@.type=="Released")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,priority=1,JSONPath=`.status.message`
 type Release struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -115,10 +120,16 @@ type RouteRef struct {
 //
 // +kubebuilder:validation:XValidation:rule="(has(self.incremental) ? 1 : 0) + (has(self.canary) ? 1 : 0) + (has(self.blueGreen) ? 1 : 0) == 1",message="set exactly one of incremental, canary and blueGreen"
 type ReleaseStrategy struct {
+	// Raises the canary weight by at most stepPercent once per interval,
+	// capacity moving ahead of traffic by up to maxSurgePercent.
 	// +optional
 	Incremental *strategy.Incremental `json:"incremental,omitempty"`
+	// Walks the steps in order (setWeight, pause, gate), then promotes to
+	// weight 100.
 	// +optional
 	Canary *strategy.Canary `json:"canary,omitempty"`
+	// Provisions the whole canary next to the stable side, moves all
+	// traffic in one hop, then scales the stable side down.
 	// +optional
 	BlueGreen *strategy.BlueGreen `json:"blueGreen,omitempty"`
 }
@@ -143,31 +154,72 @@ const ConditionReleased = "Released"
 
 // ReleaseStatus is what the operator reports.
 type ReleaseStatus struct {
-	// ObservedGeneration is the generation of the spec the status
-	// reflects.
+	// The generation of the spec the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// Conditions are the rollout's conditions (Progressing, Paused,
-	// Degraded, Available) and Released, each with the observedGeneration
-	// of the spec it reflects, for kubectl wait.
+	// The rollout's conditions (Progressing, Paused, Degraded, Available)
+	// and Released, each with the observedGeneration of the spec it
+	// reflects, for kubectl wait.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Rollout is the whole state of the current (or last) rollout: the
-	// operator resumes from it after a restart. Its revisions are
-	// revision identities (see Revisions), not bare spec.revision values.
+	// The whole state of the current (or last) rollout (upshift's
+	// strategy.State): the operator resumes from it after a restart. Its
+	// revisions are revision identities (see revisions), not bare
+	// spec.revision values.
 	// +optional
 	Rollout strategy.State `json:"rollout,omitempty"`
-	// Revisions records what each revision identity that the rollout
-	// names (its stable, canary and pending revisions) and the spec's own
-	// mean: the container and the image they run. A side is recognised as
+	// What each revision identity that the rollout names (its stable,
+	// canary and pending revisions) and the spec's own mean: the container and the image they run. A side is recognised as
 	// running an identity by that image, so the stable side still runs
 	// the stable revision after spec.image.template changes.
 	// +optional
 	// +listType=map
 	// +listMapKey=identity
 	Revisions []RevisionImage `json:"revisions,omitempty"`
+
+	// phase, step, a, b and message say where the rollout stands, for
+	// people and kubectl get's columns; the operator sets them with the
+	// rest of the status, from rollout.
+
+	// The rollout's phase (rollout.phase), or Idle when no rollout runs
+	// and Adopting before the operator has observed the sides and the
+	// route.
+	// +optional
+	Phase string `json:"phase,omitempty"`
+	// What the rollout does now: for a canary, the current step
+	// of spec.strategy.canary.steps as "2/5 pause until resumed" (or
+	// "setWeight 25", "pause 30s", "gate smoke"); for the other
+	// strategies, the weight it walks to ("to weight 40"); ", paused
+	// (reason)" is added while a pause other than a pause step holds it
+	// (a Pause command, spec.control.paused, an unhealthy canary, an
+	// inconclusive gate). Empty when no rollout runs.
+	// +optional
+	Step string `json:"step,omitempty"`
+	// What side A (spec.a) is observed running and the share of the
+	// traffic it gets; absent until the operator has observed it.
+	// +optional
+	A *SideStatus `json:"a,omitempty"`
+	// What side B (spec.b) is observed running and the share of the
+	// traffic it gets.
+	// +optional
+	B *SideStatus `json:"b,omitempty"`
+	// What the rollout waits for (rollout.message), else the Released
+	// condition's message.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// SideStatus is what one side runs and the traffic it gets.
+type SideStatus struct {
+	// The revision identity the side is observed running; empty when it
+	// runs none the operator recognises.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// The side's share of the traffic in percent, as the route is
+	// observed to hold it.
+	Weight int32 `json:"weight"`
 }
 
 // RevisionImage is what one revision identity means.

@@ -25,7 +25,7 @@
 // # When the binary is missing
 //
 // With CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment (the rule of
-// internal/kubetest, whose binaries ./test.sh builds alongside), Start fails
+// kubetest, whose binaries ./test.sh builds alongside), Start fails
 // the test with a message naming hack/prometheus.sh; otherwise it skips the
 // test with that message. A Prometheus that fails to start always fails the
 // test; it is never a reason to skip.
@@ -88,7 +88,7 @@ func Binary() string {
 
 // Required reports whether a missing binary must fail the tests rather than
 // skip them: CI=true or UPSHIFT_REQUIRE_KUBE=1 (any value strconv.ParseBool
-// reads as true), the same rule as internal/kubetest's Required.
+// reads as true), the same rule as kubetest's Required.
 func Required() bool {
 	return envTrue("CI") || envTrue("UPSHIFT_REQUIRE_KUBE")
 }

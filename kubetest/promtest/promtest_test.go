@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upshift-dev/upshift/internal/promtest"
+	"github.com/upshift-dev/upshift/kubetest/promtest"
 )
 
 // exporter is a target exposing, in Prometheus' text format, a fixed counter

@@ -1,10 +1,10 @@
-// Package kubetest runs upshift's adapter tests against a real kube-apiserver
-// and etcd, with the Gateway API standard-channel CRDs installed.
+// Package kubetest runs tests against a real kube-apiserver and etcd, with
+// the Gateway API standard-channel CRDs installed: upshift's adapter tests,
+// and those of an operator built on upshift (examples/operator and its
+// copies). It starts them through controller-runtime's envtest.
 //
-// The binaries are built from the Go module proxy by hack/kube-binaries.sh
-// into a cache outside the repository (see [AssetsDir]); ./test.sh builds them
-// when missing and then runs every test. Each test package that needs the API
-// server calls [Main] from its TestMain and [Get] from its tests:
+// A test package that needs the API server calls [Main] (or [MainRequired])
+// from its TestMain and [Get] from its tests:
 //
 //	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 //
@@ -19,14 +19,31 @@
 // the tests are done. A package whose selected tests never call Get pays
 // nothing.
 //
+// # Getting the binaries
+//
+// The tests need the kube-apiserver and etcd binaries of Kubernetes
+// [KubeVersion] in [AssetsDir]: $UPSHIFT_KUBE_ASSETS when set, else
+// $HOME/.cache/upshift/kube/<KubeVersion>. Either
+//   - build them with upshift's hack/kube-binaries.sh, from a checkout of
+//     upshift (bash hack/kube-binaries.sh): everything comes from the Go
+//     module proxy, it takes several minutes once, then the cache answers in
+//     well under a second; upshift's ./test.sh runs it; or
+//   - point UPSHIFT_KUBE_ASSETS at a directory holding kube-apiserver and
+//     etcd of that release from elsewhere, such as the directory that
+//     controller-runtime's setup-envtest prints
+//     (UPSHIFT_KUBE_ASSETS=$(setup-envtest use -p path 1.37.x)).
+//
+// KUBEBUILDER_ASSETS, TEST_ASSET_* and USE_EXISTING_CLUSTER are ignored: the
+// tests always run the binaries of AssetsDir, never whatever those name.
+//
 // # When the binaries are missing
 //
-// If kube-apiserver or etcd is absent from [AssetsDir]:
-//   - with CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment, Main fails
-//     the package before running any test, with a message naming
-//     hack/kube-binaries.sh;
-//   - otherwise every test that calls Get is skipped with that message
-//     (visible with go test -v or -json); tests that do not call Get run.
+// If kube-apiserver or etcd is absent from [AssetsDir] and [Required] is
+// true (CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment, or a TestMain
+// that calls [MainRequired] and no UPSHIFT_REQUIRE_KUBE=0), Main fails the
+// package before running any test, with a message saying how to get them.
+// Otherwise every test that calls Get is skipped with that message (visible
+// with go test -v or -json); tests that do not call Get run.
 //
 // A control plane that fails to start always fails the tests; it is never a
 // reason to skip.
@@ -71,8 +88,8 @@ import (
 // that the API server reports.
 const KubeVersion = "v1.37.2"
 
-// BuildCommand is the command, relative to the repository root, that builds
-// the binaries into [AssetsDir].
+// BuildCommand is the command, relative to the root of a checkout of
+// upshift, that builds the binaries into [AssetsDir].
 const BuildCommand = "hack/kube-binaries.sh"
 
 // ErrNoBinaries reports that kube-apiserver or etcd is missing from
@@ -96,14 +113,30 @@ func AssetsDir() string {
 
 // Required reports whether missing binaries must fail the tests rather than
 // skip them: CI=true or UPSHIFT_REQUIRE_KUBE=1 (any value strconv.ParseBool
-// reads as true).
+// reads as true), or [MainRequired] runs the package's tests and
+// UPSHIFT_REQUIRE_KUBE is not set to a false value (0, false).
 func Required() bool {
-	return envTrue("CI") || envTrue("UPSHIFT_REQUIRE_KUBE")
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return requiredLocked()
+}
+
+// requiredLocked is Required; shared.mu is held.
+func requiredLocked() bool {
+	if envTrue("CI") || envTrue("UPSHIFT_REQUIRE_KUBE") {
+		return true
+	}
+	return shared.required && !envFalse("UPSHIFT_REQUIRE_KUBE")
 }
 
 func envTrue(name string) bool {
 	b, err := strconv.ParseBool(os.Getenv(name))
 	return err == nil && b
+}
+
+func envFalse(name string) bool {
+	b, err := strconv.ParseBool(os.Getenv(name))
+	return err == nil && !b
 }
 
 // checkBinaries returns nil when both binaries are present and executable in
@@ -119,8 +152,8 @@ func checkBinaries(dir string) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: %v missing from %s; build them (Go module proxy only, several minutes once, then cached) with %s, or run the whole suite with ./test.sh",
-		ErrNoBinaries, missing, dir, BuildCommand)
+	return fmt.Errorf("%w: %v missing from %s; build them (Go module proxy only, several minutes once, then cached) with %s from a checkout of upshift (upshift's ./test.sh runs it), or set UPSHIFT_KUBE_ASSETS to a directory holding the %s binaries (see the kubetest package doc)",
+		ErrNoBinaries, missing, dir, BuildCommand, KubeVersion)
 }
 
 // Clients are the ways a test talks to the API server as one identity. All
@@ -171,11 +204,12 @@ type Env struct {
 // The package's one environment. Each test package is a separate binary, so
 // this is one control plane per test package.
 var shared struct {
-	mu      sync.Mutex
-	inMain  bool
-	started bool
-	env     *Env
-	err     error
+	mu       sync.Mutex
+	inMain   bool
+	required bool // MainRequired
+	started  bool
+	env      *Env
+	err      error
 }
 
 // Main runs the tests of a package that uses [Get] and returns the exit code
@@ -193,11 +227,32 @@ var shared struct {
 // Call Main first in TestMain: the test binary doubles as the launcher of
 // kube-apiserver and etcd, and Main is where it turns into them.
 func Main(m *testing.M) int {
+	return run(m, false)
+}
+
+// MainRequired is [Main] for a package whose tests must never pass without
+// the API server: missing binaries fail the package, with a message saying
+// how to get them, unless UPSHIFT_REQUIRE_KUBE is set to a false value (0,
+// false), which makes the tests that call [Get] skip instead.
+//
+//	func TestMain(m *testing.M) { os.Exit(kubetest.MainRequired(m)) }
+func MainRequired(m *testing.M) int {
+	return run(m, true)
+}
+
+func run(m *testing.M, required bool) int {
 	// First: in a launcher process this execs kube-apiserver or etcd.
 	execIfWrapper()
 	flag.Parse() // for -test.timeout; testing.M.Run does not parse again
+	shared.mu.Lock()
+	shared.required = required
+	shared.mu.Unlock()
 	if err := checkBinaries(AssetsDir()); err != nil && Required() {
-		fmt.Fprintf(os.Stderr, "FAIL: %v\n(required because CI=true or UPSHIFT_REQUIRE_KUBE=1)\n", err)
+		why := "CI=true or UPSHIFT_REQUIRE_KUBE=1"
+		if required {
+			why = "the package's TestMain calls kubetest.MainRequired; UPSHIFT_REQUIRE_KUBE=0 skips the tests that need them instead"
+		}
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n(required: %s)\n", err, why)
 		return 1
 	}
 
@@ -282,7 +337,7 @@ func Get(tb TB) *Env {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.inMain {
-		tb.Fatalf("kubetest.Get: the package's TestMain must call kubetest.Main (it stops the control plane): func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }")
+		tb.Fatalf("kubetest.Get: the package's TestMain must call kubetest.Main or kubetest.MainRequired (it stops the control plane): func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }")
 		return nil
 	}
 	if !shared.started {
@@ -301,7 +356,7 @@ func Get(tb TB) *Env {
 	switch {
 	case shared.err == nil:
 		return shared.env
-	case errors.Is(shared.err, ErrNoBinaries) && !Required():
+	case errors.Is(shared.err, ErrNoBinaries) && !requiredLocked():
 		tb.Skipf("%v", shared.err)
 	default:
 		tb.Fatalf("%v", shared.err)
