@@ -16,9 +16,9 @@ import (
 // gateway package's AnnotationStore keeps one in a route annotation.
 type controlStore struct {
 	fake.Store
-	mu    sync.Mutex
-	c     strategy.Control
-	err   error
+	mu  sync.Mutex
+	c   strategy.Control
+	err error
 }
 
 var _ rollout.ControlStore = (*controlStore)(nil)
