@@ -34,7 +34,7 @@ type controlCmd struct {
 
 var controls = []controlCmd{
 	{use: "pause", short: "Hold the rollout where it is (sets control.paused)", command: strategy.CommandPause},
-	{use: "resume", short: "Clear control.paused and end the pause in force (a pause step, an inconclusive gate, an unhealthy hold)", command: strategy.CommandResume, field: "resume",
+	{use: "resume", short: "Clear control.paused, then end the pause still in force (a pause step, an inconclusive gate, an unhealthy hold)", command: strategy.CommandResume, field: "resume",
 		handled: func(r *strategy.Requests) string { return r.Resume }},
 	{use: "promote", short: "Finish the current step now (a pause, a gate, an interval)", command: strategy.CommandPromote, field: "promote",
 		handled: func(r *strategy.Requests) string { return r.Promote }},
@@ -76,15 +76,22 @@ stood), 5 no answer within --timeout, 1 error.`,
 func newToken(now time.Time) string { return now.UTC().Format("20060102T150405.000000000Z") }
 
 func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
+	wctx, cancel := context.WithTimeout(ctx, max(o.timeout, 0))
+	defer cancel()
+	if cc.command == strategy.CommandResume {
+		// Clear control.paused first: the pause it holds ends, and a pause
+		// step it had taken over is handed back to the step, which the
+		// resume request below then passes.
+		done, err := unpause(ctx, wctx, o, t)
+		if done || err != nil {
+			return err
+		}
+	}
 	token := ""
 	fields := map[string]any{}
-	switch cc.command {
-	case strategy.CommandPause:
+	if cc.command == strategy.CommandPause {
 		fields["paused"] = true
-	case strategy.CommandResume:
-		token = newToken(o.now())
-		fields["paused"], fields[cc.field] = false, token
-	default:
+	} else {
 		token = newToken(o.now())
 		fields[cc.field] = token
 	}
@@ -100,8 +107,6 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 	if o.timeout <= 0 {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	r, err := t.read(u)
 	if err != nil {
 		return err
@@ -110,34 +115,14 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 		fmt.Fprintf(o.out, "%s: nothing to hold now (%s); the spec stays paused for the next rollout\n", t, phaseOf(&r.state))
 		return nil
 	}
-	answered := func(r *rollout) bool {
+	u, r, err = t.await(wctx, u, func(r *rollout) bool {
 		if cc.command == strategy.CommandPause {
 			return r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause || !holdable(&r.state)
 		}
 		return cc.handled(&r.state.Handled) == token
-	}
-	rv := u.GetResourceVersion()
-	w := t.objectWatcher(rv, func(x *unstructured.Unstructured) { u = x })
-	defer w.stop()
-	for !answered(&r) {
-		ev, err := w.next(wctx)
-		if err != nil {
-			if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-				return withCode(exitTimeout, fmt.Errorf("%s: the rollout did not answer %s within --timeout %s: is its controller running?", t, what, o.timeout))
-			}
-			return err
-		}
-		switch ev.Type {
-		case watch.Deleted:
-			return fmt.Errorf("%s was deleted", t)
-		case watch.Added, watch.Modified:
-			if x, ok := ev.Object.(*unstructured.Unstructured); ok {
-				u = x
-			}
-		}
-		if r, err = t.read(u); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return timedOut(ctx, o, t, what, err)
 	}
 	// The state records that the request was seen; an Event of the
 	// controller, when it records one naming the token, says whether it
@@ -151,6 +136,73 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 		return withCode(exitIgnored, errSilent)
 	}
 	return nil
+}
+
+// unpause clears control.paused when it is set and waits until the
+// rollout no longer holds the pause it caused; done reports that nothing
+// is left paused.
+func unpause(ctx, wctx context.Context, o *options, t *target) (done bool, err error) {
+	u, err := t.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	r, err := t.read(u)
+	if err != nil || r.control == nil || !r.control.Paused {
+		return false, err
+	}
+	if u, err = t.writeControl(ctx, map[string]any{"paused": false}); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(o.out, "%s: control.paused cleared\n", t)
+	if o.timeout <= 0 {
+		return false, nil
+	}
+	_, r, err = t.await(wctx, u, func(r *rollout) bool {
+		return !r.stale && !(r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause)
+	})
+	if err != nil {
+		return false, timedOut(ctx, o, t, "control.paused cleared", err)
+	}
+	if r.state.Paused {
+		return false, nil // the step's pause (or another): resume it too
+	}
+	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(controlCmd{command: strategy.CommandResume}, &r.state, false, "unpaused"))
+	return true, nil
+}
+
+func timedOut(ctx context.Context, o *options, t *target, what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return withCode(exitTimeout, fmt.Errorf("%s: the rollout did not answer %s within --timeout %s: is its controller running?", t, what, o.timeout))
+	}
+	return err
+}
+
+// await follows the object from u until cond holds of its rollout.
+func (t *target) await(ctx context.Context, u *unstructured.Unstructured, cond func(*rollout) bool) (*unstructured.Unstructured, rollout, error) {
+	r, err := t.read(u)
+	if err != nil {
+		return u, r, err
+	}
+	w := t.objectWatcher(u.GetResourceVersion(), func(x *unstructured.Unstructured) { u = x })
+	defer w.stop()
+	for !cond(&r) {
+		ev, err := w.next(ctx)
+		if err != nil {
+			return u, r, err
+		}
+		switch ev.Type {
+		case watch.Deleted:
+			return u, r, fmt.Errorf("%s was deleted", t)
+		case watch.Added, watch.Modified:
+			if x, ok := ev.Object.(*unstructured.Unstructured); ok {
+				u = x
+			}
+		}
+		if r, err = t.read(u); err != nil {
+			return u, r, err
+		}
+	}
+	return u, r, nil
 }
 
 func holdable(s *strategy.State) bool {
