@@ -91,3 +91,29 @@ func TestNewToken(t *testing.T) {
 		t.Fatalf("tokens %q and %q", a, b)
 	}
 }
+
+// TestTimeoutDefaults: each command has its own --timeout default (get
+// waits for ever, the steering commands 30s), whatever the order in which
+// the commands define the flag.
+func TestTimeoutDefaults(t *testing.T) {
+	o := &options{}
+	root := newRoot(o)
+	for _, c := range []struct {
+		cmd  string
+		want string
+	}{{"get", "0s"}, {"abort", "30s"}, {"resume", "30s"}} {
+		sub, _, err := root.Find([]string{c.cmd})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sub.Flags().Lookup("timeout").DefValue; got != c.want {
+			t.Errorf("%s --timeout default %s, want %s", c.cmd, got, c.want)
+		}
+		if err := sub.Flags().Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := sub.Flags().Lookup("timeout").Value.String(); got != c.want {
+			t.Errorf("%s --timeout unset reads %s, want %s", c.cmd, got, c.want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ var controls = []controlCmd{
 }
 
 func newControl(o *options, cc controlCmd) *cobra.Command {
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use:   cc.use + " KIND/NAME",
 		Short: cc.short,
@@ -64,10 +65,11 @@ stood), 5 no answer within --timeout, 1 error.`,
 			if err != nil {
 				return err
 			}
+			o.timeout = timeout
 			return control(cmd.Context(), o, t, cc)
 		},
 	}
-	c.Flags().DurationVar(&o.timeout, "timeout", 30*time.Second, "how long to wait for the rollout to answer; 0 does not wait")
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the rollout to answer; 0 does not wait")
 	return c
 }
 

@@ -22,6 +22,7 @@ func newGet(o *options) *cobra.Command {
 	var (
 		follow    bool
 		maxEvents int
+		timeout   time.Duration
 	)
 	c := &cobra.Command{
 		Use:   "get KIND/NAME",
@@ -43,11 +44,12 @@ and exits when the rollout ends: 0 Succeeded (or nothing to roll out),
 			if err != nil {
 				return err
 			}
+			o.timeout = timeout
 			return get(cmd.Context(), o, t, follow, maxEvents)
 		},
 	}
 	c.Flags().BoolVarP(&follow, "watch", "w", false, "follow the rollout until it ends")
-	c.Flags().DurationVar(&o.timeout, "timeout", 0, "with --watch, give up after this long (exit code 5); 0 waits for ever")
+	c.Flags().DurationVar(&timeout, "timeout", 0, "with --watch, give up after this long (exit code 5); 0 waits for ever")
 	c.Flags().IntVar(&maxEvents, "events", render.DefaultMaxEvents, "the number of recent Events shown; negative shows none")
 	return c
 }
