@@ -109,6 +109,8 @@ Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
 3 rolled back, 4 degraded, 5 timeout, 6 request ignored by the rollout.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// kubectl runs it as `kubectl upshift`: its help says so.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl upshift"},
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&o.kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG or ~/.kube/config)")
