@@ -4,8 +4,8 @@
 # the Traefik data plane of e2e/traefik (hack/traefik.sh) and the Prometheus
 # server of kubetest/promtest (hack/prometheus.sh) when missing, side by side
 # (hack/test-binaries.sh), from the Go module proxy, cached outside the
-# repository, then, in every
-# module that go.work lists, go test -race ./... (the strategy package,
+# repository, and tmux (Debian's package) for the kubectl plugin's screen
+# test when missing; then, in every module that go.work lists, go test -race ./... (the strategy package,
 # which runs on one goroutine, without -race) against that module's own
 # go.mod (GOWORK=off: the root module at its minimum versions, each adapter
 # module at its own), with the API-server tests required rather than
@@ -20,6 +20,12 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 bash hack/test-binaries.sh
+# tmux, for the kubectl plugin's screen test (cmd/kubectl-upshift TestScreen),
+# from Debian's packages when missing.
+if ! command -v tmux >/dev/null 2>&1; then
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo apt-get install -y -qq tmux >/dev/null
+fi
 mapfile -t modules < <(GOWORK="$PWD/go.work" go list -m -f '{{.Dir}}')
 (( ${#modules[@]} > 1 )) || { echo "no modules from go.work" >&2; exit 1; }
 status=0

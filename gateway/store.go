@@ -70,6 +70,28 @@ func (s *AnnotationStore) Load(ctx context.Context) (strategy.State, error) {
 	return st, nil
 }
 
+var _ rollout.ControlStore = (*AnnotationStore)(nil)
+
+// LoadControl returns the strategy.Control written in the route's
+// ControlAnnotation: the zero Control when there is none, an error
+// matching rollout.ErrNotFound when the route does not exist, and a
+// permanent error naming the annotation when it does not decode.
+func (s *AnnotationStore) LoadControl(ctx context.Context) (strategy.Control, error) {
+	var c strategy.Control
+	rt, err := s.api.get(ctx, s.route)
+	if err != nil {
+		return c, apiError(err, s.route)
+	}
+	raw, ok := rt.meta().Annotations[ControlAnnotation]
+	if !ok || raw == "" {
+		return c, nil
+	}
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		return c, rollout.Permanent(fmt.Errorf("gateway: %s: annotation %s: %w", s.route, ControlAnnotation, err))
+	}
+	return c, nil
+}
+
 // Save writes the state into the annotation, re-reading on a conflict. A
 // route that other owners claim, and Owner does not, is refused with a
 // *rollout.ClaimedError naming one of them, and nothing is written.
@@ -101,3 +123,11 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 		return true, nil
 	})
 }
+
+// ControlAnnotation is the annotation of a route in which a person (or
+// `kubectl upshift pause`, `abort`...) steers a standalone rollout whose
+// state AnnotationStore keeps: the JSON of a strategy.Control, such as
+// {"abort":"2026-03-01T12:00:00Z"} or {"paused":true}.
+// AnnotationStore.LoadControl reads it, and rollout.Runner.Run applies it
+// as the example operator applies spec.control (see rollout.ControlStore).
+const ControlAnnotation = "upshift.dev/rollout-control"

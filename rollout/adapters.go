@@ -200,6 +200,21 @@ type Store interface {
 	Save(ctx context.Context, s strategy.State) error
 }
 
+// ControlStore is a Store that also keeps the rollout's strategy.Control:
+// the declarative requests (paused, abort, promote...) that a person writes
+// next to the stored state, as the gateway package's AnnotationStore reads
+// them from the route's upshift.dev/rollout-control annotation. Run reads
+// it before every reconcile and applies it (strategy.State.Control) to the
+// state, at the Runner's clock, exactly as an operator applies its spec's
+// control: each one-shot request acts once, whatever the number of reads,
+// also across restarts (the state records the requests it has seen), and
+// Paused holds the rollout while true. LoadControl returns the zero Control
+// when none is written. Optional.
+type ControlStore interface {
+	Store
+	LoadControl(ctx context.Context) (strategy.Control, error)
+}
+
 // Sentinel errors. Adapters wrap them with %w.
 var (
 	// ErrInvalid: a Runner's configuration (see Runner.Validate) or a

@@ -190,6 +190,22 @@
 // Run never drops a command or a hop because a save failed: it keeps the
 // change in memory, reconciles from it, and retries the save until it lands.
 //
+// Steering a standalone rollout. A Store that is also a ControlStore keeps
+// a strategy.Control next to the state, and Run applies it before every
+// reconcile (strategy.State.Control) as an operator applies its spec's
+// control: paused holds the rollout while true; abort, retry, promote,
+// promoteFull and resume act once for each new value. The gateway
+// package's AnnotationStore reads it from the route's
+// upshift.dev/rollout-control annotation (gateway.ControlAnnotation), the
+// JSON of a strategy.Control, which `kubectl upshift pause httproute/NAME`
+// (abort, promote...) writes:
+//
+//	kubectl annotate httproute web --overwrite upshift.dev/rollout-control='{"abort":"2026-03-01T12:00:00Z"}'
+//
+// The requests a state has seen are recorded in it (State.Handled), so a
+// request acts once also when Run restarts; one that does not apply to the
+// rollout as it stands is used up and logged as ignored.
+//
 // Run's lifetime guarantees:
 //   - Nothing outlives it. Run subscribes to the Notifiers with a context
 //     of its own and ends it before it returns; a Notifier's goroutines

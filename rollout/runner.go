@@ -490,6 +490,15 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // saves after every change, and waits for the requeue, a command or ctx.
 // Killed and restarted, it resumes where the Store says it was.
 //
+// A Store that is a ControlStore (the gateway package's AnnotationStore)
+// also carries a strategy.Control: Run reads it before every reconcile and
+// applies it with strategy.State.Control, so a person steers a standalone
+// rollout as an operator's spec.control steers one (kubectl upshift pause,
+// abort... write it). It is read at every reconcile: while a rollout runs,
+// at least every poll interval (a paused rollout included); a request
+// written while Run waits on a finished state with a commands channel is
+// read once something wakes it.
+//
 // Commands (strategy.State.Resume, a closure calling Abort...) are applied
 // between reconciles to the state in memory, at the Runner's clock, which
 // every later reconcile starts from, and saved at once. A state stamped by
@@ -578,7 +587,30 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	defer cancel()
 	wake, watched := r.notifications(subCtx)
 	watched = watched || r.Watched
+	controls, _ := r.Store.(ControlStore)
 	for {
+		if controls != nil {
+			// The control written next to the state (ControlStore): its
+			// requests act once each, like commands.
+			c, err := controls.LoadControl(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				return ended()
+			case err != nil:
+				log.Error(&AdapterError{Adapter: "store", Op: "load control", Err: err}, "reading the control failed; will retry")
+			default:
+				next, applied := s.Control(c, clk.Now())
+				for _, a := range applied {
+					log.Info("control", "command", a.Command, "token", a.Token, "ignored", a.Ignored)
+				}
+				if len(applied) > 0 {
+					store(next)
+					if !finished() {
+						await = false // a rollout goes on: Run returns when it ends
+					}
+				}
+			}
+		}
 		next, requeue, err := r.reconcileAt(ctx, s, clk.Now(), watched)
 		if err != nil && ctx.Err() != nil {
 			// The reconcile failed because ctx ended: nothing it saw holds.

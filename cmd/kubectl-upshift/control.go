@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/upshift-dev/upshift/cmd/kubectl-upshift/internal/object"
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// controlCmd is one of the commands that write a strategy.Control request.
+type controlCmd struct {
+	use, short string
+	// command is the strategy.Command* it applies.
+	command string
+	// field is the request's JSON field in strategy.Control; "" for pause.
+	field string
+	// handled returns the last value of the request the state has seen.
+	handled func(*strategy.Requests) string
+}
+
+var controls = []controlCmd{
+	{use: "pause", short: "Hold the rollout where it is (sets control.paused)", command: strategy.CommandPause},
+	{use: "resume", short: "Clear control.paused, then end the pause still in force (a pause step, an inconclusive gate, an unhealthy hold)", command: strategy.CommandResume, field: "resume",
+		handled: func(r *strategy.Requests) string { return r.Resume }},
+	{use: "promote", short: "Finish the current step now (a pause, a gate, an interval)", command: strategy.CommandPromote, field: "promote",
+		handled: func(r *strategy.Requests) string { return r.Promote }},
+	{use: "promote-full", short: "Walk to weight 100 now, skipping every remaining step", command: strategy.CommandPromoteFull, field: "promoteFull",
+		handled: func(r *strategy.Requests) string { return r.PromoteFull }},
+	{use: "abort", short: "Walk traffic back to the stable side", command: strategy.CommandAbort, field: "abort",
+		handled: func(r *strategy.Requests) string { return r.Abort }},
+	{use: "retry", short: "Start an aborted rollout again", command: strategy.CommandRetry, field: "retry",
+		handled: func(r *strategy.Requests) string { return r.Retry }},
+}
+
+func newControl(o *options, cc controlCmd) *cobra.Command {
+	var timeout time.Duration
+	c := &cobra.Command{
+		Use:   cc.use + " KIND/NAME",
+		Short: cc.short,
+		Long: cc.short + `.
+
+It writes the request into the object's control (--control-path, .spec.control
+by default; for a route, the upshift.dev/rollout-control annotation) with a
+JSON merge patch and a fresh token, then follows the object (a watch, for at
+most --timeout) until the rollout reports what it did with it. Exit codes:
+0 applied, 6 used up without effect (it did not apply to the rollout as it
+stood), 5 no answer within --timeout, 1 error.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := resolve(cmd.Context(), o, args[0])
+			if err != nil {
+				return err
+			}
+			o.timeout = timeout
+			return control(cmd.Context(), o, t, cc)
+		},
+	}
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the rollout to answer; 0 does not wait")
+	return c
+}
+
+// newToken returns a request value never written before: the instant, to
+// the nanosecond.
+func newToken(now time.Time) string { return now.UTC().Format("20060102T150405.000000000Z") }
+
+func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
+	wctx, cancel := context.WithTimeout(ctx, max(o.timeout, 0))
+	defer cancel()
+	if cc.command == strategy.CommandResume {
+		// Clear control.paused first: the pause it holds ends, and a pause
+		// step it had taken over is handed back to the step, which the
+		// resume request below then passes.
+		done, err := unpause(ctx, wctx, o, t)
+		if done || err != nil {
+			return err
+		}
+	}
+	token := ""
+	fields := map[string]any{}
+	if cc.command == strategy.CommandPause {
+		fields["paused"] = true
+	} else {
+		token = newToken(o.now())
+		fields[cc.field] = token
+	}
+	u, err := t.writeControl(ctx, fields)
+	if err != nil {
+		return err
+	}
+	what := cc.command
+	if token != "" {
+		what += " " + token
+	}
+	fmt.Fprintf(o.out, "%s: %s requested\n", t, what)
+	if o.timeout <= 0 {
+		return nil
+	}
+	r, err := t.read(u)
+	if err != nil {
+		return err
+	}
+	if cc.command == strategy.CommandPause && !holdable(&r.state) {
+		fmt.Fprintf(o.out, "%s: nothing to hold now (%s); the spec stays paused for the next rollout\n", t, phaseOf(&r.state))
+		return nil
+	}
+	u, r, err = t.await(wctx, u, func(r *rollout) bool {
+		if cc.command == strategy.CommandPause {
+			return r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause || !holdable(&r.state)
+		}
+		return cc.handled(&r.state.Handled) == token
+	})
+	if err != nil {
+		return timedOut(ctx, o, t, what, err)
+	}
+	// The state records that the request was seen; an Event of the
+	// controller, when it records one naming the token, says whether it
+	// applied.
+	ignored, note := false, ""
+	if token != "" {
+		ignored, note = t.controlEvent(wctx, u, token)
+	}
+	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(cc, &r.state, ignored, note))
+	if ignored {
+		return withCode(exitIgnored, errSilent)
+	}
+	return nil
+}
+
+// unpause clears control.paused when it is set and waits until the
+// rollout no longer holds the pause it caused; done reports that nothing
+// is left paused.
+func unpause(ctx, wctx context.Context, o *options, t *target) (done bool, err error) {
+	u, err := t.get(ctx)
+	if err != nil {
+		return false, err
+	}
+	r, err := t.read(u)
+	if err != nil || r.control == nil || !r.control.Paused {
+		return false, err
+	}
+	if u, err = t.writeControl(ctx, map[string]any{"paused": false}); err != nil {
+		return false, err
+	}
+	fmt.Fprintf(o.out, "%s: control.paused cleared\n", t)
+	if o.timeout <= 0 {
+		return false, nil
+	}
+	_, r, err = t.await(wctx, u, func(r *rollout) bool {
+		return !r.stale && !(r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause)
+	})
+	if err != nil {
+		return false, timedOut(ctx, o, t, "control.paused cleared", err)
+	}
+	if r.state.Paused {
+		return false, nil // the step's pause (or another): resume it too
+	}
+	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(controlCmd{command: strategy.CommandResume}, &r.state, false, "unpaused"))
+	return true, nil
+}
+
+func timedOut(ctx context.Context, o *options, t *target, what string, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		return withCode(exitTimeout, fmt.Errorf("%s: the rollout did not answer %s within --timeout %s: is its controller running?", t, what, o.timeout))
+	}
+	return err
+}
+
+// await follows the object from u until cond holds of its rollout.
+func (t *target) await(ctx context.Context, u *unstructured.Unstructured, cond func(*rollout) bool) (*unstructured.Unstructured, rollout, error) {
+	r, err := t.read(u)
+	if err != nil {
+		return u, r, err
+	}
+	w := t.objectWatcher(u.GetResourceVersion(), func(x *unstructured.Unstructured) { u = x })
+	defer w.stop()
+	for !cond(&r) {
+		ev, err := w.next(ctx)
+		if err != nil {
+			return u, r, err
+		}
+		switch ev.Type {
+		case watch.Deleted:
+			return u, r, fmt.Errorf("%s was deleted", t)
+		case watch.Added, watch.Modified:
+			if x, ok := ev.Object.(*unstructured.Unstructured); ok {
+				u = x
+			}
+		}
+		if r, err = t.read(u); err != nil {
+			return u, r, err
+		}
+	}
+	return u, r, nil
+}
+
+func holdable(s *strategy.State) bool {
+	return !s.Idle() && !s.Phase.Terminal() && s.Phase != strategy.PhaseAborting
+}
+
+func phaseOf(s *strategy.State) string {
+	if s.Idle() {
+		return "idle"
+	}
+	return string(s.Phase)
+}
+
+func outcome(cc controlCmd, s *strategy.State, ignored bool, note string) string {
+	head := cc.command + " applied"
+	if ignored {
+		head = cc.command + " ignored: it does not apply to the rollout as it stands"
+	} else if note == "" && cc.command != strategy.CommandPause {
+		head = cc.command + " seen by the rollout"
+	}
+	line := fmt.Sprintf("%s; now %s, canary weight %d", head, phaseOf(s), s.Observed.Weight)
+	if s.Paused {
+		line += ", paused (" + s.PauseReason + ")"
+	}
+	if s.Message != "" && s.Message != string(s.Phase) {
+		line += ": " + s.Message
+	}
+	return line
+}
+
+// controlEvent looks for the controller's Event about token (the example
+// operator records one for every request, Warning when ignored), waiting
+// for it a few seconds at most: Events are recorded asynchronously.
+func (t *target) controlEvent(ctx context.Context, u *unstructured.Unstructured, token string) (ignored bool, note string) {
+	evs, rv, err := t.events(ctx, u)
+	if err != nil {
+		return false, ""
+	}
+	match := func(e *corev1.Event) (bool, string) {
+		if strings.Contains(e.Message, token) {
+			return true, e.Type
+		}
+		return false, ""
+	}
+	for _, e := range evs {
+		if ok, typ := match(&e); ok {
+			return typ == corev1.EventTypeWarning, e.Message
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	w := t.eventWatcher(u, rv, func(map[types.UID]corev1.Event) {})
+	defer w.stop()
+	for {
+		ev, err := w.next(ctx)
+		if err != nil {
+			return false, ""
+		}
+		if e, ok := ev.Object.(*corev1.Event); ok {
+			if ok, typ := match(e); ok {
+				return typ == corev1.EventTypeWarning, e.Message
+			}
+		}
+	}
+}
+
+// writeControl sets fields of the object's control with a merge patch (on
+// a route: of the control annotation, with the resource version as a
+// precondition, retried on conflicts).
+func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unstructured.Unstructured, error) {
+	if !t.annotated {
+		patch, err := object.MergePatch(t.control, fields)
+		if err != nil {
+			return nil, err
+		}
+		u, err := t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("%s: writing %s: %w", t, t.control, err)
+		}
+		return u, nil
+	}
+	for attempt := 0; ; attempt++ {
+		u, err := t.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		cur := map[string]any{}
+		if raw, ok := u.GetAnnotations()[gateway.ControlAnnotation]; ok {
+			if err := json.Unmarshal([]byte(raw), &cur); err != nil {
+				return nil, fmt.Errorf("%s: annotation %s: %w", t, gateway.ControlAnnotation, err)
+			}
+		}
+		for k, v := range fields {
+			cur[k] = v
+		}
+		if p, ok := cur["paused"].(bool); ok && !p {
+			delete(cur, "paused")
+		}
+		val, err := json.Marshal(cur)
+		if err != nil {
+			return nil, err
+		}
+		var c strategy.Control // what the Runner reads must decode
+		if err := json.Unmarshal(val, &c); err != nil {
+			return nil, fmt.Errorf("%s: annotation %s: %w", t, gateway.ControlAnnotation, err)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+			"resourceVersion": u.GetResourceVersion(),
+			"annotations":     map[string]any{gateway.ControlAnnotation: string(val)},
+		}})
+		if err != nil {
+			return nil, err
+		}
+		u, err = t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		if apierrors.IsConflict(err) && attempt < 5 {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: writing annotation %s: %w", t, gateway.ControlAnnotation, err)
+		}
+		return u, nil
+	}
+}
