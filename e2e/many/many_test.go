@@ -24,7 +24,12 @@ func TestConcurrentRollouts(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			strat := strategyFor(v, 25, 250*time.Millisecond)
-			r := run(t, 20, v, strat, 250*time.Millisecond, time.Minute)
+			// Each rollout may take up to 5 minutes: on a 2-core machine
+			// with two busy loops and other modules' tests beside it, the
+			// API server and the gateway player lag by seconds (20 of these
+			// once needed more than the minute this allowed before). A
+			// rollout that ends sooner ends the wait sooner.
+			r := run(t, 20, v, strat, 250*time.Millisecond, 5*time.Minute)
 			t.Log(r.summary(v))
 			if r.succeeded != r.n {
 				t.Fatalf("%d of %d rollouts succeeded", r.succeeded, r.n)
