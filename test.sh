@@ -10,12 +10,12 @@
 # go.mod (GOWORK=off: the root module at its minimum versions, each adapter
 # module at its own), with the API-server tests required rather than
 # skipped; the same in hack/traefik/go-http-auth, a module of its own (the
-# stand-in that the Traefik build uses); and last hack/consumer.sh, which
+# stand-in that the Traefik build uses); and hack/consumer.sh, which
 # fails if the root module would raise an operator's controller-runtime or
 # k8s.io versions, and hack/copy-operator.sh, which renames a copy of
 # examples/operator outside the repository and runs its tests there.
-# Modules are tested two at a time (UPSHIFT_TEST_JOBS), each printed whole
-# when it is done.
+# Modules and those two scripts run two at a time (UPSHIFT_TEST_JOBS), each
+# printed whole when it is done.
 # Extra arguments go to every go test run, e.g. ./test.sh -run Router -count=1 -v
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -37,6 +37,11 @@ status=0
 test_module() {
   local dir=$1 rel=${1#"$PWD"} rc=0
   rel=${rel#/}; shift
+  if [[ "$dir" == hack/*.sh ]]; then # a script of its own, not a module
+    echo "== $dir"
+    bash "$dir" || rc=$?
+    return "$rc"
+  fi
   echo "== module ${rel:-.} ($(cd "$dir" && GOWORK=off go list -m))"
   if [[ -z "$rel" ]]; then
     # strategy runs on one goroutine (its TestSingleGoroutine holds it to
@@ -61,6 +66,11 @@ trap 'rm -rf "$logs"' EXIT
 order=()
 for dir in "${modules[@]}"; do [[ "$dir" == "$PWD/e2e" ]] && order+=("$dir"); done
 for dir in "${modules[@]}"; do [[ "$dir" != "$PWD/e2e" ]] && order+=("$dir"); done
+# hack/consumer.sh fails if the root module would raise an operator's
+# versions; hack/copy-operator.sh tests a renamed copy of examples/operator
+# (after that module, whose compiled dependencies it reuses). They take
+# turns in the same pool, beside the end-to-end tests' waits.
+order+=(hack/consumer.sh hack/copy-operator.sh)
 jobs_max=${UPSHIFT_TEST_JOBS:-2}
 for i in "${!order[@]}"; do
   while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || true; done
@@ -76,8 +86,4 @@ for i in "${!order[@]}"; do
   rc=$(cat "$logs/$i.rc" 2>/dev/null || echo 1)
   (( rc == 0 )) || status=$rc
 done
-echo "== hack/consumer.sh"
-bash hack/consumer.sh || status=$?
-echo "== hack/copy-operator.sh"
-bash hack/copy-operator.sh || status=$?
 exit "$status"
