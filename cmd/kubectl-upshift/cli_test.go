@@ -117,3 +117,68 @@ func TestTimeoutDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanSVG: plan --svg writes the plot that render.PlanChart draws (its
+// golden files) and says where, after the text it prints without --svg.
+func TestPlanSVG(t *testing.T) {
+	cases := []struct {
+		name, golden string
+		args         []string
+	}{
+		{"canary", "plan-canary", []string{"plan", "-f", "testdata/release.yaml", "--resume-after", "10m"}},
+		{"canary gate inconclusive", "plan-canary-inconclusive", []string{"plan", "-f", "testdata/release.yaml", "--resume-after", "10m", "--verdict", "errors=Inconclusive"}},
+		{"incremental", "plan-incremental", []string{"plan", "-f", "testdata/incremental.yaml"}},
+		{"blue-green", "plan-bluegreen", []string{"plan", "-f", "testdata/bluegreen.yaml"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var text, errOut bytes.Buffer
+			if code := run(context.Background(), c.args, &text, &errOut); code != 0 {
+				t.Fatalf("without --svg: exit %d\n%s", code, errOut.String())
+			}
+			path := filepath.Join(t.TempDir(), "plan.svg")
+			var out bytes.Buffer
+			errOut.Reset()
+			if code := run(context.Background(), append(c.args, "--svg", path), &out, &errOut); code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errOut.String())
+			}
+			want := text.String() + "plot written to " + path + "\n"
+			if diff := cmp.Diff(want, out.String()); diff != "" {
+				t.Errorf("stdout (-want +got):\n%s", diff)
+			}
+			if errOut.Len() != 0 {
+				t.Errorf("stderr: %q", errOut.String())
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSVG, err := os.ReadFile(filepath.Join("render", "testdata", c.golden+".svg"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(wantSVG), string(got)); diff != "" {
+				t.Errorf("%s (-want +got):\n%s", path, diff)
+			}
+		})
+	}
+}
+
+// TestPlanSVGUnwritable: a path that cannot be written fails the command,
+// naming --svg, and prints no plan.
+func TestPlanSVGUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	for _, path := range []string{filepath.Join(dir, "no", "such", "dir", "plan.svg"), dir} {
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), []string{"plan", "-f", "testdata/incremental.yaml", "--svg", path}, &out, &errOut)
+		if code != exitError {
+			t.Errorf("--svg %s: exit %d, want %d", path, code, exitError)
+		}
+		if msg := errOut.String(); !strings.HasPrefix(msg, "error: --svg: ") || !strings.Contains(msg, path) {
+			t.Errorf("--svg %s: stderr %q, want an error naming --svg and the path", path, msg)
+		}
+		if out.Len() != 0 {
+			t.Errorf("--svg %s: stdout %q, want nothing", path, out.String())
+		}
+	}
+}

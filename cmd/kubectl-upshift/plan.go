@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/upshift-dev/upshift/cmd/kubectl-upshift/internal/object"
+	"github.com/upshift-dev/upshift/cmd/kubectl-upshift/render"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -19,6 +22,7 @@ func newPlan(o *options) *cobra.Command {
 		file        string
 		resumeAfter time.Duration
 		verdicts    map[string]string
+		svg         string
 	)
 	c := &cobra.Command{
 		Use:   "plan -f FILE",
@@ -27,20 +31,27 @@ func newPlan(o *options) *cobra.Command {
 rollout does when every hop applies at once (strategy.Plan). FILE ("-" for
 standard input) holds a manifest with the strategy at --strategy-path (a
 Release), or a bare strategy: an object with one of incremental, canary and
-blueGreen. Nothing is read from the cluster.`,
+blueGreen. Nothing is read from the cluster.
+
+With --svg FILE it also writes the plan as a self-contained SVG plot: the
+capacity of each side and the canary weight over time, pauses and gates
+shaded or marked, and the phase it ends in.
+
+  kubectl upshift plan -f release.yaml --resume-after 10m --svg plan.svg`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return plan(o, file, resumeAfter, verdicts)
+			return plan(o, file, resumeAfter, verdicts, svg)
 		},
 	}
 	c.Flags().StringVarP(&file, "filename", "f", "", "the manifest or strategy to plan (- for standard input)")
 	c.Flags().DurationVar(&resumeAfter, "resume-after", 0, "how long a person takes to resume a pause without end or an inconclusive gate")
 	c.Flags().StringToStringVar(&verdicts, "verdict", nil, "a gate's verdict, NAME=Pass|Fail|Inconclusive (every other gate passes)")
+	c.Flags().StringVar(&svg, "svg", "", "also write the plan as an SVG plot to this file")
 	_ = c.MarkFlagRequired("filename")
 	return c
 }
 
-func plan(o *options, file string, resumeAfter time.Duration, verdicts map[string]string) error {
+func plan(o *options, file string, resumeAfter time.Duration, verdicts map[string]string, svg string) error {
 	var (
 		b   []byte
 		err error
@@ -83,10 +94,51 @@ func plan(o *options, file string, resumeAfter time.Duration, verdicts map[strin
 	if err != nil {
 		return err
 	}
+	if svg != "" {
+		var b bytes.Buffer
+		title := fmt.Sprintf("%s plan of %s", kind(s), source(file, doc))
+		if err := (render.PlanChart{Title: title, Timeline: tl, Gates: render.PlanGates(s, po, tl)}).WriteSVG(&b); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+		if err := os.WriteFile(svg, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("--svg: %w", err)
+		}
+	}
 	fmt.Fprintln(o.out, "+OFFSET WHAT (STABLE,CANARY capacity) wWEIGHT")
 	fmt.Fprintln(o.out, tl.String())
 	fmt.Fprintf(o.out, "\ncapacities: %s\nends %s\n", tl.Capacities(), tl.Final.Phase)
+	if svg != "" {
+		fmt.Fprintf(o.out, "plot written to %s\n", svg)
+	}
 	return nil
+}
+
+// kind names the kind of a strategy as the manifests spell it.
+func kind(s strategy.Strategy) string {
+	switch s.(type) {
+	case strategy.Incremental:
+		return "incremental"
+	case strategy.Canary:
+		return "canary"
+	case strategy.BlueGreen:
+		return "blue-green"
+	}
+	return fmt.Sprintf("%T", s)
+}
+
+// source names what a plan was read from: the object of a manifest
+// (Release/web), else the file.
+func source(file string, doc map[string]any) string {
+	k, _ := doc["kind"].(string)
+	meta, _ := doc["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	switch {
+	case k != "" && name != "":
+		return k + "/" + name
+	case file == "-":
+		return "standard input"
+	}
+	return filepath.Base(file)
 }
 
 func contains(xs []string, x string) bool {

@@ -47,16 +47,16 @@ type planCase struct {
 }
 
 var planCases = []planCase{
-	{"plan-incremental", "incremental.yaml", "incremental plan", strategy.PlanOptions{}},
+	{"plan-incremental", "incremental.yaml", "incremental plan of incremental.yaml", strategy.PlanOptions{}},
 	// A timed pause, a gate that passes and a pause until resumed.
-	{"plan-canary", "release.yaml", "canary plan of release/web", strategy.PlanOptions{ResumeAfter: 10 * time.Minute}},
+	{"plan-canary", "release.yaml", "canary plan of Release/web", strategy.PlanOptions{ResumeAfter: 10 * time.Minute}},
 	// The gate is inconclusive: a person resumes it.
-	{"plan-canary-inconclusive", "release.yaml", "canary plan of release/web",
+	{"plan-canary-inconclusive", "release.yaml", "canary plan of Release/web",
 		strategy.PlanOptions{ResumeAfter: 10 * time.Minute, Verdicts: map[string]strategy.Verdict{"errors": strategy.VerdictInconclusive}}},
-	{"plan-canary-gate-fails", "release.yaml", "canary plan of release/web",
+	{"plan-canary-gate-fails", "release.yaml", "canary plan of Release/web",
 		strategy.PlanOptions{Verdicts: map[string]strategy.Verdict{"errors": strategy.VerdictFail}}},
 	// Every hop at +0s.
-	{"plan-bluegreen", "bluegreen.yaml", "blue-green plan", strategy.PlanOptions{}},
+	{"plan-bluegreen", "bluegreen.yaml", "blue-green plan of bluegreen.yaml", strategy.PlanOptions{}},
 }
 
 func drawCase(t *testing.T, c planCase) []byte {
@@ -99,7 +99,7 @@ func TestPlanSVGGolden(t *testing.T) {
 func TestPlanSVGDrawsWhatHappens(t *testing.T) {
 	cases := map[string]struct{ want, not []string }{
 		"plan-incremental": {
-			want: []string{"incremental plan, 1m30s in all", ">Succeeded at +1m30s<", ">end: Succeeded<", ">30s<", ">1m<"},
+			want: []string{"incremental plan of incremental.yaml, 1m30s in all", ">Succeeded at +1m30s<", ">end: Succeeded<", ">30s<", ">1m<"},
 			not:  []string{"timed pause", "until resumed", "gate"},
 		},
 		"plan-canary": {
@@ -115,7 +115,7 @@ func TestPlanSVGDrawsWhatHappens(t *testing.T) {
 			not:  []string{"until resumed", "gate passes", "Succeeded"},
 		},
 		"plan-bluegreen": {
-			want: []string{"blue-green plan, 0s in all", "drawn apart, in order", ">Succeeded at +0s<"},
+			want: []string{"blue-green plan of bluegreen.yaml, 0s in all", "drawn apart, in order", ">Succeeded at +0s<"},
 			not:  []string{"pause", "gate"},
 		},
 	}

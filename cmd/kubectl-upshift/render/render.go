@@ -2,6 +2,10 @@
 // stands, for a person. Render is pure: everything it shows comes from the
 // View, the current instant included, so the same View always draws the
 // same text.
+//
+// PlanSVG (and PlanChart) plot the dry run of `kubectl upshift plan --svg`:
+// a strategy.Timeline as a self-contained SVG, the same bytes for the same
+// timeline.
 package render
 
 import (
