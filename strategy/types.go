@@ -457,7 +457,7 @@ type Target struct {
 //   - 7: a side's revision changes only while it carries weight 0, observed
 //     on an accepted route, and, with capacity setters (the managed and
 //     replicas modes), while it is settled at capacity 0: the canary revision
-//     is deployed at zero (recorded in Allocation.CanaryRevision and asked
+//     is deployed at zero (recorded in State.Desired.CanaryRevision and asked
 //     again if it does not appear), which is what keeps an upgrade within the
 //     surge budget; in the fixed mode the side stays provisioned and is
 //     redeployed while it carries weight 0;
