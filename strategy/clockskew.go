@@ -17,7 +17,8 @@ import (
 // restarted controller resumes exactly where it stopped, and durations are
 // measured from the recorded instants. Commands and Step must therefore
 // share one clock. Every recorded instant bounds the clock from below (time
-// that runs backwards counts as no time passing), so a state stamped by
+// that runs backwards counts as no time passing, and never causes progress
+// nor a panic), so a state stamped by
 // another clock than the one that steps it (a command given time.Now()
 // while the Runner runs on a test clock, a controller whose clock was ahead)
 // holds every time-gated event until now reaches that instant. Beyond
