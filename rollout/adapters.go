@@ -207,6 +207,8 @@ type HealthChecker interface {
 
 // Store loads and saves the state of one rollout for standalone runs. Load
 // returns ErrNotFound when nothing was saved yet. Save is a full replace.
+// Package fake has an in-memory Store; gateway.AnnotationStore keeps the
+// state on a route.
 type Store interface {
 	Load(ctx context.Context) (strategy.State, error)
 	Save(ctx context.Context, s strategy.State) error
