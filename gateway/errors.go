@@ -72,6 +72,12 @@ func (e *NoSharedRuleError) Is(target error) bool { return target == ErrInvalid 
 // Duplicate, Backend is one of the two managed backends named a second
 // time in the rule, which would double that side's share; keep one
 // backendRef to it.
+//
+// It matches ErrInvalid and is rollout.Permanent: a rollout aborts instead
+// of counting 70/30 while a third backend takes its own share, and its walk
+// back writes nothing until the rule is fixed. A backend that must keep
+// serving belongs in a rule of its own (a different match), where the
+// Router leaves it alone.
 type ExtraBackendError struct {
 	Route     RouteRef
 	Rule      int

@@ -136,8 +136,8 @@ func fuzzWalk(strat strategy.Strategy, n, at int, cmd rollout.Command) strategy.
 // the route's weights (valid splits of 100 or not) and parent status, and
 // each side's replicas and capacity, hence its ready share.
 //
-// It checks the rules of the capacity-safe mover in the strategy package
-// documentation, and what the Runner and the AnnotationStore promise:
+// It checks rules 1 to 5 of the strategy package documentation (# Invariants,
+// the capacity-safe mover), and what the Runner and the AnnotationStore promise:
 //   - nothing panics; a Load that fails returns a Permanent error naming
 //     the annotation, never rollout.ErrNotFound (the annotation is there);
 //   - an idle state reads and writes no adapter;

@@ -9,7 +9,9 @@ import (
 )
 
 // Weights is a split of requests between the two physical sides, in percent.
-// A and B always sum to 100 when the Runner writes them.
+// A and B always sum to 100 when the Runner writes them. Weights read that
+// do not (another writer, a careless edit) are reported as
+// strategy.Observation.WeightInvalid and repaired once that is safe.
 type Weights struct {
 	A int32 `json:"a"`
 	B int32 `json:"b"`
@@ -162,7 +164,17 @@ func (f RevisionFunc) Revision(ctx context.Context, expect string) (RevisionStat
 // have changed (a burst of changes may be one call or many; wake never
 // blocks). An error means the adapter cannot notify: the caller polls.
 // Run uses it to reconcile as soon as a hop is applied instead of at the
-// next poll; an operator maps the same changes to its watches.
+// next poll; an operator maps the same changes to its watches (see
+// Runner.Watched). The gateway Router watches its routes by name,
+// serve/replicas its workloads, and the fakes every change they make. Run
+// subscribes to each once and reconciles as soon as one reports a change (a
+// burst is one reconcile). When every adapter that observes the world (the
+// Router, the capacity setters, the revision readers) notifies, Run waits
+// for the strategy's WatchedRequeueAfter, which polls only at the poll
+// interval; otherwise it takes RequeueAfter, which polls fast right after a
+// hop (from strategy.Options.InitialPollInterval, doubling up to the poll
+// interval), so that a hop the world applies in 300 ms is seen within about
+// 400 ms rather than at the next 2 s poll.
 //
 // The notifications end when ctx ends: every goroutine Notify started
 // (a watch, a poller) returns promptly after, without waiting for a timer
@@ -195,6 +207,8 @@ type HealthChecker interface {
 
 // Store loads and saves the state of one rollout for standalone runs. Load
 // returns ErrNotFound when nothing was saved yet. Save is a full replace.
+// Package fake has an in-memory Store; gateway.AnnotationStore keeps the
+// state on a route.
 type Store interface {
 	Load(ctx context.Context) (strategy.State, error)
 	Save(ctx context.Context, s strategy.State) error
@@ -209,7 +223,12 @@ type Store interface {
 // control: each one-shot request acts once, whatever the number of reads,
 // also across restarts (the state records the requests it has seen), and
 // Paused holds the rollout while true. LoadControl returns the zero Control
-// when none is written. Optional.
+// when none is written. Optional. A request that does not apply to the
+// rollout as it stands is used up and logged as ignored. With the
+// AnnotationStore, `kubectl upshift pause httproute/NAME` (abort,
+// promote...) writes the annotation, or by hand:
+//
+//	kubectl annotate httproute web --overwrite upshift.dev/rollout-control='{"abort":"2026-03-01T12:00:00Z"}'
 type ControlStore interface {
 	Store
 	LoadControl(ctx context.Context) (strategy.Control, error)

@@ -24,6 +24,19 @@ import (
 // replaced, whose claim is then stale. Name and UID are required; Kind
 // and Namespace are optional and only make the claim readable. The zero
 // Owner is no owner: a Runner without one takes no claims.
+//
+// With Runner.Owner set, before it applies anything of a non-idle state the
+// Runner claims every adapter that is a Claimer; a claim already held
+// writes nothing, and its check shares the reconcile's reads (ReadOnce). A
+// second owner gets a *ClaimedError naming the object and the owner that
+// holds it (errors.Is ErrClaimed): its reconcile observes and writes
+// nothing, its state reports Degraded with reason strategy.ReasonClaimed
+// and that message, and the time refused counts toward no deadline. The
+// Runner also passes its owner to every write (WithOwner), so an adapter
+// refuses a write for an owner whose claim was taken over meanwhile. Call
+// Runner.Release when the rollout object is deleted (a finalizer). A claim
+// whose owner is gone is taken over when Runner.OwnerGone reports it gone;
+// without OwnerGone, only once released.
 type Owner struct {
 	Kind      string    `json:"kind,omitempty"`
 	Namespace string    `json:"namespace,omitempty"`

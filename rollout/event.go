@@ -70,7 +70,9 @@ type Event struct {
 // events, metrics and audit logs. It is called synchronously; keep it fast.
 // One Runner may serve many objects, concurrently: Event.Rollout says which
 // one an Event concerns when the caller names it in the context
-// (WithName).
+// (WithName). Logging goes instead through the logr.Logger in the context
+// (the controller-runtime convention), with the rollout's name ("rollout");
+// each applied hop is logged at V(1).
 type Observer interface {
 	Reconciled(ctx context.Context, e Event)
 }
@@ -82,7 +84,12 @@ type ObserverFunc func(ctx context.Context, e Event)
 func (f ObserverFunc) Reconciled(ctx context.Context, e Event) { f(ctx, e) }
 
 // AdapterError is an adapter failure, naming the adapter ("router",
-// "capacity A", "analyzer", "health", "store"), the operation and the hop.
+// "capacity A", "revision B", "analyzer", "health", "store"), the operation
+// and the hop, and wrapping the adapter's error (ErrNotFound, ErrConflict,
+// ...). After a transient one the Runner returns the state before the
+// failed hop, with the error in Observed.Error, so the next reconcile asks
+// for the hop again; see Runner.ReconcileAt. An error marked Permanent
+// aborts the rollout instead.
 type AdapterError struct {
 	Adapter string
 	Op      string

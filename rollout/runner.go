@@ -31,6 +31,45 @@ import (
 // rollouts that share its adapters' configuration, and it is safe for
 // concurrent use when its adapters are. Its zero value is not usable: set
 // Strategy and the adapters; Validate reports what is missing.
+//
+// Many objects: the adapters name what they act on (a gateway Router its
+// routes, a serve/replicas Setter its workload), so an operator whose
+// rollout objects each have their own route and workloads uses a Runner per
+// object. They are cheap: building a Router, a Setter or a Deployer makes no
+// request. Keep them in a map keyed by the object's name, built at its first
+// reconcile and dropped when it is deleted, or build them in every
+// reconcile. Objects that share their adapters share one Runner,
+// concurrently. Either way, name the object in the context (WithName).
+//
+// With controller-runtime, give the adapters the manager's client
+// (gateway.NewRouter, replicas.ForClient): their reads then come from the
+// manager's informer cache, at no request, and the controller's watches of
+// the routes and workloads (Owns, or Watches mapped to the rollout object)
+// reconcile once the cache has the change that triggered them; set Watched.
+// Reads from a cache lag writes. A serve/replicas Setter reports what it
+// wrote until the cache shows it, so it never writes the same capacity or
+// revision again, and a Deployer confirms a refusal with the API server
+// before it aborts a rollout on a stale read; a Setter built anew in each
+// reconcile has no memory of its writes, and a read that the cache serves
+// before it has the last one costs a conflict and a retry, never a wrong
+// write. The gateway Router keeps no such memory: right after its write a
+// cached read may show the previous weights, and its next write conflicts
+// and is retried from a fresh read. Any write based on a stale read fails
+// with a conflict and is retried; one that outlasts the retries is
+// ErrConflict, and the Runner asks for the hop again. Notify needs a client
+// that can watch, which a manager's is not: in a controller the manager's
+// watches take its place.
+//
+// The RBAC of such an operator: get, list and watch on each kind the cache
+// reads (the Deployments, StatefulSets or scalable kind; the HTTPRoutes or
+// GRPCRoutes), in the namespaces the cache covers (list and watch of a
+// collection cannot be limited to resourceNames); update on the workloads
+// (and on <resource>/scale for a kind scaled through its scale subresource)
+// and on the routes (the Router and the AnnotationStore); and the verbs on
+// the rollout objects themselves (get, list, watch, and update on their
+// status). Without a cache (clientsets, or a client from
+// client.NewWithWatch) the adapters need only get, update and watch on the
+// names they manage.
 type Runner struct {
 	Strategy strategy.Strategy
 	Router   TrafficRouter
@@ -46,6 +85,15 @@ type Runner struct {
 	// puts each revision on its side and nothing is checked. This works the
 	// same in every capacity mode; in the fixed mode (no CapacitySetter)
 	// the Deployer redeploys a side while it carries weight 0.
+	//
+	// The Runner passes each reader the revision its role should run, and
+	// applies the strategy's deploy hops after the others. serve/ray
+	// deploys a revision's Serve config, serve/replicas a revision's pod
+	// template. The first revision is the one the workload of side A is
+	// created with; every later one is deployed by the Runner. A caller
+	// who deploys by itself implements only RevisionReader (RevisionFunc
+	// adapts a function): the rollout then waits, bounded by the progress
+	// deadline, until the side reports what it should run.
 	DeployA, DeployB RevisionReader
 	// Analyzer answers gate steps; without one, a gate waits for Promote.
 	Analyzer Analyzer
@@ -65,6 +113,16 @@ type Runner struct {
 	// WatchedRequeueAfter: no fast polls after a hop. Run needs no such
 	// flag: it uses that requeue by itself when every adapter that observes
 	// the world notifies it (Notifier).
+	//
+	// With controller-runtime, watch the objects the adapters read (the
+	// HTTPRoutes, the Deployments) and map each event to the rollout object
+	// that owns them (Watches with handler.EnqueueRequestsFromMapFunc, or
+	// Owns when it owns them), so that a data plane writing a route's
+	// status, or a Deployment's pods becoming ready, reconciles the rollout
+	// at once. Write the object's status only when strategy.Changed reports
+	// a change: the observation and the message are volatile, so a rollout
+	// that waits writes nothing, and an upgrade writes its state about once
+	// per hop (Run does the same with its Store).
 	Watched bool
 	// RetryInterval is the requeue after a transient adapter error (and
 	// between retries of a failed Store.Save in Run); 0 means the strategy's
@@ -172,6 +230,15 @@ func (r *Runner) retryAfter() time.Duration {
 // one: a state stamped by another clock is reported as a
 // *strategy.ClockSkewError once its stamps run more than
 // strategy.MaxClockSkew ahead of this one.
+//
+// Commands record when they happened, and every recorded instant bounds the
+// strategy's clock from below. A command stamped by another clock than the
+// Runner's (time.Now() in a controller whose Runner runs on a fake.Clock, or
+// the controller's own clock field next to a Runner given another) puts the
+// state ahead of the Runner, and every interval, pause and deadline then
+// waits until the Runner's clock reaches the stamp. So take one Now per
+// reconcile and give it to the commands and to ReconcileAt; Run applies its
+// commands at this clock by itself.
 func (r *Runner) Now() time.Time { return clock.OrReal(r.Clock).Now() }
 
 // Reconcile is ReconcileAt with the Runner's clock.

@@ -9,8 +9,16 @@ import (
 )
 
 // MaxClockSkew is how far ahead of now a state may record an instant before
-// Step reports it. Every recorded instant bounds the clock from below (time
-// that runs backwards counts as no time passing), so a state stamped by
+// Step reports it.
+//
+// now is the only clock of this package, and it must be a real instant, not
+// the zero time. Every instant the state depends on is recorded, to the
+// microsecond (what metav1.MicroTime keeps through JSON, see Micro), so a
+// restarted controller resumes exactly where it stopped, and durations are
+// measured from the recorded instants. Commands and Step must therefore
+// share one clock. Every recorded instant bounds the clock from below (time
+// that runs backwards counts as no time passing, and never causes progress
+// nor a panic), so a state stamped by
 // another clock than the one that steps it (a command given time.Now()
 // while the Runner runs on a test clock, a controller whose clock was ahead)
 // holds every time-gated event until now reaches that instant. Beyond

@@ -19,7 +19,8 @@ import (
 // State records the last value of each request it has seen (State.Handled),
 // so a request acts exactly once, whatever the number of reconciles, and
 // also after a restart of the controller or a JSON round trip of the state.
-// To ask again, write a new value. A value written back after another one
+// Handled is kept across rollouts, so a token left in the spec does not act
+// on the next one. To ask again, write a new value. A value written back after another one
 // (a, then b, then a) is a new request; clearing a field asks for nothing.
 //
 // A request that does not apply to the rollout as it stands when it is

@@ -12,7 +12,7 @@ import (
 )
 
 // naiveIncremental is a deliberately plain model of an incremental upgrade
-// with instant adapters, written from the strategy package documentation (# Strategies) without the engine's
+// with instant adapters, written from the documentation of Incremental and Strategy (the mover) without the engine's
 // machinery: while traffic is below canary capacity, move it by one step
 // (at most once per interval); otherwise grow the canary within the surge
 // budget; otherwise shrink the stable to the traffic it still carries.

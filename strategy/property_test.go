@@ -539,7 +539,7 @@ func applyCommand(t *rapid.T, c int, s State, now time.Time) (State, bool) {
 }
 
 // checkReleased checks what a lost state and a release ask of one Step
-// (package doc, "The zero State, new objects and lost states"):
+// (State.Retarget's doc and invariant 11 of the package doc):
 //   - a state that has not observed the world (Unobserved) asks for
 //     nothing: it moves no traffic before it is observed;
 //   - a Step reports a rollout released (the idle state adopted, or

@@ -7,12 +7,13 @@ import (
 	"pgregory.net/rapid"
 )
 
-// Revisions on sides (package doc, "# Revisions on sides" and "# Invariants"):
+// Revisions on sides (DeployTarget's doc, and invariants 6 to 8 of the package
+// doc's "# Invariants"):
 // the checks every property that steps the engine makes of a Step, and a
 // property of chains of commands over several revisions.
 
-// checkRevisionHops checks what rules 6 to 8 of the package doc ("# Revisions
-// on sides", held by the revision bullet of "# Invariants") ask of one Step
+// checkRevisionHops checks what invariants 6 to 8 of the package doc
+// ("# Invariants", explained on DeployTarget) ask of one Step
 // while the sides report revisions, on the observation the Step was given:
 //   - a deploy is asked alone, for the canary revision, only while the
 //     canary side is observed at zero: weight 0 asked and accepted on the
@@ -131,7 +132,7 @@ var chainRevisions = []string{"v1", "v2", "v3", "v4", "v5"}
 // capacity mode and strategy, against a world that lags, crashes, rejects
 // the route, stops answering, restarts the controller, never rolls a deploy
 // out and has its sides redeployed by someone else. Every Step and every
-// change of the world keeps the revision bullet of the package doc's
+// change of the world keeps invariants 6 to 8 of the package doc's
 // "# Invariants" (checkStep, world.checkRevisions). At the end of a chain
 // the faults are lifted and the rollout is left to run (retried when
 // something aborted it): all traffic ends on the last revision asked for,

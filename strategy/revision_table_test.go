@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Table tests of revisions on sides (package doc, "# Revisions on sides"),
+// Table tests of revisions on sides (DeployTarget's doc),
 // at fixed instants, for what the revision properties once found.
 
 // revState is a rollout from v1 to v2 in phase, asked for desired, observed

@@ -10,7 +10,7 @@ import (
 	"pgregory.net/rapid"
 )
 
-// The safety properties of the package documentation, from any stored state
+// The safety properties of the package documentation (# Invariants), from any stored state
 // (corrupt ones included) against a world that loses ready capacity on
 // either side at random, rewrites the route, rejects it and fails to answer.
 
@@ -157,8 +157,7 @@ func lostState(t *rapid.T, w *world, s State, history []State, now time.Time) St
 		rev string
 	}{{&w.stable, old.StableRevision}, {&w.canary, old.CanaryRevision}} {
 		// The engine never deploys on the stable side, and a walk back
-		// returns traffic to it whatever it runs (package doc, "# Revisions
-		// on sides"): a stable side that does not run the restored state's
+		// returns traffic to it whatever it runs (DeployTarget's doc): a stable side that does not run the restored state's
 		// stable revision is the world's doing even while it carries no
 		// traffic yet.
 		routed, asked := w.carries(r.sd)
@@ -279,8 +278,8 @@ func neverUnsafe(t *rapid.T) {
 			}
 			if stable == "" && s.StableRevision != "" {
 				// The first revision a state names is the one the caller
-				// created the workload with (package doc, "# Revisions on
-				// sides"): the stable side runs it.
+				// created the workload with (DeployTarget's doc): the stable
+				// side runs it.
 				w.stable.rev, w.stable.updated = s.StableRevision, true
 			}
 		default:

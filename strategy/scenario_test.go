@@ -47,7 +47,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 // (with the reason of an abort, and the physical side that is stable after
 // a success) or of the Degraded condition, and what the sides are observed
 // running when that changes ("observed canary v3 rolling" while a deploy
-// rolls out). The world must keep the revision bullet of the package doc's
+// rolls out). The world must keep invariants 6 to 8 of the package doc's
 // "# Invariants": a scenario fails if the data plane routes traffic to a
 // side that does not run its role's revision (but a side someone else
 // redeployed, until the engine has reacted) or a deploy lands under traffic.

@@ -1272,8 +1272,8 @@ func ptr[T any](v T) *T { return &v }
 // TestBug_RetryAfterAbortWhileCompletingSkipsSteady: an abort that arrives
 // after completion asked the canary for its steady state (State.Released)
 // leaves Released set through the walk back and Retry, so the retried
-// rollout never returns the winner to its steady state (package doc,
-// # Completion: the canary is asked to return to its steady state).
+// rollout never returns the winner to its steady state (PhaseCompleting:
+// the canary is asked to return to its steady state).
 func TestRetryAfterAbortWhileCompletingAsksSteadyAgain(t *testing.T) {
 	bg := strategy.BlueGreen{}
 	s, now := walk(t, bg, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Released })

@@ -27,11 +27,16 @@ const (
 	// and the walk back has finished. Nothing is left to do.
 	PhaseRolledBack Phase = "RolledBack"
 	// PhaseCompleting: all traffic is on the canary; the stable side is being
-	// scaled down and the canary returned to its steady-state capacity.
+	// scaled down and the canary returned to its steady-state capacity. A
+	// rollout enters it when weight 100 and canary capacity 100 are
+	// observed; after Options.ScaleDownDelay the stable side is scaled to 0
+	// and the canary asked to return to its steady state (Target.Steady).
+	// Once that is observed the rollout is PhaseSucceeded.
 	PhaseCompleting Phase = "Completing"
 	// PhaseSucceeded: the canary is the new stable. The roles have been
-	// swapped (State.StableSide flipped) and the allocation reads
-	// weight 0, stable capacity 100, canary capacity 0.
+	// swapped (State.StableSide flipped to the other physical side) and the
+	// allocation reads weight 0, stable capacity 100, canary capacity 0,
+	// ready for the next Retarget.
 	PhaseSucceeded Phase = "Succeeded"
 )
 
@@ -296,8 +301,7 @@ type State struct {
 	// stableRevision and canaryRevision both hold that revision, and
 	// nothing is known of the route or the sides. It is not
 	// idle: the Runner observes it, and the next Step adopts the world as
-	// observed (see the package doc, "The zero State, new objects and lost
-	// states"): all traffic on a side that runs the revision becomes the
+	// observed (see State.Retarget): all traffic on a side that runs the revision becomes the
 	// idle state on that side; anything else becomes the rollout (or walk
 	// back) the world shows. Until then nothing is asked of any adapter.
 	// false (the zero value) for every state a Step has adopted.
@@ -439,6 +443,49 @@ type Target struct {
 
 // DeployTarget asks the canary side to run a revision. Set reports whether
 // there is anything to deploy.
+//
+// Revisions on sides: each physical side runs a revision, the stable side
+// the stable revision, the canary side the canary one. When the observation
+// reports what each side runs (Observation.Revisions, with
+// SideObservation.Revision and Updated; the Runner sets them from its DeployA
+// and DeployB), Step puts each revision on its side itself, with a
+// DeployTarget, and keeps rules 6 to 8 of the package's invariants:
+//
+//   - 6: traffic only ever reaches a side observed running the revision its
+//     role should run (during the walk back after a Retarget the canary role
+//     still names the abandoned revision, which its side still runs);
+//   - 7: a side's revision changes only while it carries weight 0, observed
+//     on an accepted route, and, with capacity setters (the managed and
+//     replicas modes), while it is settled at capacity 0: the canary revision
+//     is deployed at zero (recorded in State.Desired.CanaryRevision and asked
+//     again if it does not appear), which is what keeps an upgrade within the
+//     surge budget; in the fixed mode the side stays provisioned and is
+//     redeployed while it carries weight 0;
+//   - 8: no capacity is added to the canary side and no weight moves onto it
+//     until it is observed running the canary revision, fully rolled out
+//     (Updated).
+//
+// A Retarget to a third revision walks the abandoned one out (weight, then
+// capacity), deploys the new one at zero, observes it, and only then ramps.
+// A canary side observed running another revision while it carries traffic
+// or capacity (someone redeployed it) is walked back, in any phase
+// (Completing included): the rollout aborts with ReasonRevisionChanged, and
+// Retry deploys the canary revision again. A walk back keeps a canary that
+// already holds less capacity than asked, as long as that covers its
+// traffic, rather than scaling a side of unknown revision back up. A stable
+// side observed running another revision than the stable one holds all
+// forward progress, with Degraded (ReasonStableRevisionMismatch); a walk
+// back still returns traffic to it, since it is where an abort goes and
+// holding would leave the traffic on the canary being aborted. A deploy that
+// never rolls out is bounded by the progress deadline like any other hop. At
+// success the roles swap, so a chain v1 -> v2 -> v3 -> v2 alternates between
+// the same two sides with no bookkeeping by the caller.
+//
+// The first revision is the one the caller creates the workload with: on the
+// zero State, Retarget(first) records it unobserved, and the first Step
+// adopts the side that runs it with all traffic (see State.Retarget).
+// Without revisions in the observation nothing is checked or deployed, and
+// the caller puts each revision on its side.
 type DeployTarget struct {
 	Set      bool   `json:"set"`
 	Revision string `json:"revision,omitempty"`
@@ -470,6 +517,15 @@ type Decision struct {
 	// controller's watches on the route and the workloads): the same as
 	// RequeueAfter, but waiting for the world polls only at PollInterval,
 	// since the change itself wakes the caller.
+	//
+	// Neither requeue is stored in the State: both derive from the recorded
+	// instants, so a restarted controller polls as the one before. The time
+	// gated events are the end of a step interval, a timed pause, the
+	// scale-down delay and the progress deadline. After the first poll,
+	// InitialPollInterval after the hop, each comes as long after the one
+	// before as the wait so far, the last landing on the instant a lost hop
+	// is asked again: a hop the world applies in 300ms is seen within about
+	// 400ms, and a slow one costs a handful of extra reads.
 	WatchedRequeueAfter time.Duration
 }
 

@@ -185,8 +185,8 @@ func newWorld(mode CapacityMode, st *State) *world {
 // apply records what a decision asks for. lag is the number of ticks until
 // a change is visible.
 //
-// A deploy lands on the canary side. It is recorded as a breach of the
-// revision bullet of the package doc's "# Invariants" (a deploy only on a
+// A deploy lands on the canary side. It is recorded as a breach of
+// invariant 7 of the package doc's "# Invariants" (a deploy only on a
 // side at weight 0, and capacity 0 with capacity setters) if that side
 // carries traffic or capacity now or is about to (asked for it), as the
 // data plane and the side have it, not as observed.
@@ -319,7 +319,7 @@ func (w *world) carries(sd *side) (routed, asked bool) {
 	return w.weight < 100, w.askedWeight < 100
 }
 
-// revisionBreach returns how the world breaks the revision bullet of the
+// revisionBreach returns how the world breaks invariants 6 to 8 of the
 // package doc's "# Invariants" for the roles as st names them, or "":
 // traffic the data plane routes to a side that is not running its role's
 // revision, fully rolled out (the stable role: StableRevision; the canary

@@ -1,121 +1,37 @@
 // Package analysis judges a canary from metrics: success rate, latency, or
 // any query, evaluated once per interval over a window, with explicit
 // limits (failures, consecutive successes, consecutive query errors, a
-// minimum request count). An Analysis is a rollout.HealthChecker, checked
-// at every reconcile while traffic moves, and a rollout.Analyzer, answering
-// gate steps.
+// minimum request count). An [Analysis] is a rollout.HealthChecker
+// ([Analysis.Health]), checked at every reconcile while traffic moves, and a
+// rollout.Analyzer ([Analysis.Analyze]), answering gate steps.
 //
-// Where the numbers come from is a Source: the Prometheus one lives in the
+// Where the numbers come from is a [Source]: the Prometheus one lives in the
 // module github.com/upshift-dev/upshift/rollout/analysis/prometheus (so that
 // importing this package adds no dependency), and fake.Metrics measures the
 // fakes' own traffic.
 //
-// # Semantics
+// Build an Analysis from checks ([SuccessRate], [LatencyQuantile], or a
+// [Check] with its own query, whose templates see [Vars]) and a [Policy], or
+// from a [Spec]; give it to the Runner as Health and Analyzer. See the
+// package example and that of [Spec.Build].
 //
-// A check is evaluated at instants aligned to Policy.Interval, trailing
-// the clock by Policy.Lag (the scrape and ingestion delay): at a given
-// moment the evaluations are those of the last Policy.Count aligned
-// instants. Each evaluation queries the metrics as they were at its
-// instant, over a window of Policy.Window before it, so the evaluations of
-// the past are read again from the source, not remembered: a restarted
-// controller, or a second replica, computes the same verdict (successful
-// evaluations are cached in memory, which changes nothing but the number of
-// queries). Only instants whose window lies inside the rollout count (after
-// State.StartedAt for health, after the gate step's start for a gate, both
-// read from rollout.StateFrom), so the canary side's metrics from before the
-// rollout never weigh in.
-//
-// The verdict of a check from its evaluations is Judge's; several checks
-// combine to the worst (Fail, then Inconclusive, then Pending, then Pass).
-// As health, Pass is Healthy, Fail is Unhealthy (the strategy's
-// UnhealthyThreshold and UnhealthyAction then apply: set the threshold to
-// 1 to act on the analysis' own limits), and anything else is
-// Inconclusive, which holds a canary that has traffic without aborting it:
-// no data, a source that is down, too few requests. As a gate, a verdict
-// other than Pass or Fail stays Pending until Count evaluations of the gate
-// are in; then no data (or a source down) is Inconclusive, which pauses the
-// gate (strategy.ReasonGateInconclusive). An inconclusive health does not
-// hold for ever: the strategy counts the hold toward its progress deadline
-// (see strategy.HealthInconclusive).
-//
-// Query errors are set aside while the newest Policy.ConsecutiveErrorLimit
-// evaluations or fewer failed to query (0 is the default, 2; -1 sets none
-// aside); more in a row is inconclusive. The verdict's message names the
-// newest error whenever the newest evaluations failed.
-//
-// # A source that does not answer
-//
-// All the queries of one judgement (one Health or Analyze call: every check
-// at every instant not cached) share one deadline, Policy.Timeout (5s by
-// default), on the Analysis' Clock. The first query that finds the source
-// unavailable (its error matches ErrUnavailable: unreachable, a transport
-// timeout, a server error without an answer; or the deadline passed) ends
-// the querying: the evaluations not yet measured are query errors, not sent.
-// The outage is remembered until the next evaluation instant: a reconcile
-// before it sends nothing and judges at once. So a Prometheus that accepts
-// connections and never answers costs a reconcile at most one timeout, once
-// per Interval, and an abort or another object on the same worker does not
-// wait behind it.
-//
-// # Names in queries
-//
-// A check's templates are rendered with text/template, which escapes
-// nothing: a value goes through the function for the context it lands in.
-// Inside a double-quoted PromQL string, str escapes a label value
-// (PromQLString) and re a regular expression that matches the value
-// exactly (PromQLRegexp: the regular expression escaping, then the string
-// escaping of its backslashes, so a route web.v2 is web\\.v2 in the query
-// text); traefik writes a name as Traefik does in its labels (TraefikName:
-// web.v2 is web-v2). The built-in checks do so (TraefikService).
+// Rules:
+//   - evaluations are aligned to Policy.Interval and read again from the
+//     source, never remembered: a restart computes the same verdict;
+//   - only metrics from inside the rollout (or the gate step) count;
+//   - no data, a source that is down or too few requests are Inconclusive:
+//     they hold the canary, bounded by the strategy's progress deadline;
+//   - a source that does not answer costs a reconcile at most one
+//     Policy.Timeout per interval.
 //
 // # In a CRD
 //
-// Spec declares an Analysis the way an operator's users write it, embedded
-// in a CRD spec like upshift's strategies (see strategy's package doc):
-//
-//	type ReleaseSpec struct {
-//		// +optional
-//		Analysis *analysis.Spec `json:"analysis,omitempty"`
-//		...
-//	}
-//
-//	analysis:
-//	  prometheus: {address: http://prometheus.monitoring:9090}
-//	  checks:                       # the health, while traffic moves
-//	  - name: success
-//	    successRate: {min: "0.99"}
-//	  gates:                        # the checks of the gate steps, by name
-//	  - name: smoke
-//	    checks:
-//	    - {name: p99, latency: {quantile: "0.99", max: 300ms}}
-//	    - name: restarts
-//	      query: {query: 'sum(increase(...[{{.Window}}]))', max: "0"}
-//	  policy: {interval: 10s, failureLimit: 1, minRequests: 20}
-//
-// Every field has a lowerCamel JSON tag and kubebuilder validation
-// markers (bounds, exactly one kind per check, names unique in their list,
-// at most 16 checks and 16 gates), controller-gen generates its DeepCopy
-// (zz_generated.deepcopy.go), and durations are metav1.Duration strings
-// ("1m30s"). Thresholds are Decimal strings ("0.99"): controller-gen
-// refuses float64 fields, and resource.Quantity would accept 0.99 unquoted
-// but store and show it as "990m"; a Decimal stays what was written, is
-// read by strconv.ParseFloat, and CEL rules compare it with double() (min
-// at most max, a rate between 0 and 1). Quote them in YAML.
-//
-// Spec.Validate reports every problem with its field's path as the JSON
-// names it (checks[0].successRate.min), the CRD's markers included, so an
-// operator that reads a spec the API server did not validate still
-// refuses it; it also parses the query templates, which no schema can.
-// Spec.Build validates and returns the Analysis over a Source: a
-// successRate check is SuccessRate(min), a latency check
-// LatencyQuantile(quantile, max), a query check a Check of KindQuery, each
-// with the spec's name, and the policy's zero fields are the Policy
-// defaults. The Prometheus address is the caller's to turn into a Source
-// (the module rollout/analysis/prometheus), so this package adds no
-// dependency. A gate step naming a gate that the spec does not declare
-// can never pass (Analyze returns an error for it): check the strategy's
-// Gates against Spec.Gates when the spec is read (examples/operator
-// refuses such a spec).
+// [Spec] declares an Analysis the way an operator's users write it, embedded
+// in a CRD spec like upshift's strategies (see strategy.Options): JSON tags,
+// kubebuilder markers, durations as metav1.Duration strings ("1m30s") and
+// thresholds as [Decimal] strings ("0.99"). [Spec.Validate] names the field
+// of every problem, the markers' included; [Spec.Build] returns the
+// Analysis over a Source.
 package analysis
 
 import (
@@ -183,6 +99,15 @@ type Backend struct {
 }
 
 // Vars are what a check's templates are rendered with.
+//
+// The templates are rendered with text/template, which escapes nothing: a
+// value goes through the function for the context it lands in. Inside a
+// double-quoted PromQL string, str escapes a label value (PromQLString) and
+// re a regular expression that matches the value exactly (PromQLRegexp: the
+// regular expression escaping, then the string escaping of its backslashes,
+// so a route web.v2 is web\\.v2 in the query text); traefik writes a name as
+// Traefik does in its labels (TraefikName: web.v2 is web-v2). The built-in
+// checks do so (TraefikService).
 type Vars struct {
 	// Namespace and Route name the route that splits the traffic.
 	Namespace, Route string
@@ -320,6 +245,38 @@ func (e *FieldError) Error() string { return "analysis: " + e.Field + ": " + e.R
 
 // Analysis judges the canary with checks. Build it once per rollout
 // object; it is safe for concurrent use.
+//
+// A check is evaluated at instants aligned to Policy.Interval, trailing the
+// clock by Policy.Lag (the scrape and ingestion delay): at a given moment
+// the evaluations are those of the last Policy.Count aligned instants. Each
+// evaluation queries the metrics as they were at its instant, over a window
+// of Policy.Window before it, so the evaluations of the past are read again
+// from the source, not remembered: a restarted controller, or a second
+// replica, computes the same verdict (successful evaluations are cached in
+// memory, which changes nothing but the number of queries). Only instants
+// whose window lies inside the rollout count (after State.StartedAt for
+// health, after the gate step's start for a gate, both read from
+// rollout.StateFrom), so the canary side's metrics from before the rollout
+// never weigh in.
+//
+// The verdict of a check from its evaluations is Judge's; several checks
+// combine to the worst (Fail, then Inconclusive, then Pending, then Pass).
+// Query errors are set aside while the newest Policy.ConsecutiveErrorLimit
+// evaluations or fewer failed to query (0 is the default, 2; -1 sets none
+// aside); more in a row is inconclusive. The verdict's message names the
+// newest error whenever the newest evaluations failed.
+//
+// A source that does not answer: all the queries of one judgement (one
+// Health or Analyze call: every check at every instant not cached) share
+// one deadline, Policy.Timeout (5s by default), on the Analysis' Clock. The
+// first query that finds the source unavailable (its error matches
+// ErrUnavailable: unreachable, a transport timeout, a server error without
+// an answer; or the deadline passed) ends the querying: the evaluations not
+// yet measured are query errors, not sent. The outage is remembered until
+// the next evaluation instant: a reconcile before it sends nothing and
+// judges at once. So a Prometheus that accepts connections and never
+// answers costs a reconcile at most one timeout, once per Interval, and an
+// abort or another object on the same worker does not wait behind it.
 type Analysis struct {
 	// Source runs the queries.
 	Source Source
@@ -445,7 +402,13 @@ func render(text string, v *Vars) (string, error) {
 	return b.String(), nil
 }
 
-// Health judges the Checks: rollout.HealthChecker.
+// Health judges the Checks: rollout.HealthChecker. Pass is Healthy, Fail
+// is Unhealthy (the strategy's UnhealthyThreshold and UnhealthyAction then
+// apply: set the threshold to 1 to act on the analysis' own limits), and
+// anything else is Inconclusive, which holds a canary that has traffic
+// without aborting it: no data, a source that is down, too few requests.
+// An inconclusive health does not hold for ever: the strategy counts the
+// hold toward its progress deadline (see strategy.HealthInconclusive).
 func (a *Analysis) Health(ctx context.Context) (strategy.Health, string, error) {
 	s, ok := rollout.StateFrom(ctx)
 	if !ok {
@@ -468,7 +431,10 @@ func (a *Analysis) Health(ctx context.Context) (strategy.Health, string, error) 
 }
 
 // Analyze judges the checks of a gate: rollout.Analyzer. A gate without
-// checks is an error (a typo in a gate's name must not pass it).
+// checks is an error (a typo in a gate's name must not pass it). A verdict
+// other than Pass or Fail stays Pending until Policy.Count evaluations of
+// the gate are in; then no data (or a source down) is Inconclusive, which
+// pauses the gate (strategy.ReasonGateInconclusive).
 func (a *Analysis) Analyze(ctx context.Context, gate string) (strategy.Verdict, error) {
 	s, ok := rollout.StateFrom(ctx)
 	if !ok {

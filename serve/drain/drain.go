@@ -23,20 +23,34 @@ type State int32
 const (
 	// Serving: every request is admitted and readiness answers 200.
 	Serving State = iota
-	// Unready: readiness answers 503 while requests are still admitted,
-	// so load balancers and endpoint lists stop sending new work.
+	// Unready (from Begin, for Config.AcceptGrace): readiness answers 503
+	// while requests are still admitted, so load balancers and endpoint
+	// lists stop sending new work before anything is refused. Responses
+	// carry Connection: close, so that clients holding kept-alive
+	// connections reconnect (elsewhere, once endpoints are updated)
+	// instead of finding the connection closed under their next request.
 	Unready
 	// Draining: new non-exempt requests are refused with 503 before any
-	// work; admitted Wait requests run on; CancelOnDrain requests have
-	// been cancelled.
+	// work (Retry-After in whole seconds, at least 1, Connection: close
+	// and "Upshift-Drain: refused"); admitted Wait requests run on;
+	// CancelOnDrain requests have been cancelled (cause ErrDraining).
+	// Draining ends when no counted request is left, or at
+	// Begin + GracePeriod - TerminateGrace.
 	Draining
-	// Terminating: every request still running has been cancelled and
-	// the attached servers are being shut down: wrapped listeners
-	// stopped, connections settled, then http.Server.Shutdown.
+	// Terminating: every request still running has been cancelled (cause
+	// ErrTerminating) and the attached servers are being shut down, in
+	// order: wrapped listeners stopped (see Controller.Listener),
+	// connections settled (see Controller.Attach), then
+	// http.Server.Shutdown with the rest of the grace period, and Close
+	// if it runs out.
 	Terminating
-	// Stopped: the controller is done. Handlers still running now were
-	// abandoned; Stats().InFlight counts them. Hijacked connections have
-	// been closed.
+	// Stopped: the controller is done, at the latest at Begin +
+	// GracePeriod, whatever handlers do. Handlers still running now were
+	// abandoned (their connections closed); Stats().InFlight counts them.
+	// Hijacked connections (websockets and the like) have been closed,
+	// whether the handler still runs or handed the connection on; a TLS
+	// connection is closed underneath, without waiting to send
+	// close_notify. Done is closed after that.
 	Stopped
 )
 
@@ -53,6 +67,11 @@ func (s State) String() string {
 // [Config.Classify], decides it, and the same answer is used for
 // admission and for in-flight counting. The zero value is Wait. A Class
 // is a plain value, safe to copy and share.
+//
+// The Middleware classifies a request once, and admission and in-flight
+// counting happen in the same step under one lock: there is no moment at
+// which the drain can see zero requests in flight while a request that was
+// classified for admission has not been counted yet.
 type Class int
 
 const (
@@ -83,6 +102,14 @@ func (c Class) String() string {
 // The marker header. A draining server sets it on the responses it
 // produces itself, so that clients can tell a planned refusal from a
 // failure. serve/retry recognises the same name and values.
+//
+// Every request that reaches a draining server over a connection it
+// accepted, or that was waiting in a wrapped listener's accept queue, gets
+// one of these answers, never a reset or an EOF, under the conditions
+// Controller.Attach and Controller.Listener give. A client connecting after
+// a wrapped listener closed is refused by the kernel before it sends
+// anything ("connection refused"), which any client may retry. A request
+// that completed before any cancellation is never marked.
 const (
 	// MarkerHeader is the response header (or trailer) name.
 	MarkerHeader = "Upshift-Drain"
@@ -133,7 +160,7 @@ type Config struct {
 	// the time in which a refused client is expected back: a wrapped
 	// listener closes once no connection arrived for RetryAfter, and the
 	// connections of attached servers get up to RetryAfter to close
-	// before the idle ones are closed (see the package notes).
+	// before the idle ones are closed (see Controller.Attach).
 	RetryAfter time.Duration
 
 	// Classify assigns a Class to each request. It must be fast, must
@@ -340,6 +367,10 @@ func (c *Controller) Stats() Stats {
 // Begin starts the drain: the signal. It records the instant from which
 // every deadline is measured and enters Unready (then Draining after
 // AcceptGrace). Calling it again, or after Force, does nothing.
+//
+// Every deadline derives from one GracePeriod measured at this signal (or
+// at Force, if it comes first). Nothing restarts the clock, so a slow
+// phase eats into the next one rather than extending the total.
 func (c *Controller) Begin() {
 	c.init()
 	c.mu.Lock()
@@ -396,9 +427,28 @@ func (c *Controller) ReadinessHandler() http.Handler {
 // Stopped); and registers an OnShutdown hook that calls Begin, so that
 // a Shutdown started by other code also fails readiness and refuses
 // new work. At Terminating the controller stops the listeners wrapped
-// by [Controller.Listener], lets the server's connections settle (see
-// the package notes), then calls srv.Shutdown with the rest of the
-// grace period and srv.Close if that runs out.
+// by [Controller.Listener], lets the server's connections settle (below),
+// then calls srv.Shutdown with the rest of the grace period and srv.Close
+// if that runs out. Hijacked connections of a server that is not attached
+// are tracked when the hijacking handler runs behind the Middleware (not
+// exempt).
+//
+// Why Terminating settles connections before calling http.Server.Shutdown:
+// once Shutdown has begun, the server drops, unanswered, any request it
+// reads, on any connection, and it closes idle kept-alive connections at
+// once, under a client that may be sending on them. So the controller first
+// lets the connections of attached servers close by themselves: each
+// request on them gets the refusal with Connection: close. It waits until
+// all are closed, or for Config.RetryAfter at most (a refused client comes
+// back after Retry-After, possibly on a connection it kept), bounded by the
+// grace period, and then closes those still idle or never used (a
+// connection whose request the server has not begun to read by then counts
+// as never used; a server starved of CPU for that long can thus drop a
+// request). A client that picks an idle connection at that very instant
+// sees it closed: the race that any server's idle timeout has. Since every
+// response from Begin on asks the client to close, the only connections
+// left by then are those a client opened and never used, or kept unused
+// since before Begin (none in use survives an AcceptGrace).
 func (c *Controller) Attach(srv *http.Server) error {
 	if srv == nil {
 		return ErrNilServer

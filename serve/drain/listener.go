@@ -43,6 +43,12 @@ import (
 // once, like an unwrapped listener. If ln has no SetDeadline method the
 // stop closes it without emptying the queue. Wrapping a listener once
 // the controller is Terminating stops it before Listener returns.
+//
+// A listener that is not wrapped is closed by http.Server.Shutdown after
+// the settling, and connections still in its accept queue then are reset:
+// clients cannot tell whether such a request was processed. Clients that
+// must ride through every restart also send non-idempotent requests with
+// an Idempotency-Key (serve/retry then retries them).
 func (c *Controller) Listener(ln net.Listener) net.Listener {
 	c.init()
 	l := &listener{Listener: ln, c: c, stopped: make(chan struct{}), closed: make(chan struct{})}

@@ -26,8 +26,8 @@ var (
 	// recognised by this adapter, or the cluster now runs another config)
 	// and was asked to raise its capacity, or to lower it on a cluster
 	// whose config it cannot write back as it runs; it wrote nothing.
-	// Lowering the capacity of such a cluster is carried out (see the
-	// package documentation). Not marked permanent: the next
+	// Lowering the capacity of such a cluster is carried out (see
+	// Ray.SetCapacity). Not marked permanent: the next
 	// Deployer.Revision may recognise the cluster's config.
 	ErrUnknownRevision = errors.New("ray: unknown revision")
 )

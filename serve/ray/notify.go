@@ -30,8 +30,13 @@ var (
 // A poll that sees a change calls every subscriber's wake and brings the
 // interval back to the minimum; the poll that sees nothing change at the
 // maximum interval is the last one until the next write. Nothing is polled
-// while nobody subscribes, nor while nothing was written. See the package
-// documentation (Notifications).
+// while nobody subscribes, nor while nothing was written. With the
+// defaults (50 ms, 2 s) a change the cluster shows at the n-th GET after a
+// write is seen at most 50+100+...+min(50*2^(n-1), 2000) ms after it
+// (sooner when earlier polls saw changes), and after the last change the
+// poller makes 7 more GETs over 5.15 s (50+100+...+1600+2000 ms) and stops.
+// The Runner's own requeue (its poll interval) covers what changes later,
+// such as replicas that take minutes to start.
 //
 // A change is a change of what the adapter reports: the CapacityStatus
 // Capacity reports, the cluster's target_capacity, and the revision status
@@ -42,6 +47,14 @@ var (
 // the one in flight, and a subscription counts as ended (rollout.TrackNotify,
 // which a Runner's Run waits for before it returns) only once no poll it
 // took part in is still running, so no GET and no wake of it follows.
+//
+// The baseline of the first poll is the cluster as the write read it just
+// before the PUT, so the write itself (a new target capacity, a new config)
+// wakes the subscribers at the first poll. A GET that fails counts as no
+// change. The polls change nothing the adapter knows. A Ray and its
+// Deployer share one poller: the Runner subscribes to both and each poll is
+// one GET for all the subscribers, each woken on a change. No goroutine
+// waits between polls: each is a timer of Config.Clock.
 func (r *Ray) Notify(ctx context.Context, wake func()) error {
 	return r.poll.subscribe(ctx, wake)
 }

@@ -320,11 +320,11 @@ func errOrNull(err error) error {
 //     has that target capacity and the same applications (read with a GET
 //     first, not from memory: a restarted cluster is noticed).
 //   - Capacity GETs the declarative applications and reports how ready
-//     they are, as the package documentation (Ready capacity) describes.
+//     they are, as Capacity describes.
 //
 // With Config.Revisions set, the config is the one of the revision the
 // cluster runs, and Deployer returns the rollout.Deployer that changes it;
-// see the package documentation (Revisions).
+// see Deployer.
 //
 // Rounding. Ray rounds a deployment's capacity-adjusted replica count half
 // up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
@@ -498,9 +498,14 @@ func (r *Ray) current() *serveConfig {
 }
 
 // SetCapacity sets the cluster's target_capacity to r.Percent, or to null
-// for a Steady request (Percent must then be 100). It reads the cluster
-// first and writes nothing when the applied config already has that target
-// capacity and the managed applications as configured. A request out of
+// for a Steady request (Percent must then be 100): PUT
+// {Dashboard}/api/serve/applications/ with Content-Type application/json and
+// the Serve config, every field of it kept, with "target_capacity" set. It
+// reads the cluster first and writes nothing when the applied config already
+// has that target capacity and the managed applications as configured: the
+// comparison is with what the cluster reports, never with what this process
+// sent last, so a cluster that restarted or was changed by hand is written
+// again. A request out of
 // range, and a 400 from Ray, are permanent errors; see HTTPError.
 //
 // With Config.Revisions set it writes the config of the revision the
@@ -525,7 +530,12 @@ func (r *Ray) current() *serveConfig {
 // and returns an error matching ErrUnknownRevision, not marked permanent:
 // the next Revision may recognise the cluster's config. So does a request
 // to lower it when the config cannot be written back as it runs (an
-// application Ray reports without a deployed_app_config).
+// application Ray reports without a deployed_app_config, or with one naming
+// another application). The applications of such a PUT are sorted by name;
+// Ray does not report the cluster's logging_config, and the PUT carries
+// none, which Ray's dashboard takes as leaving it as it is. Like every write
+// here, the PUT is not conditional: a config someone writes between the GET
+// and the PUT is replaced by the one the GET reported.
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
 	if err := req.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("ray: %w", err))
@@ -599,8 +609,37 @@ func deployedAs(d *instanceDetails, a appConfig) bool {
 }
 
 // Capacity reports the managed applications' capacity, ready capacity,
-// settledness and health, derived from one GET as the package
-// documentation describes.
+// settledness and health, derived from one GET of
+// {Dashboard}/api/serve/applications/?api_type=declarative: target_capacity
+// and, for every managed application, its status and message, and for each
+// of its deployments the status, message, num_replicas or
+// autoscaling_config, target_num_replicas and the state of every replica.
+//
+// Ray's status RUNNING says little about capacity: an application is
+// RUNNING while its deployments scale up to a new target capacity. Capacity
+// counts replicas instead, against the targets Ray derives from the target
+// capacity (CapacityAdjusted: n * capacity / 100 rounded half up, at least 1
+// unless the capacity or n is 0, n itself for null):
+//
+//   - A deployment's full count is its num_replicas, or for an autoscaling
+//     deployment its min_replicas: the floor Ray scales by target_capacity.
+//     (While the target capacity rises, Ray's floor for a deployment with
+//     initial_replicas is initial_replicas scaled, which is never lower; the
+//     adapter counts against min_replicas either way.)
+//   - Its ready share is min(RUNNING replicas, capacity-adjusted target) over
+//     the full count, in percent rounded down. Ten replicas at 25% aim for 3
+//     and, with 3 running, are 30% ready; three replicas at 40% aim for 1:
+//     33%. Replicas above the target (stopping, or added by the autoscaler
+//     under load) are not counted, so the share never exceeds what Ray's
+//     rounding grants.
+//   - An application is as ready as its least ready deployment, and the side
+//     as its least ready application. A missing application is 0% ready; a
+//     cluster running none of them holds nothing (capacity 0, settled).
+//   - Settled: every application RUNNING, every deployment HEALTHY with no
+//     replica starting or stopping and as many RUNNING replicas as Ray's
+//     target_num_replicas, which agrees with the capacity-adjusted target.
+//   - Health: an application or deployment DEPLOY_FAILED or UNHEALTHY makes
+//     the side unhealthy, with Ray's messages.
 func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	o, err := r.Observe(ctx)
 	return o.CapacityStatus, err

@@ -2,53 +2,7 @@
 // side's capacity is its replica count as a share of the full count, set
 // with ceil(full * capacity / 100) replicas, and its ready capacity is the
 // share of the full count that the workload's status reports available.
-//
-// Deployments and StatefulSets are read and written with the typed
-// client-go clientset; any other kind with a scale subresource (a custom
-// workload, an Argo Rollout, a LeaderWorkerSet...) through the dynamic client
-// and its /scale subresource. ForClient does the same through a
-// controller-runtime client, a manager's included: reads from its informer
-// cache lag writes, and the Setter reports its own writes until the cache
-// shows them, so it never writes the same thing twice (see ForClient for
-// what that means and the RBAC a cache needs).
-//
-// The capacity asked for is kept in the annotation upshift.dev/capacity on
-// the workload, so the setter reports exactly what it was asked even though
-// replica counts round, and a restarted controller reads it back.
-//
-// # Claims
-//
-// Setter and Deployer are rollout.Claimers: Claim records the rollout's
-// owner in the annotation upshift.dev/claim (ClaimAnnotation) with the
-// workload's resourceVersion, writing nothing when the owner already holds
-// it; a workload another owner claims is refused with a
-// *rollout.ClaimedError naming that owner, and so is every SetCapacity and
-// Deploy for another owner (rollout.OwnerFrom), before anything is
-// written. Release removes the claim. The fields and annotations the
-// package owns, which a GitOps tool applying the workload should ignore:
-// spec.replicas, the pod template (a Deployer's), and the annotations
-// upshift.dev/capacity, upshift.dev/full-replicas, upshift.dev/revision
-// and upshift.dev/claim.
-//
-// Setter and Deployer are rollout.Notifier: Notify watches the workload by
-// name (a field selector metadata.name=<name>), so RBAC needs get, update
-// and watch on that resourceName only, and wakes rollout.Runner.Run on
-// every change of the workload, its status included. With ForClient it
-// needs a client.WithWatch; with another client (a manager's) it returns
-// an error and the caller polls, or, in a controller, watches the kind
-// through its manager.
-//
-// With no traffic router, a Runner whose strategy uses
-// strategy.CapacityReplicas moves two such setters like a rolling update:
-// traffic follows ready pods, bounded by MaxSurge and MaxUnavailable.
-//
-// # Revisions
-//
-// A Setter only scales. To let the Runner put each revision on its side,
-// build a Deployer from the Setter of a Deployment or StatefulSet with a
-// TemplateFunc, the caller's mapping of a revision to a change of the pod
-// template (Image sets a container's image), and set it as the side's
-// rollout.Runner DeployA or DeployB:
+// Its [Deployer] puts each revision on its side by changing the pod template.
 //
 //	a := replicas.ForDeployment(cs, ns, "web-a", 10)
 //	b := replicas.ForDeployment(cs, ns, "web-b", 10)
@@ -56,151 +10,30 @@
 //	da, err := a.Deployer(image) // and db from b
 //	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, DeployA: da, DeployB: db}
 //
-// The Runner then deploys the canary revision on the canary side only
-// while it carries weight 0 and is settled at capacity 0, and waits until
-// Deployer.Revision reports it Updated before it adds capacity or traffic.
-// Deploy writes the template and the annotation upshift.dev/revision
-// (RevisionAnnotation) together, and only at spec.replicas 0: a workload
-// that has replicas is refused with a Permanent *DeployRefusedError, so a
-// revision never replaces pods that serve. The workload of the first
-// revision (side A) is created by the caller as usual, with no annotation.
-// The other side may start at 0 replicas with any template.
+// Entry points, in the order a caller meets them:
+//   - [ForDeployment] and [ForStatefulSet] (the typed clientset),
+//     [ForScalable] (any kind with a scale subresource, through the dynamic
+//     client) or [ForClient] (a controller-runtime client, a manager's
+//     cached one included) build a [Setter];
+//   - [Setter.Deployer] with a [TemplateFunc] ([Image] sets a container's
+//     image; [Identity] when a revision's meaning can change under its name)
+//     builds the side's Deployer;
+//   - [Autoscale] (or [AutoscaleClient]) links the two sides' Setters to
+//     their HorizontalPodAutoscalers, which they then follow;
+//   - with no traffic router, strategy.CapacityReplicas moves two Setters
+//     like a rolling update: traffic follows ready pods, bounded by
+//     MaxSurge and MaxUnavailable.
 //
-// # How a revision is recognised
-//
-// What a workload runs is read from what it runs, never from a note
-// upshift left: another writer may change the template after a Deploy (a
-// GitOps tool healing toward its own copy, kubectl set image) and leave
-// the annotation in place. Deployer.Revision applies the TemplateFunc of a
-// revision to a copy of the live pod template; the workload runs that
-// revision when the result sets nothing the live template lacks: every
-// field the TemplateFunc sets holds an equal value in the live template,
-// lists and maps have as many elements, and a field it leaves at its zero
-// value may hold anything, since the API server defaults such fields
-// (imagePullPolicy, terminationMessagePath, a port's protocol, a probe's
-// periods), so defaulting never hides a revision. The revisions tried are
-// the one the side's role should run (the Runner's expect), then the one
-// the annotation records, a hint; a template that runs neither is reported
-// as running no revision (""), which the Runner treats as another revision:
-// a canary side is walked back and deployed again at zero, a stable side
-// holds the rollout (Degraded, StableRevisionMismatch). Updated is read
-// from the status the workload's controller wrote for the current
-// generation (observedGeneration, updatedReplicas, availableReplicas): the
-// pods of the current template. Deploy compares content the same way: a
-// workload whose annotation names the revision while its template runs
-// another is deployed again; one whose template runs it already gets at
-// most the annotation on its metadata, and replaces no pod.
-//
-// So a TemplateFunc must set, not add (applied to a template that runs the
-// revision, it changes nothing), and must set what distinguishes
-// revisions to non-zero values. When what a revision means can change
-// under its name (an image template in an operator's spec), give the
-// Runner identities (Identity: the name and a digest of the rendered
-// template) and map each to its own template.
-//
-// # What upshift writes
-//
-// On a Deployment or StatefulSet that a Setter and its Deployer manage,
-// upshift owns, and a GitOps tool should be told to ignore (an Argo CD
-// ignoreDifferences, a Flux ignore rule), these fields:
-//
-//   - spec.replicas (capacity);
-//   - the annotations upshift.dev/capacity (CapacityAnnotation: the
-//     capacity asked, in percent, or "steady") and
-//     upshift.dev/full-replicas (the replica count at 100 percent) on the
-//     workload's metadata;
-//   - the annotation upshift.dev/revision (RevisionAnnotation) on the
-//     workload's metadata and on its pod template: the revision the last
-//     Deploy wrote, a hint;
-//   - the fields of the pod template the TemplateFunc sets (with Image,
-//     the container's image), written only by Deploy: at 0 replicas, or
-//     with FixedCapacity while the side carries no traffic.
-//
-// A GitOps tool that also writes those template fields fights the rollout:
-// the Deployer sees its writes as another revision, and a rollout that
-// observes one on the canary side walks it back.
-//
-// Revisions live on the Deployer, a type of their own, so a Setter given
-// only as a CapacitySetter never reports revisions. A workload known only
-// by its scale subresource (ForScalable) has no template, and no Deployer.
-// In the fixed capacity mode (no capacity setters, both sides stay
-// provisioned) set Deployer.FixedCapacity: the Runner deploys a side at
-// weight 0, and the workload's controller replaces its pods.
-//
-// # Autoscalers
-//
-// A HorizontalPodAutoscaler writes spec.replicas through /scale too, so a
-// Setter that wrote it as well would fight it. Link the two sides'
-// Setters with Autoscale (AutoscaleClient for a controller-runtime
-// client) and they follow it instead:
-//
-//	a := replicas.ForDeployment(cs, ns, "web-a", 0)
-//	b := replicas.ForDeployment(cs, ns, "web-b", 0)
-//	err := replicas.Autoscale(cs, a, b, replicas.AutoscaleConfig{})
-//
-// One HorizontalPodAutoscaler per side: each workload keeps its own,
-// found among the namespace's by spec.scaleTargetRef (or named in
-// AutoscaleConfig), with the same metrics (a copy whose scaleTargetRef
-// names the other workload). Its scaleTargetRef never changes, so each
-// HPA always measures the pods of one side and a GitOps tool sees one
-// object per workload. A single HPA moved to whichever side is stable is
-// not supported: a side with no HPA, two HPAs on one workload, or a named
-// HPA that targets another workload fail with a Permanent
-// *AutoscalerError naming spec.scaleTargetRef (one HPA named for both
-// sides names AutoscaleConfig.B). The metrics should be per pod (CPU or
-// memory utilization, a per-pod average), so that each side's HPA sizes
-// it for the traffic it gets.
-//
-// The full count is what the HPAs desire for the whole service, decided
-// when a capacity is set, from each side that has replicas: a side whose
-// HPA upshift leaves alone (the stable side at the start, any side in its
-// steady state) asks for its HPA's status.desiredReplicas once the HPA
-// has seen its current spec (its status.observedGeneration), else for its
-// replicas; a side whose bounds upshift holds at a share p of a full
-// count asks for that count, raised to the smallest count whose share p
-// covers the replicas its HPA scaled it to above that share. The full
-// count is the largest of these. So within a rollout it only grows, and
-// only when an HPA asks for more replicas than its side's share (more
-// load): capacities never thrash, and a drop in load is followed once the
-// rollout ends and each HPA owns its count again.
-//
-// A side at capacity p (1..99, or 100 before the steady state) gets
-// ceil(full * p / 100) replicas through its HPA's bounds:
-// spec.minReplicas is that count, and spec.maxReplicas that count too when
-// the side is being lowered (so the HPA has no room to keep the replicas
-// it had, which a scale-down stabilization window would otherwise hold),
-// else the share p of the HPA's original maximum, so the HPA can add
-// replicas for more load. spec.replicas is left to the HPA, except that
-// the Setter writes it to leave 0 (the HPA controller does not scale a
-// target at 0 replicas), after it set the bounds. At capacity 0 the Setter
-// writes spec.replicas 0 first and then puts the HPA's original bounds
-// back: an HPA cannot have maxReplicas 0 (nor minReplicas 0 without a
-// feature gate), and one whose target is at 0 replicas does nothing, so
-// the idle side's HPA waits, unchanged, until the side is scaled up again.
-// The steady state puts the original bounds back too and the HPA owns the
-// count, with nothing left pinned. So does a side left alone at capacity
-// 100 when the other side reaches 0 (an abort, a walk back: no steady
-// state is asked of the stable side), recorded steady.
-//
-// The original bounds are recorded in BoundsAnnotation on the HPA when
-// the Setter first moves them, and removed when they are put back; the
-// capacity and the full count it was set for are recorded on the workload
-// (CapacityAnnotation and upshift.dev/full-replicas). A restarted
-// controller reads them all back and sets the same bounds.
-//
-// Capacity reports p once the HPA's minimum is the side's count and the
-// workload is within the bounds; replicas the HPA added above the share
-// count as ready up to p only (the full count takes them up at the next
-// capacity change). The surge budget, stable + canary <= 100% + MaxSurge
-// in replicas, holds against the full count while the HPAs scale: a side
-// exceeds its share only by what its HPA added for more load, which
-// raises the full count by at least as much (each side's count rounds
-// up, so the pair may exceed the budget by one replica, as without an
-// autoscaler). The full count given to ForDeployment and the others is
-// used only when neither side has replicas. In the steady state the
-// share is 100 and ready is counted against the replicas the HPA scaled
-// from. RBAC: get, list (to find an HPA by scaleTargetRef) and update on
-// horizontalpodautoscalers, and watch with a cache-backed client.
+// Rules:
+//   - a revision is deployed only at 0 replicas ([Deployer.Deploy]) and
+//     recognised from the live pod template, never from an annotation
+//     ([Deployer.Revision]), so a TemplateFunc must set, not add;
+//   - upshift owns spec.replicas, its annotations and the template fields
+//     the TemplateFunc sets: tell a GitOps tool to ignore them ([Setter]);
+//   - Setters and Deployers claim their workload for one rollout
+//     ([ClaimAnnotation]) and watch it by name ([Setter.Notify]), so RBAC
+//     needs get, update and watch on that name only (see [ForClient] for a
+//     cache).
 package replicas
 
 import (
@@ -266,6 +99,38 @@ type status struct {
 // Setter is a rollout.CapacitySetter for one workload. Build it with
 // ForDeployment, ForStatefulSet or ForScalable (client-go clients), or
 // ForClient (a controller-runtime client). Safe for concurrent use.
+//
+// The capacity asked for is kept in CapacityAnnotation on the workload, so
+// the Setter reports exactly what it was asked even though replica counts
+// round, and a restarted controller reads it back.
+//
+// Claims: a Setter and its Deployers are rollout.Claimers. Claim records
+// the rollout's owner in ClaimAnnotation with the workload's
+// resourceVersion, writing nothing when the owner already holds it; a
+// workload another owner claims is refused with a *rollout.ClaimedError
+// naming that owner, and so is every SetCapacity and Deploy for another
+// owner (rollout.OwnerFrom), before anything is written. Release removes
+// the claim.
+//
+// What upshift writes on a workload that a Setter and its Deployer manage,
+// and a GitOps tool should be told to ignore (an Argo CD
+// ignoreDifferences, a Flux ignore rule):
+//
+//   - spec.replicas (capacity);
+//   - the annotations upshift.dev/capacity (CapacityAnnotation: the
+//     capacity asked, in percent, or "steady") and upshift.dev/full-replicas
+//     (the replica count at 100 percent) on the workload's metadata;
+//   - upshift.dev/claim (ClaimAnnotation) on the workload's metadata;
+//   - the annotation upshift.dev/revision (RevisionAnnotation) on the
+//     workload's metadata and on its pod template: the revision the last
+//     Deploy wrote, a hint;
+//   - the fields of the pod template the TemplateFunc sets (with Image, the
+//     container's image), written only by Deploy: at 0 replicas, or with
+//     FixedCapacity while the side carries no traffic.
+//
+// A GitOps tool that also writes those template fields fights the rollout:
+// the Deployer sees its writes as another revision, and a rollout that
+// observes one on the canary side walks it back.
 type Setter struct {
 	ref  string
 	name string // the workload's

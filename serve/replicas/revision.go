@@ -37,7 +37,10 @@ const RevisionAnnotation = "upshift.dev/revision"
 // What distinguishes one revision from another must be set to a value
 // other than the zero value of its field (an image, a non-empty variable):
 // a field left at its zero value counts as unset, whatever the API server
-// defaulted it to.
+// defaulted it to. When what a revision means can change under its name (an
+// image template in an operator's spec), give the Runner identities
+// (Identity: the name and a digest of the rendered template) and map each
+// to its own template.
 type TemplateFunc func(revision string, t *corev1.PodTemplateSpec) error
 
 // Image returns a TemplateFunc that sets the image of the container named
@@ -71,6 +74,29 @@ func Image(container string, image func(revision string) string) TemplateFunc {
 // TemplateFunc, and reports the revision the workload runs. Build it with
 // Setter.Deployer, and give it to a Runner as DeployA or DeployB next to
 // the Setter of the same side. Safe for concurrent use.
+//
+// The Runner then deploys the canary revision on the canary side only
+// while it carries weight 0 and is settled at capacity 0, and waits until
+// Revision reports it Updated before it adds capacity or traffic. Deploy
+// refuses a workload that has replicas (a Permanent *DeployRefusedError),
+// so a revision never replaces pods that serve. The workload of the first
+// revision (side A) is created by the caller as usual, with no annotation;
+// the other side may start at 0 replicas with any template.
+//
+// What a workload runs is read from what it runs (its live pod template,
+// see Revision), never from a note upshift left: another writer may change
+// the template after a Deploy (a GitOps tool healing toward its own copy,
+// kubectl set image) and leave the annotation in place. Deploy compares
+// content the same way. Updated is read from the status the workload's
+// controller wrote for the current generation (observedGeneration,
+// updatedReplicas, availableReplicas).
+//
+// Revisions live on the Deployer, a type of their own, so a Setter given
+// only as a CapacitySetter never reports revisions. A workload known only
+// by its scale subresource (ForScalable) has no template, and no Deployer.
+// In the fixed capacity mode (no capacity setters, both sides stay
+// provisioned) set FixedCapacity: the Runner deploys a side at weight 0,
+// and the workload's controller replaces its pods.
 type Deployer struct {
 	s        *Setter
 	template TemplateFunc
