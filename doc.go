@@ -19,7 +19,8 @@
 //   - gateway (Gateway API routes), serve/ray (Ray Serve) and
 //     serve/replicas (Deployments, StatefulSets) are adapters; serve/drain
 //     and serve/retry help the servers being upgraded and their clients;
-//     fake holds in-memory adapters for tests.
+//     fake holds in-memory adapters for tests, and serve/ray/raytest an
+//     emulated Ray cluster for tests of serve/ray.
 //
 // Dependencies run one way, and TestLayering holds every package to them:
 // strategy imports only the standard library and apimachinery types;

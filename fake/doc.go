@@ -52,25 +52,8 @@
 //     quantile over a window, values of custom queries (SetQuery), a scrape
 //     and ingestion lag (SetLag), and a backend that is down (SetDown). An
 //     analysis.Analysis over it judges the simulated canary.
-//   - RayServe emulates one Ray cluster's Serve REST API as an
-//     http.Handler for httptest.NewServer: it validates PUT configs as Ray
-//     does, derives the target capacity direction and every deployment's
-//     target as Ray's controller does (capacity-adjusted num_replicas, and
-//     autoscaling bounds whose floor is initial_replicas while scaling up,
-//     min_replicas otherwise, with Ray's decimal half-up rounding, written
-//     apart from the adapter's), scales replicas toward them over a number
-//     of polls, checks tokens as Ray's dashboard does (RequireToken), and
-//     can fail a deployment, kill running replicas (KillReplicas: Ray
-//     replaces them, reporting the deployment UNHEALTHY until they run),
-//     keep replacements failing (CrashLoop), answer 5xx, hang or answer
-//     garbage. Package serve/ray's adapter is tested against it.
-//     DeployedConfig returns an application's deployed config. With
-//     RayServeOptions.GuardRedeploys (off by default), a PUT that changes
-//     the config on a cluster not at target_capacity 0, or serving traffic
-//     (ServingFunc), is refused with 400 and listed by Violations;
-//     writing back what GET reports is no change. PutByOther is another
-//     writer's PUT (someone redeploying a serving cluster), which the
-//     guard lets through.
+//   - A Ray Serve emulator, for tests of package serve/ray, is in package
+//     serve/ray/raytest.
 //
 // Router, Capacity and Deployment are rollout.Notifiers, as a watch on the
 // route or workload is: Notify wakes a subscriber on every write or test
@@ -83,8 +66,7 @@
 // so a test can check that nothing outlives the code under test.
 //
 // Every fake is safe for concurrent use, records a History of its calls
-// (KeepHistory(false) keeps only counts), and fails on demand with FailWith
-// (RayServe with FailRequests).
+// (KeepHistory(false) keeps only counts), and fails on demand with FailWith.
 // For anything else — a delay, a one-off error, a write that lands but
 // reports failure — wrap a fake (or any adapter) with InterceptRouter or
 // InterceptCapacity: each intercepting func receives the wrapped adapter and

@@ -237,8 +237,8 @@
 // revision's invalid config, by Deploy and Revision, as the same errors
 // naming the revision, marked rollout.Permanent.
 //
-// Package fake has a Ray Serve emulator (fake.RayServe) that speaks the
-// same API and computes replica targets as Ray's controller does, written
-// apart from this package's arithmetic, for tests that run this adapter
-// without a Ray cluster.
+// Package serve/ray/raytest has a Ray Serve emulator (raytest.Server) that
+// speaks the same API and computes replica targets as Ray's controller
+// does, written apart from this package's arithmetic, for tests that run
+// this adapter without a Ray cluster.
 package ray
