@@ -9,8 +9,12 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// Revisions on sides. A Capacity runs a revision ("" until one is deployed
-// or set with SetRevision), and is a rollout.Deployer for its side:
+// Deploy puts revision on the side. It fails with the error set by
+// FailWith, with ctx's error, and with a Permanent error matching
+// rollout.ErrInvalid for an empty revision.
+//
+// A Capacity runs a revision ("" until one is deployed or set with
+// SetRevision), and is a rollout.Deployer for its side:
 //
 //   - Deploy(ctx, rev) changes the workload's template to rev. The replicas
 //     of the revision the side ran stop at once and are replaced by
@@ -39,10 +43,6 @@ import (
 //
 // Revision does not count as an observation: a Runner reads Capacity and
 // Revision each reconcile, and lags count the Capacity reads (and time).
-
-// Deploy puts revision on the side (see above). It fails with the error set
-// by FailWith, with ctx's error, and with a Permanent error matching
-// rollout.ErrInvalid for an empty revision.
 func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 	share := c.servingShare()
 	defer c.note.flush()
@@ -112,7 +112,7 @@ func (c *Capacity) servingShare() int32 {
 	return f()
 }
 
-// Revision reports the revision the side runs (see above). expect is
+// Revision reports the revision the side runs (see Deploy). expect is
 // ignored: the side records the revision it was deployed with. It fails
 // with the error set by FailWith and with ctx's error.
 func (c *Capacity) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
