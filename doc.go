@@ -27,7 +27,8 @@
 // clock only the standard library; rollout imports strategy and clock (and
 // logr), rollout/analysis those three only (and apimachinery types, for
 // its CRD-embeddable Spec); fake imports rollout,
-// rollout/analysis, strategy and clock; adapters import rollout, strategy and clock, never one another nor
+// rollout/analysis, strategy and clock; serve/ray/raytest imports fake
+// and never serve/ray, which it checks; adapters import rollout, strategy and clock, never one another nor
 // fake; the serving helpers import clock and nothing of Kubernetes; only
 // examples import examples. A program that imports only
 // strategy, rollout or fake never links client-go, the Gateway API client or
