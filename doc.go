@@ -19,14 +19,16 @@
 //   - gateway (Gateway API routes), serve/ray (Ray Serve) and
 //     serve/replicas (Deployments, StatefulSets) are adapters; serve/drain
 //     and serve/retry help the servers being upgraded and their clients;
-//     fake holds in-memory adapters for tests.
+//     fake holds in-memory adapters for tests, and serve/ray/raytest an
+//     emulated Ray cluster for tests of serve/ray.
 //
 // Dependencies run one way, and TestLayering holds every package to them:
 // strategy imports only the standard library and apimachinery types;
 // clock only the standard library; rollout imports strategy and clock (and
 // logr), rollout/analysis those three only (and apimachinery types, for
 // its CRD-embeddable Spec); fake imports rollout,
-// rollout/analysis, strategy and clock; adapters import rollout, strategy and clock, never one another nor
+// rollout/analysis, strategy and clock; serve/ray/raytest imports fake
+// and never serve/ray, which it checks; adapters import rollout, strategy and clock, never one another nor
 // fake; the serving helpers import clock and nothing of Kubernetes; only
 // examples import examples. A program that imports only
 // strategy, rollout or fake never links client-go, the Gateway API client or

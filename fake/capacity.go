@@ -34,13 +34,22 @@ import (
 //
 // Capacity is also a rollout.Deployer (see Deploy and Revision): the side
 // runs a revision, and a deploy replaces its replicas with ones of the new
-// revision, ready after the Lag.
+// revision, ready after the Lag. To let a Runner deploy revisions, and
+// check that it never does so on a side that serves or holds capacity:
+//
+//	a.SetRevision("v1") // side A runs v1 from the start
+//	a.ServingFunc(router.Serving(strategy.SideA))
+//	b.ServingFunc(router.Serving(strategy.SideB))
+//	runner.DeployA, runner.DeployB = a, b
+//	// reconcile; then a.Violations() and b.Violations() are empty
 //
 // Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
 // CrashLoop, SetRevision, Overwrite, StallDeploys, ServingFunc, DropNotifications,
 // History; Violations lists the deploys made while the side held capacity
-// or served traffic. It is a rollout.Notifier (see Notify).
-// Safe for concurrent use.
+// or served traffic. It is a rollout.Notifier (see Notify) and a
+// rollout.Claimer (see Claim).
+//
+// The zero value is not usable: use NewCapacity. Safe for concurrent use.
 type Capacity struct {
 	mu       sync.Mutex
 	clock    *Clock
@@ -371,8 +380,8 @@ func (c *Capacity) Reads() int {
 func (c *Capacity) Replicas() int32 { return c.replicas }
 
 // Notify calls wake whenever what Capacity, and Revision, report may have
-// changed, until ctx ends (see the package's notes on change
-// notifications). It fails only when ctx has already ended.
+// changed, until ctx ends (see Router.Notify for what wakes a subscriber).
+// It fails only when ctx has already ended.
 func (c *Capacity) Notify(ctx context.Context, wake func()) error {
 	return c.note.subscribe(ctx, c.clock, wake)
 }

@@ -7,19 +7,7 @@ import (
 	"github.com/upshift-dev/upshift/rollout"
 )
 
-// Claims. Router, Capacity and Deployment are rollout.Claimers: each holds
-// the claim a real adapter records on its object (an annotation), with the
-// semantics of rollout.Claimer. Claim by the holder writes nothing;
-// another owner's Claim is refused with a *rollout.ClaimedError naming the
-// holder, unless it replaces exactly that holder; Release by anyone but
-// the holder leaves the claim. A write (SetWeights, SetCapacity, Deploy)
-// for a context whose rollout.OwnerFrom names another owner than the
-// holder is refused the same way and changes nothing; a write with no
-// owner in its context, or to an object nobody claims, is made as before.
-// Each call records its owner in the history (Call.Owner), so a test can
-// check who wrote when. A deleted Router loses its claim with the route,
-// as a re-created object has no annotations. SetClaimant sets the holder
-// directly, as a person editing the annotation would.
+// Claims: the rules are in Router.Claim's doc.
 
 // claim is the claim on one fake object. Its methods are called with the
 // object's lock held.
@@ -79,6 +67,21 @@ var (
 // Claim records owner's claim on the route (see rollout.Claimer). It fails
 // with the error set by FailWith, with ctx's error, and with
 // rollout.ErrNotFound while the route is deleted.
+//
+// Router, Capacity and Deployment are rollout.Claimers, as the real
+// adapters are: each holds
+// the claim a real adapter records on its object (an annotation), with the
+// semantics of rollout.Claimer. Claim by the holder writes nothing;
+// another owner's Claim is refused with a *rollout.ClaimedError naming the
+// holder, unless it replaces exactly that holder; Release by anyone but
+// the holder leaves the claim. A write (SetWeights, SetCapacity, Deploy)
+// for a context whose rollout.OwnerFrom names another owner than the
+// holder is refused the same way and changes nothing; a write with no
+// owner in its context, or to an object nobody claims, is made as before.
+// Each call records its owner in the history (Call.Owner), so a test can
+// check who wrote when. A deleted Router loses its claim with the route,
+// as a re-created object has no annotations. SetClaimant sets the holder
+// directly, as a person editing the annotation would.
 func (r *Router) Claim(ctx context.Context, owner, replace rollout.Owner) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -131,8 +134,8 @@ func (r *Router) SetClaimant(o rollout.Owner) {
 }
 
 // Claim records owner's claim on the side's workload (see
-// rollout.Claimer). It fails with the error set by FailWith and with ctx's
-// error.
+// rollout.Claimer, and Router.Claim for how the fakes hold claims). It
+// fails with the error set by FailWith and with ctx's error.
 func (c *Capacity) Claim(ctx context.Context, owner, replace rollout.Owner) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -26,7 +26,10 @@ import (
 // Test-only controls: SetLag, SetPartial, FailWith, SetRevision,
 // Redeploy, StallDeploys, ServingFunc, DropNotifications, History.
 // NewDeploymentTraffic simulates requests on two of them. It is a
-// rollout.Notifier (see Notify). Safe for concurrent use.
+// rollout.Notifier (see Notify) and a rollout.Claimer (see Claim).
+//
+// The zero value is not usable: use NewDeployment. Safe for concurrent
+// use.
 type Deployment struct {
 	c *Capacity
 }

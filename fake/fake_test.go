@@ -273,6 +273,54 @@ func TestStoreRoundTrips(t *testing.T) {
 	}
 }
 
+// TestAnalyzer: a gate answers the verdict last set for it (pending until
+// then), FailWith fails every call until FailWith(nil), an ended ctx fails
+// the call unrecorded, and History lists the calls with their errors.
+func TestAnalyzer(t *testing.T) {
+	boom := errors.New("boom")
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	type step struct {
+		set  map[string]strategy.Verdict
+		fail error
+		ctx  context.Context
+		gate string
+		want strategy.Verdict
+		err  error
+	}
+	steps := []step{
+		{gate: "smoke", want: strategy.VerdictPending},
+		{set: map[string]strategy.Verdict{"smoke": strategy.VerdictPass}, gate: "smoke", want: strategy.VerdictPass},
+		{gate: "load", want: strategy.VerdictPending},
+		{set: map[string]strategy.Verdict{"smoke": strategy.VerdictFail, "load": strategy.VerdictInconclusive}, gate: "smoke", want: strategy.VerdictFail},
+		{fail: boom, gate: "load", want: strategy.VerdictPending, err: boom},
+		{fail: nil, gate: "load", want: strategy.VerdictInconclusive},
+		{ctx: canceled, gate: "smoke", want: strategy.VerdictPending, err: context.Canceled},
+	}
+	var a fake.Analyzer // the zero value is ready
+	for i, st := range steps {
+		for gate, v := range st.set {
+			a.Set(gate, v)
+		}
+		a.FailWith(st.fail)
+		ctx := st.ctx
+		if ctx == nil {
+			ctx = context.Background()
+		}
+		got, err := a.Analyze(ctx, st.gate)
+		if got != st.want || !errors.Is(err, st.err) || (err == nil) != (st.err == nil) {
+			t.Errorf("step %d: Analyze(%q) = %q, %v; want %q, %v", i, st.gate, got, err, st.want, st.err)
+		}
+	}
+	want := []fake.Call{
+		{Op: "Analyze", Arg: "smoke"}, {Op: "Analyze", Arg: "smoke"}, {Op: "Analyze", Arg: "load"},
+		{Op: "Analyze", Arg: "smoke"}, {Op: "Analyze", Arg: "load", Err: boom}, {Op: "Analyze", Arg: "load"},
+	}
+	if diff := cmp.Diff(want, a.History(), cmp.Comparer(func(x, y error) bool { return x == y })); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+}
+
 func TestInterceptors(t *testing.T) {
 	ctx := context.Background()
 	r := fake.NewRouter(nil)

@@ -8,7 +8,8 @@ import (
 
 // RouterFuncs intercepts a TrafficRouter's calls. Each func receives the
 // wrapped router, so it can fail, delay, alter or pass the call on. A nil
-// func passes the call through.
+// func passes the call through, so the zero value intercepts nothing. The
+// wrapper is as safe for concurrent use as the wrapped router and the funcs.
 type RouterFuncs struct {
 	SetWeights func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error
 	Weights    func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error)
@@ -38,7 +39,8 @@ func (r *interceptedRouter) Weights(ctx context.Context) (rollout.RouteStatus, e
 	return r.next.Weights(ctx)
 }
 
-// CapacityFuncs intercepts a CapacitySetter's calls, like RouterFuncs.
+// CapacityFuncs intercepts a CapacitySetter's calls, like RouterFuncs: the
+// zero value intercepts nothing.
 type CapacityFuncs struct {
 	SetCapacity func(ctx context.Context, next rollout.CapacitySetter, r rollout.CapacityRequest) error
 	Capacity    func(ctx context.Context, next rollout.CapacitySetter) (rollout.CapacityStatus, error)

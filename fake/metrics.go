@@ -33,10 +33,13 @@ const MetricsRetention = 10 * time.Minute
 // A success rate or latency over a window without requests has no data
 // (NoData, Value NaN), as a ratio over no requests has none in PromQL. The requests in the window are
 // counted when the check has a RequestsQuery (Requests is NaN otherwise).
-// SetLag delays what a Measure sees, SetDown makes every Measure fail.
+// SetLag delays what a Measure sees (a scrape and ingestion lag); SetDown
+// makes every Measure fail (a backend that is down). An analysis.Analysis
+// over a Metrics judges the simulated canary as it would a real one.
 //
 // Requests with the same side, instant, status and duration are kept as
-// one entry with a count, so recording many of them at once stays cheap.
+// one entry with a count, so recording many of them (a Traffic tick's)
+// stays cheap.
 // Safe for concurrent use; the zero value is not usable: use NewMetrics.
 type Metrics struct {
 	mu      sync.Mutex
@@ -70,11 +73,12 @@ func NewMetrics(clock *Clock) *Metrics {
 // Record adds one request to side at the instant at, answered with status
 // after latency.
 func (m *Metrics) Record(side strategy.Side, at time.Time, status int, latency time.Duration) {
-	m.RecordN(side, at, status, latency, 1)
+	m.recordN(side, at, status, latency, 1)
 }
 
-// RecordN adds n requests alike to side (nothing for n <= 0).
-func (m *Metrics) RecordN(side strategy.Side, at time.Time, status int, latency time.Duration, n int64) {
+// recordN adds n requests alike to side (nothing for n <= 0): a tick of
+// Traffic records its requests in a few calls.
+func (m *Metrics) recordN(side strategy.Side, at time.Time, status int, latency time.Duration, n int64) {
 	if n <= 0 {
 		return
 	}

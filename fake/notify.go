@@ -9,32 +9,7 @@ import (
 	"github.com/upshift-dev/upshift/rollout"
 )
 
-// Change notifications. Router, Capacity and Deployment implement
-// rollout.Notifier, as a watch on the route or the workload does: Notify
-// subscribes a wake func, called (outside the fake's lock, on the goroutine
-// that caused the change) whenever what the fake reports may have changed:
-//
-//   - a write that changes something (SetWeights, SetCapacity, Deploy);
-//     writing what is already in place wakes no one;
-//   - a test control that changes what the fake reports: Overwrite, Delete,
-//     Create, Reject and FailWith on a Router; SetHealth, FailWith, Crash,
-//     CrashLoop, SetPartial, SetRevision and StallDeploys on a Capacity or
-//     a Deployment;
-//   - the end of a Lag with a Duration: a wake is scheduled on the fake's
-//     Clock (AfterFunc) at the instant the Duration ends, so it fires inside
-//     the Clock's Advance or Set that reaches that instant, once the clock
-//     reads it. A lag that also counts reads may not be over then (the wake
-//     is spurious); it ends at a read.
-//
-// A lag counted in reads ends only at a read, and the reader sees what it
-// reveals, so it wakes no one; the same holds for replicas that SetPartial
-// makes ready one per read. A wake may be spurious (a change superseded
-// before its lag ended), never missing. Notify accepts any number of
-// subscribers; a subscription ends with its ctx (no wake is delivered once
-// ctx is done): it is dropped promptly after, and Notify tracks that end
-// (rollout.TrackNotify), so a rollout.Runner's Run returns only once its
-// subscriptions are gone. Subscriptions counts those still live.
-// DropNotifications stands for a watch that is down.
+// Change notifications: what wakes a subscriber is in Router.Notify's doc.
 
 // notifier is the subscribers of one fake and the lag ends it schedules.
 // Lock order: the fake's lock, then mu, then the Clock's.

@@ -9,8 +9,12 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// Revisions on sides. A Capacity runs a revision ("" until one is deployed
-// or set with SetRevision), and is a rollout.Deployer for its side:
+// Deploy puts revision on the side. It fails with the error set by
+// FailWith, with ctx's error, and with a Permanent error matching
+// rollout.ErrInvalid for an empty revision.
+//
+// A Capacity runs a revision ("" until one is deployed or set with
+// SetRevision), and is a rollout.Deployer for its side:
 //
 //   - Deploy(ctx, rev) changes the workload's template to rev. The replicas
 //     of the revision the side ran stop at once and are replaced by
@@ -39,10 +43,6 @@ import (
 //
 // Revision does not count as an observation: a Runner reads Capacity and
 // Revision each reconcile, and lags count the Capacity reads (and time).
-
-// Deploy puts revision on the side (see above). It fails with the error set
-// by FailWith, with ctx's error, and with a Permanent error matching
-// rollout.ErrInvalid for an empty revision.
 func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 	share := c.servingShare()
 	defer c.note.flush()
@@ -112,7 +112,7 @@ func (c *Capacity) servingShare() int32 {
 	return f()
 }
 
-// Revision reports the revision the side runs (see above). expect is
+// Revision reports the revision the side runs (see Deploy). expect is
 // ignored: the side records the revision it was deployed with. It fails
 // with the error set by FailWith and with ctx's error.
 func (c *Capacity) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
@@ -241,7 +241,8 @@ func (c *Capacity) Deploys() int {
 // receives: the larger of its weight in the data plane and in the route's
 // spec (a weight written and not yet applied is traffic about to arrive).
 // A side of a deleted route receives nothing. Give it to
-// Capacity.ServingFunc, Deployment.ServingFunc or RayServe.ServingFunc.
+// Capacity.ServingFunc, Deployment.ServingFunc or raytest.Server.ServingFunc
+// (package serve/ray/raytest).
 func (r *Router) Serving(side strategy.Side) func() int32 {
 	return func() int32 {
 		r.mu.Lock()

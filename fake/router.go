@@ -17,7 +17,8 @@ type Lag struct {
 	Duration time.Duration
 }
 
-// Call is one call recorded in an adapter's history.
+// Call is one call recorded in an adapter's history. It is a plain value;
+// the zero Call names no call.
 type Call struct {
 	At  time.Time
 	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Deploy", "Revision", "Load", "Save", "Analyze"
@@ -70,7 +71,8 @@ func (h *history) count(op string) int { return h.ok[op] }
 // reports what the data plane routes by, which is what the Traffic simulator
 // uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, Overwrite
 // (another writer), Delete and Create (the route removed and re-created),
-// DropNotifications, History. It is a rollout.Notifier (see Notify).
+// DropNotifications, History. It is a rollout.Notifier (see Notify) and a
+// rollout.Claimer (see Claim).
 //
 // The zero value routes everything to side A and applies changes at once.
 // Safe for concurrent use.
@@ -328,8 +330,34 @@ func (r *Router) Reads() int {
 }
 
 // Notify calls wake whenever what Weights reports may have changed, until
-// ctx ends (see the package's notes on change notifications). It fails only
-// when ctx has already ended.
+// ctx ends. It fails only when ctx has already ended.
+//
+// Router, Capacity and Deployment implement
+// rollout.Notifier, as a watch on the route or the workload does: Notify
+// subscribes a wake func, called (outside the fake's lock, on the goroutine
+// that caused the change) whenever what the fake reports may have changed:
+//
+//   - a write that changes something (SetWeights, SetCapacity, Deploy);
+//     writing what is already in place wakes no one;
+//   - a test control that changes what the fake reports: Overwrite, Delete,
+//     Create, Reject and FailWith on a Router; SetHealth, FailWith, Crash,
+//     CrashLoop, SetPartial, SetRevision and StallDeploys on a Capacity or
+//     a Deployment;
+//   - the end of a Lag with a Duration: a wake is scheduled on the fake's
+//     Clock (AfterFunc) at the instant the Duration ends, so it fires inside
+//     the Clock's Advance or Set that reaches that instant, once the clock
+//     reads it. A lag that also counts reads may not be over then (the wake
+//     is spurious); it ends at a read.
+//
+// A lag counted in reads ends only at a read, and the reader sees what it
+// reveals, so it wakes no one; the same holds for replicas that SetPartial
+// makes ready one per read. A wake may be spurious (a change superseded
+// before its lag ended), never missing. Notify accepts any number of
+// subscribers; a subscription ends with its ctx (no wake is delivered once
+// ctx is done): it is dropped promptly after, and Notify tracks that end
+// (rollout.TrackNotify), so a rollout.Runner's Run returns only once its
+// subscriptions are gone. Subscriptions counts those still live.
+// DropNotifications stands for a watch that is down.
 func (r *Router) Notify(ctx context.Context, wake func()) error {
 	return r.note.subscribe(ctx, r.clock, wake)
 }

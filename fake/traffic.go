@@ -53,7 +53,8 @@ type answers struct {
 }
 
 // TrafficStats are the counts so far. Failed counts the requests served
-// with a 500 (SetErrorRate), which Served counts too.
+// with a 500 (SetErrorRate), which Served counts too. It is a plain value;
+// the zero value counts nothing.
 type TrafficStats struct {
 	Ticks, Served, Overloaded, Dropped int64
 	Failed                             int64
@@ -149,9 +150,9 @@ func (t *Traffic) serve(side strategy.Side, revision string, sent, served int64,
 		t.dropped += sent - served
 	}
 	if t.metrics != nil {
-		t.metrics.RecordN(side, at, 200, ans.latency, served-failed)
-		t.metrics.RecordN(side, at, 500, ans.latency, failed)
-		t.metrics.RecordN(side, at, 503, 0, sent-served)
+		t.metrics.recordN(side, at, 200, ans.latency, served-failed)
+		t.metrics.recordN(side, at, 500, ans.latency, failed)
+		t.metrics.recordN(side, at, 503, 0, sent-served)
 	}
 }
 

@@ -7,7 +7,8 @@
 //
 //   - serve/ray sets a Ray cluster's Serve target_capacity through the Ray
 //     dashboard's REST API and reports ready capacity from replica counts,
-//     for an upgrade between two Ray clusters.
+//     for an upgrade between two Ray clusters; serve/ray/raytest emulates
+//     a Ray cluster's dashboard for its tests.
 //   - serve/replicas scales a Kubernetes workload (a Deployment, a
 //     StatefulSet, or any kind with a scale subresource) and reports the
 //     share of its full replica count that is available.

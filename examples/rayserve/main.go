@@ -8,7 +8,8 @@
 // every hop (the deploy included) with the capacities and ready shares it
 // observed.
 //
-// With no flags it runs against two in-process Ray Serve emulators:
+// With no flags it runs against two in-process Ray Serve emulators
+// (package serve/ray/raytest):
 //
 //	go run ./examples/rayserve
 //	go run ./examples/rayserve -a http://blue-head:8265 -b http://green-head:8265 \
@@ -66,6 +67,7 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -160,7 +162,7 @@ type Report struct {
 	// given.
 	Puts []Put
 	// Emulators are the in-process clusters, nil for a URL given.
-	EmulatorA, EmulatorB *fake.RayServe
+	EmulatorA, EmulatorB *raytest.Server
 }
 
 // Hop is one applied hop and the observation it was decided on.
@@ -231,9 +233,9 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	rep := &Report{}
 	router := fake.NewRouter(nil)
 	var mu sync.Mutex // guards rep.Puts, written by the emulators' handlers
-	emulate := func(side strategy.Side, opts fake.RayServeOptions) (*fake.RayServe, string, func()) {
+	emulate := func(side strategy.Side, opts raytest.Options) (*raytest.Server, string, func()) {
 		opts.GuardRedeploys = true
-		em := fake.NewRayServe(opts)
+		em := raytest.New(opts)
 		serving := router.Serving(side)
 		em.ServingFunc(serving)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
@@ -269,7 +271,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	urlA, urlB := cfg.A, cfg.B
 	if urlA == "" {
-		em, url, closeSrv := emulate(strategy.SideA, fake.RayServeOptions{StartPolls: 2, StopPolls: 1})
+		em, url, closeSrv := emulate(strategy.SideA, raytest.Options{StartPolls: 2, StopPolls: 1})
 		defer closeSrv()
 		rep.EmulatorA, urlA = em, url
 		// The workload the caller created: v1's config as it is, which
@@ -279,7 +281,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		}
 	}
 	if urlB == "" {
-		em, url, closeSrv := emulate(strategy.SideB, fake.RayServeOptions{BuildPolls: 1, StartPolls: 3, StopPolls: 1})
+		em, url, closeSrv := emulate(strategy.SideB, raytest.Options{BuildPolls: 1, StartPolls: 3, StopPolls: 1})
 		defer closeSrv()
 		rep.EmulatorB, urlB = em, url
 	}
@@ -393,7 +395,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	final, runErr := r.Run(ctx, strategy.NewState(oldRevision, newRevision), nil)
 	rep.Final = final
-	for _, em := range []*fake.RayServe{rep.EmulatorA, rep.EmulatorB} {
+	for _, em := range []*raytest.Server{rep.EmulatorA, rep.EmulatorB} {
 		if em != nil {
 			rep.Violations = append(rep.Violations, em.Violations()...)
 		}

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -95,7 +95,7 @@ func checkUpgrade(t *testing.T, rep *Report, out, oldConfig, newConfig string) {
 	// null.
 	for _, c := range []struct {
 		name   string
-		em     *fake.RayServe
+		em     *raytest.Server
 		config string
 		zero   bool
 	}{{"A", rep.EmulatorA, oldConfig, true}, {"B", rep.EmulatorB, newConfig, false}} {
@@ -173,13 +173,13 @@ func TestRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	// An emulated cluster that runs v1 at null, and an empty one.
-	serving := fake.NewRayServe(fake.RayServeOptions{})
+	serving := raytest.New(raytest.Options{})
 	srvServing := httptest.NewServer(serving)
 	defer srvServing.Close()
 	if err := serveDeploy(context.Background(), srvServing.URL, []byte(defaultOldConfig)); err != nil {
 		t.Fatal(err)
 	}
-	srvEmpty := httptest.NewServer(fake.NewRayServe(fake.RayServeOptions{}))
+	srvEmpty := httptest.NewServer(raytest.New(raytest.Options{}))
 	defer srvEmpty.Close()
 	for _, c := range []struct {
 		name string

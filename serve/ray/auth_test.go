@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // headerLog records the credential headers of every request before
@@ -91,7 +91,7 @@ func TestTokenHeader(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			rs := fake.NewRayServe(fake.RayServeOptions{})
+			rs := raytest.New(raytest.Options{})
 			if tc.token != "" {
 				rs.RequireToken(tc.token, tc.rayReads...)
 			}
@@ -202,7 +202,7 @@ func TestRedirects(t *testing.T) {
 				mu.Unlock()
 			}))
 			defer other.Close()
-			rs := fake.NewRayServe(fake.RayServeOptions{})
+			rs := raytest.New(raytest.Options{})
 			rs.RequireToken("s3cret")
 			var self string
 			srv := httptest.NewServer(redirecting(tc.code, tc.methods, func(r *http.Request) string {

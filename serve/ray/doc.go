@@ -46,7 +46,8 @@
 //     aborts); 5xx, timeouts and connection errors are retried; an invalid
 //     Config is a [ConfigError] per field, from [New].
 //
-// Package fake has a Ray Serve emulator (fake.RayServe) that speaks the same
-// API and computes replica targets as Ray's controller does, written apart
-// from this package's arithmetic, for tests without a Ray cluster.
+// Package [github.com/upshift-dev/upshift/serve/ray/raytest] has a Ray Serve
+// emulator that speaks the same API and computes replica targets as Ray's
+// controller does, written apart from this package's arithmetic, for tests
+// without a Ray cluster.
 package ray

@@ -13,6 +13,7 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -59,8 +60,8 @@ func (w *watched) Capacity(ctx context.Context) (rollout.CapacityStatus, error) 
 // routed to it.
 func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 	ctx := context.Background()
-	rsA, srvA := cluster(t, fake.RayServeOptions{StartPolls: 2, StopPolls: 1})
-	rsB, srvB := cluster(t, fake.RayServeOptions{BuildPolls: 1, StartPolls: 2, StopPolls: 2})
+	rsA, srvA := cluster(t, raytest.Options{StartPolls: 2, StopPolls: 1})
+	rsB, srvB := cluster(t, raytest.Options{BuildPolls: 1, StartPolls: 2, StopPolls: 2})
 	a, b := adapter(t, srvA.URL, e2eConfig), adapter(t, srvB.URL, e2eConfig)
 
 	// The old cluster serves everything, in its steady state.
@@ -147,7 +148,7 @@ func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 // observation (GET) against the emulator on loopback.
 func BenchmarkSetObserve(b *testing.B) {
 	ctx := context.Background()
-	_, srv := cluster(b, fake.RayServeOptions{})
+	_, srv := cluster(b, raytest.Options{})
 	side := adapter(b, srv.URL, llmConfig)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
@@ -160,7 +161,7 @@ func BenchmarkSetObserve(b *testing.B) {
 	}
 }
 
-func puts(rs *fake.RayServe) []string {
+func puts(rs *raytest.Server) []string {
 	var out []string
 	for _, c := range rs.History() {
 		if c.Op == "PUT" {

@@ -8,9 +8,9 @@ import (
 	"net/http/httptest"
 	"strings"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // A cluster that follows revisions: each revision is deployed at
@@ -19,7 +19,7 @@ import (
 // are DeployA and DeployB, and the Runner makes these calls itself.
 func ExampleRay_Deployer() {
 	ctx := context.Background()
-	srv := httptest.NewServer(fake.NewRayServe(fake.RayServeOptions{})) // an emulated Ray dashboard
+	srv := httptest.NewServer(raytest.New(raytest.Options{})) // an emulated Ray dashboard
 	defer srv.Close()
 
 	v1 := `{"applications": [{"name": "shop", "import_path": "shop:app",
@@ -70,7 +70,7 @@ func ExampleRay_Deployer() {
 // revision is deployed at 0 as usual.
 func ExampleRay_SetCapacity_unknownConfig() {
 	ctx := context.Background()
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 

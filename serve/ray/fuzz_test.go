@@ -7,8 +7,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // fuzzConfig has two fixed deployments and an autoscaling one.
@@ -20,7 +20,7 @@ const fuzzConfig = `{"applications": [{"name": "llm", "route_prefix": "/llm", "i
 // details or an error, never panic, and what it accepts must evaluate to
 // percents within 0..100.
 func FuzzDecodeStatus(f *testing.F) {
-	rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1, StopPolls: 1})
+	rs := raytest.New(raytest.Options{StartPolls: 1, StopPolls: 1})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	side, err := New(Config{Dashboard: srv.URL, ServeConfig: []byte(fuzzConfig)})

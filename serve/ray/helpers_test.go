@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // TB is the part of testing.TB the helpers need, so that they also run
@@ -38,9 +38,9 @@ const llmConfig = `{
 }`
 
 // cluster starts an emulated Ray cluster on loopback.
-func cluster(t TB, opts fake.RayServeOptions) (*fake.RayServe, *httptest.Server) {
+func cluster(t TB, opts raytest.Options) (*raytest.Server, *httptest.Server) {
 	t.Helper()
-	rs := fake.NewRayServe(opts)
+	rs := raytest.New(opts)
 	srv := httptest.NewServer(rs)
 	t.Cleanup(srv.Close)
 	return rs, srv

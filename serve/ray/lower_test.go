@@ -16,9 +16,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"pgregory.net/rapid"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // otherConfig is a Serve config of no test revision, as another writer
@@ -81,7 +81,7 @@ func TestSetCapacityOnUnknownConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			rs, srv := cluster(t, fake.RayServeOptions{})
+			rs, srv := cluster(t, raytest.Options{})
 			r, d := revAdapter(t, srv.URL)
 			if tc.known {
 				if err := d.Deploy(ctx, "v1"); err != nil {
@@ -154,7 +154,7 @@ func TestSetCapacityOnUnknownConfig(t *testing.T) {
 // refused.
 func TestSetCapacityOnUnknownConfigEmpty(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	put(t, srv.URL, `{"applications": [], "target_capacity": 40}`)
 	r, _ := revAdapter(t, srv.URL)
 	before := rs.Puts()
@@ -230,7 +230,7 @@ func TestSetCapacityOnUnknownConfigNotWritable(t *testing.T) {
 func TestUnknownConfigProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: rapid.IntRange(0, 2).Draw(t, "start"), GuardRedeploys: true})
+		rs := raytest.New(raytest.Options{StartPolls: rapid.IntRange(0, 2).Draw(t, "start"), GuardRedeploys: true})
 		r, d := revAdapter(t, "http://ray.test", inProcess(rs))
 		if rapid.Bool().Draw(t, "known") {
 			if err := d.Deploy(ctx, "v1"); err != nil {

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 func pct(v float64) *float64 { return &v }
@@ -71,7 +71,7 @@ func ExampleCapacityAdjusted() {
 // ExampleRay sets a target capacity on an emulated cluster and reads back
 // what is ready.
 func ExampleRay() {
-	cluster := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1})
+	cluster := raytest.New(raytest.Options{StartPolls: 1})
 	srv := httptest.NewServer(cluster)
 	defer srv.Close()
 	side, err := ray.New(ray.Config{
@@ -107,7 +107,7 @@ func ExampleRay() {
 // percent, every fixed deployment's target in the emulator is what
 // CapacityAdjusted says.
 func TestCapacityAdjustedAgreesWithEmulator(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+	rs := raytest.New(raytest.Options{})
 	counts := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 19, 23, 25, 33, 40, 64, 99, 125}
 	var deps []string
 	for _, n := range counts {

@@ -9,6 +9,7 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // wakeLog records the wake calls of one subscriber: the clock's time since
@@ -19,7 +20,7 @@ type wakeLog struct {
 	polls []int
 }
 
-func (w *wakeLog) wake(clk *fake.Clock, t0 time.Time, rs *fake.RayServe) func() {
+func (w *wakeLog) wake(clk *fake.Clock, t0 time.Time, rs *raytest.Server) func() {
 	return func() {
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -36,7 +37,7 @@ func (w *wakeLog) len() int {
 
 // drain advances clk from timer to timer until no poll is pending, and
 // returns the GETs made meanwhile and the clock's time since t0.
-func drain(t *testing.T, clk *fake.Clock, rs *fake.RayServe, t0 time.Time) (gets int, quiet time.Duration) {
+func drain(t *testing.T, clk *fake.Clock, rs *raytest.Server, t0 time.Time) (gets int, quiet time.Duration) {
 	t.Helper()
 	before := rs.Polls()
 	for i := 0; ; i++ {
@@ -71,7 +72,7 @@ func backoffBound(n int) time.Duration {
 // interval.
 func TestNotifyAfterSetCapacity(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5, 8} {
-		rs, srv := cluster(t, fake.RayServeOptions{StartPolls: n, StopPolls: 1})
+		rs, srv := cluster(t, raytest.Options{StartPolls: n, StopPolls: 1})
 		clk := fake.NewClock(time.Unix(1000, 0))
 		r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
 		ctx, cancel := context.WithCancel(context.Background())
@@ -134,7 +135,7 @@ func subtract(xs []int, d int) []int {
 // TestNotifyIdle: a subscriber alone makes no GET; nor does a SetCapacity
 // that writes nothing, nor, after the fast polls, the time passing.
 func TestNotifyIdle(t *testing.T) {
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 2})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 2})
 	clk := fake.NewClock(time.Unix(1000, 0))
 	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -171,7 +172,7 @@ func TestNotifyIdle(t *testing.T) {
 // TestNotifyCancel: ending ctx stops the fast polls at once, and a write
 // afterwards polls nothing.
 func TestNotifyCancel(t *testing.T) {
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 5})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 5})
 	clk := fake.NewClock(time.Unix(1000, 0))
 	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -215,7 +216,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // and when Ray has built it; a subscriber that leaves is no longer woken
 // while the other still is.
 func TestNotifySharedWithDeployer(t *testing.T) {
-	rs, srv := cluster(t, fake.RayServeOptions{BuildPolls: 3, StartPolls: 2})
+	rs, srv := cluster(t, raytest.Options{BuildPolls: 3, StartPolls: 2})
 	clk := fake.NewClock(time.Unix(1000, 0))
 	r, dp := revAdapter(t, srv.URL, func(c *ray.Config) { c.Clock = clk })
 	ctx := context.Background()
@@ -269,7 +270,7 @@ func TestNotifySharedWithDeployer(t *testing.T) {
 // TestNotifyIntervals: Config's intervals set the polls; negative ones are
 // invalid.
 func TestNotifyIntervals(t *testing.T) {
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
 	clk := fake.NewClock(time.Unix(1000, 0))
 	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) {
 		c.Clock, c.NotifyMinInterval, c.NotifyMaxInterval = clk, 10*time.Millisecond, 40*time.Millisecond

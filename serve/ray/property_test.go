@@ -9,8 +9,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // refAdjusted is a naive reference of Ray's rounding for whole percents.
@@ -37,7 +37,7 @@ type depSpec struct {
 func TestReadyProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		rs := fake.NewRayServe(fake.RayServeOptions{
+		rs := raytest.New(raytest.Options{
 			BuildPolls: rapid.IntRange(0, 2).Draw(t, "build"),
 			StartPolls: rapid.IntRange(0, 3).Draw(t, "start"),
 			StopPolls:  rapid.IntRange(0, 3).Draw(t, "stop"),

@@ -15,15 +15,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 func TestSetAndObserve(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 2, StopPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 2, StopPolls: 1})
 	r := adapter(t, srv.URL, llmConfig)
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 		t.Fatal(err)
@@ -83,7 +83,7 @@ func TestSetAndObserve(t *testing.T) {
 // higher target capacity: ready capacity follows the replicas, not that.
 func TestRunningIsNotReady(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 3})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 3})
 	r := adapter(t, srv.URL, llmConfig)
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 20}); err != nil {
 		t.Fatal(err)
@@ -112,7 +112,7 @@ func TestRunningIsNotReady(t *testing.T) {
 
 func TestNoPutWhenApplied(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r := adapter(t, srv.URL, llmConfig)
 	for _, req := range []rollout.CapacityRequest{{Percent: 40}, {Percent: 40}, {Percent: 100, Steady: true}, {Percent: 100, Steady: true}, {Percent: 100}, {Percent: 100}} {
 		if err := r.SetCapacity(ctx, req); err != nil {
@@ -154,7 +154,7 @@ func TestNoPutWhenApplied(t *testing.T) {
 
 func TestUnknownFieldsPreserved(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	withCapacity := strings.Replace(llmConfig, `"proxy_location"`, `"target_capacity": 7, "proxy_location"`, 1)
 	r := adapter(t, srv.URL, withCapacity)
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 25}); err != nil {
@@ -185,7 +185,7 @@ func TestUnknownFieldsPreserved(t *testing.T) {
 
 func TestBearerToken(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	rs.RequireToken("s3cret")
 	anon := adapter(t, srv.URL, llmConfig)
 	err := anon.SetCapacity(ctx, rollout.CapacityRequest{Percent: 10})
@@ -204,7 +204,7 @@ func TestBearerToken(t *testing.T) {
 
 func TestRejectedIsPermanent(t *testing.T) {
 	ctx := context.Background()
-	_, srv := cluster(t, fake.RayServeOptions{})
+	_, srv := cluster(t, raytest.Options{})
 	dup := `{"applications": [
 	  {"name": "a", "route_prefix": "/x", "import_path": "m:a"},
 	  {"name": "b", "route_prefix": "/x", "import_path": "m:b"}]}`
@@ -224,7 +224,7 @@ func TestRejectedIsPermanent(t *testing.T) {
 
 func TestServerErrorsAreRetryable(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r := adapter(t, srv.URL, llmConfig)
 	for _, code := range []int{500, 502, 503, 504, 429} {
 		rs.FailRequests(code, 1)
@@ -246,7 +246,7 @@ func TestServerErrorsAreRetryable(t *testing.T) {
 
 func TestHangTimesOut(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	rs.Hang(true)
 	defer rs.Hang(false)
 	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Timeout = 50 * time.Millisecond })
@@ -269,7 +269,7 @@ func TestHangTimesOut(t *testing.T) {
 
 func TestGarbageIsAnError(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r := adapter(t, srv.URL, llmConfig)
 	rs.Garbage(true)
 	_, err := r.Capacity(ctx)
@@ -287,7 +287,7 @@ func TestGarbageIsAnError(t *testing.T) {
 
 func TestResponseBound(t *testing.T) {
 	ctx := context.Background()
-	_, srv := cluster(t, fake.RayServeOptions{})
+	_, srv := cluster(t, raytest.Options{})
 	big := adapter(t, srv.URL, llmConfig)
 	if err := big.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
 		t.Fatal(err)
@@ -300,7 +300,7 @@ func TestResponseBound(t *testing.T) {
 
 func TestUnhealthy(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
 	r := adapter(t, srv.URL, llmConfig)
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestUnhealthy(t *testing.T) {
 
 func TestAutoscaling(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
 	cfg := `{"applications": [{"name": "chat", "import_path": "chat:app", "deployments": [
 	  {"name": "LLM", "autoscaling_config": {"min_replicas": 4, "max_replicas": 12, "initial_replicas": 6}}]}]}`
 	r := adapter(t, srv.URL, cfg)
@@ -366,7 +366,7 @@ func TestAutoscaling(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	ctx := context.Background()
-	srv := httptest.NewTLSServer(fake.NewRayServe(fake.RayServeOptions{}))
+	srv := httptest.NewTLSServer(raytest.New(raytest.Options{}))
 	defer srv.Close()
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
@@ -387,7 +387,7 @@ func TestTLS(t *testing.T) {
 // A cluster without the managed applications holds nothing, so a fresh
 // canary cluster reads as capacity 0, settled.
 func TestEmptyCluster(t *testing.T) {
-	_, srv := cluster(t, fake.RayServeOptions{})
+	_, srv := cluster(t, raytest.Options{})
 	st, err := adapter(t, srv.URL, llmConfig).Capacity(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -14,12 +14,13 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
 // runsConfig reports whether the emulated cluster runs exactly the
 // applications of config (JSON), as their deployed_app_config.
-func runsConfig(t *testing.T, rs *fake.RayServe, config json.RawMessage) bool {
+func runsConfig(t *testing.T, rs *raytest.Server, config json.RawMessage) bool {
 	t.Helper()
 	var c struct {
 		Applications []struct {
@@ -102,17 +103,17 @@ func walkBackRedeployedCanary(t *testing.T, otherTC string, after []string) {
 	clock := fake.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	router := fake.NewRouter(clock)
 	type side struct {
-		rs  *fake.RayServe
+		rs  *raytest.Server
 		r   *ray.Ray
 		dep *ray.Deployer
 	}
 	sides := map[strategy.Side]*side{}
-	for s, opts := range map[strategy.Side]fake.RayServeOptions{
+	for s, opts := range map[strategy.Side]raytest.Options{
 		strategy.SideA: {BuildPolls: 1, StartPolls: 2, StopPolls: 1},
 		strategy.SideB: {BuildPolls: 2, StartPolls: 3, StopPolls: 2},
 	} {
 		opts.Clock, opts.GuardRedeploys = clock, true
-		rs := fake.NewRayServe(opts)
+		rs := raytest.New(opts)
 		rs.ServingFunc(router.Serving(s))
 		srv := httptest.NewServer(rs)
 		t.Cleanup(srv.Close)

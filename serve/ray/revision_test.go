@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 // Revisions of one application: v2 changes the model, v2near differs from
@@ -55,7 +55,7 @@ func revAdapter(t TB, dashboard string, edit ...func(*ray.Config)) (*ray.Ray, *r
 
 // putBody decodes the last PUT: its config without target_capacity, and
 // the target capacity (nil for null).
-func putBody(t *testing.T, rs *fake.RayServe) (map[string]any, *float64) {
+func putBody(t *testing.T, rs *raytest.Server) (map[string]any, *float64) {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(rs.LastPut(), &m); err != nil {
@@ -95,7 +95,7 @@ func revision(t *testing.T, d *ray.Deployer, expect string) rollout.RevisionStat
 // target_capacity 0; the revision is reported once Ray has built it.
 func TestDeployAtZero(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{BuildPolls: 2, StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{BuildPolls: 2, StartPolls: 1})
 	r, d := revAdapter(t, srv.URL)
 	if st := revision(t, d, "v1"); st != (rollout.RevisionStatus{}) {
 		t.Fatalf("an empty cluster reports %+v", st)
@@ -134,7 +134,7 @@ func TestDeployAtZero(t *testing.T) {
 // than 0 that runs another config is never redeployed.
 func TestDeployRefusesServingCluster(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r, d := revAdapter(t, srv.URL)
 	if err := d.Deploy(ctx, "v1"); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestDeployRefusesServingCluster(t *testing.T) {
 // nothing, at any target capacity.
 func TestDeployIdempotent(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r, d := revAdapter(t, srv.URL)
 	for range 2 {
 		if err := d.Deploy(ctx, "v1"); err != nil {
@@ -210,7 +210,7 @@ func TestDeployIdempotent(t *testing.T) {
 // beside it.
 func TestRevisionExact(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r, d := revAdapter(t, srv.URL)
 	if err := d.Deploy(ctx, "v2near"); err != nil {
 		t.Fatal(err)
@@ -282,7 +282,7 @@ func put(t *testing.T, dashboard, config string) {
 // config, and then writes that config.
 func TestRecognitionAfterRestart(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
 	r, d := revAdapter(t, srv.URL)
 	if err := d.Deploy(ctx, "v3"); err != nil {
 		t.Fatal(err)
@@ -333,7 +333,7 @@ func TestRecognitionAfterRestart(t *testing.T) {
 // revision deployed, and refuses once the cluster runs another.
 func TestSetCapacityKeepsRevision(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{})
+	rs, srv := cluster(t, raytest.Options{})
 	r, d := revAdapter(t, srv.URL)
 	for i, rev := range []struct{ name, config string }{{"v1", revV1}, {"v2", revV2}} {
 		if i > 0 {
@@ -382,7 +382,7 @@ func TestSetCapacityKeepsRevision(t *testing.T) {
 // ServeConfig is, with the same errors naming the revision.
 func TestRevisionConfigErrors(t *testing.T) {
 	ctx := context.Background()
-	_, srv := cluster(t, fake.RayServeOptions{})
+	_, srv := cluster(t, raytest.Options{})
 	bad := map[string]json.RawMessage{
 		"empty":  json.RawMessage(``),
 		"list":   json.RawMessage(`[1]`),
@@ -470,7 +470,7 @@ func flatten(err error) []error {
 // replaces the cluster's set; it is rolled out once the old ones are gone.
 func TestDeployRenamesApplications(t *testing.T) {
 	ctx := context.Background()
-	rs, srv := cluster(t, fake.RayServeOptions{BuildPolls: 2, StartPolls: 1, StopPolls: 2})
+	rs, srv := cluster(t, raytest.Options{BuildPolls: 2, StartPolls: 1, StopPolls: 2})
 	alone := `{"applications": [{"name": "old", "route_prefix": "/old", "import_path": "old:app", "deployments": [{"name": "D", "num_replicas": 2}]}]}`
 	r, d := revAdapter(t, srv.URL, func(c *ray.Config) {
 		c.Revisions = ray.RevisionMap(map[string]json.RawMessage{"old": json.RawMessage(alone), "v3": json.RawMessage(revV3)})
@@ -508,7 +508,7 @@ func TestDeployRenamesApplications(t *testing.T) {
 // revision running.
 func BenchmarkRevision(b *testing.B) {
 	ctx := context.Background()
-	_, srv := cluster(b, fake.RayServeOptions{})
+	_, srv := cluster(b, raytest.Options{})
 	_, d := revAdapter(b, srv.URL)
 	if err := d.Deploy(ctx, "v3"); err != nil {
 		b.Fatal(err)

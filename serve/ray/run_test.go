@@ -14,6 +14,7 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -189,7 +190,7 @@ func (c *pendingClock) pending() int {
 // rayPace is how many polls the clusters of sides A and B take to build an
 // application, start a replica and stop one, as in
 // TestRevisionUpgradesBetweenRayClusters.
-var rayPace = [2]fake.RayServeOptions{
+var rayPace = [2]raytest.Options{
 	{BuildPolls: 1, StartPolls: 2, StopPolls: 1},
 	{BuildPolls: 2, StartPolls: 3, StopPolls: 2},
 }
@@ -199,13 +200,13 @@ var rayPace = [2]fake.RayServeOptions{
 // fake router, and runs the upgrade to v2 through Run with st. With notify
 // false the adapters' (and the router's) notifications are hidden: Run
 // sees no Notifier and polls.
-func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOptions, notify bool, timeout time.Duration) runUpgrade {
+func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]raytest.Options, notify bool, timeout time.Duration) runUpgrade {
 	t.Helper()
 	ctx := context.Background()
 	revisions := upgradeConfigs()
 	router := fake.NewRouter(nil)
 	type side struct {
-		rs  *fake.RayServe
+		rs  *raytest.Server
 		cap *watched
 		r   *ray.Ray
 		dep *ray.Deployer
@@ -216,7 +217,7 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]fake.RayServeOpti
 	for i, opts := range pace {
 		name := []strategy.Side{strategy.SideA, strategy.SideB}[i]
 		opts.GuardRedeploys = true
-		rs := fake.NewRayServe(opts)
+		rs := raytest.New(opts)
 		rs.ServingFunc(router.Serving(name))
 		srv := httptest.NewServer(rs)
 		t.Cleanup(srv.Close)
@@ -381,7 +382,7 @@ func TestRunDrivenByRayNotifications(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		u := runRayUpgrade(t, bg, [2]fake.RayServeOptions{}, false, 2*time.Minute)
+		u := runRayUpgrade(t, bg, [2]raytest.Options{}, false, 2*time.Minute)
 		t.Logf("hidden, fixed poll: %v for a plan of %v (%d hops in %d rounds, %d reconciles); %d waits ended by their timer; GETs A %d, B %d",
 			u.took, bgPlan.Duration, u.hops, u.rounds, u.reconciles, len(u.clk.fired), u.gets[0], u.gets[1])
 		if least := time.Duration(u.rounds) * runPollInterval; u.took < least {

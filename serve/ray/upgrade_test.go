@@ -20,6 +20,7 @@ import (
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -50,7 +51,7 @@ func upgradeConfigs() map[string]json.RawMessage {
 // and find the cluster serving no traffic. It records which revision each
 // change put on the cluster.
 type configWatch struct {
-	rs      *fake.RayServe
+	rs      *raytest.Server
 	serving func() int32
 	names   map[string]any // revision -> config without target_capacity
 
@@ -60,7 +61,7 @@ type configWatch struct {
 	violations []string
 }
 
-func newConfigWatch(rs *fake.RayServe, serving func() int32, revisions map[string]json.RawMessage) *configWatch {
+func newConfigWatch(rs *raytest.Server, serving func() int32, revisions map[string]json.RawMessage) *configWatch {
 	w := &configWatch{rs: rs, serving: serving, names: map[string]any{}}
 	for name, raw := range revisions {
 		var m map[string]any
@@ -130,7 +131,7 @@ func (w *configWatch) ServeHTTP(rw http.ResponseWriter, req *http.Request) {
 // a process builds for it.
 type upgradeSide struct {
 	side  strategy.Side
-	rs    *fake.RayServe
+	rs    *raytest.Server
 	watch *configWatch
 	url   string
 	cap   *watched
@@ -167,12 +168,12 @@ func TestRevisionUpgradesBetweenRayClusters(t *testing.T) {
 	clock := fake.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	router := fake.NewRouter(clock)
 	sides := map[strategy.Side]*upgradeSide{}
-	for side, opts := range map[strategy.Side]fake.RayServeOptions{
+	for side, opts := range map[strategy.Side]raytest.Options{
 		strategy.SideA: {BuildPolls: 1, StartPolls: 2, StopPolls: 1},
 		strategy.SideB: {BuildPolls: 2, StartPolls: 3, StopPolls: 2},
 	} {
 		opts.Clock, opts.GuardRedeploys = clock, true
-		rs := fake.NewRayServe(opts)
+		rs := raytest.New(opts)
 		rs.ServingFunc(router.Serving(side))
 		w := newConfigWatch(rs, router.Serving(side), revisions)
 		srv := httptest.NewServer(w)

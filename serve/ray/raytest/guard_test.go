@@ -1,4 +1,4 @@
-package fake_test
+package raytest_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -28,11 +29,11 @@ func rayRevConfig(rev, tc string, more ...string) string {
 	return fmt.Sprintf(`{"applications": [%s], "target_capacity": %s}`, strings.Join(apps, ", "), tc)
 }
 
-// TestRayServeGuardRedeploys walks one guarded cluster through PUTs: a
+// TestGuardRedeploys walks one guarded cluster through PUTs: a
 // config change is taken only at target_capacity 0, onto a cluster at 0,
 // that serves nothing.
-func TestRayServeGuardRedeploys(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+func TestGuardRedeploys(t *testing.T) {
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	var serving int32
@@ -116,10 +117,10 @@ func TestRayServeGuardRedeploys(t *testing.T) {
 	}
 }
 
-// TestRayServeUnguarded: without GuardRedeploys the emulator takes a config
+// TestUnguarded: without GuardRedeploys the emulator takes a config
 // change at any capacity, as Ray does, and records no violation.
-func TestRayServeUnguarded(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+func TestUnguarded(t *testing.T) {
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	rs.ServingFunc(func() int32 { return 100 })
@@ -145,12 +146,12 @@ func TestRayServeUnguarded(t *testing.T) {
 	}
 }
 
-// TestRayServeGuardServingRouter: the guard reads a Router's share of the
+// TestGuardServingRouter: the guard reads a Router's share of the
 // cluster's side, and the check happens when a PUT arrives.
-func TestRayServeGuardServingRouter(t *testing.T) {
+func TestGuardServingRouter(t *testing.T) {
 	ctx := context.Background()
 	router := fake.NewRouter(nil)
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	rs.ServingFunc(router.Serving(strategy.SideB))
@@ -170,8 +171,8 @@ func TestRayServeGuardServingRouter(t *testing.T) {
 
 // A guarded cluster takes a new config only at target_capacity 0: the way
 // upshift deploys a revision on a Ray cluster.
-func ExampleRayServeOptions_guardRedeploys() {
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+func ExampleOptions_guardRedeploys() {
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	put := func(body string) {
@@ -198,11 +199,11 @@ func ExampleRayServeOptions_guardRedeploys() {
 	// [PUT changes application "app" while the cluster is at target_capacity 100 and the PUT asks target_capacity 100]
 }
 
-// TestRayServePutByOther: another writer's PUT is applied whatever the
+// TestPutByOther: another writer's PUT is applied whatever the
 // guard, counted, and recorded as another writer's; one Ray would refuse
 // changes nothing.
-func TestRayServePutByOther(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+func TestPutByOther(t *testing.T) {
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	rs.ServingFunc(func() int32 { return 100 })
@@ -248,14 +249,14 @@ func TestRayServePutByOther(t *testing.T) {
 	}
 }
 
-// TestRayServeGuardWriteBack: a client that writes back the config GET
+// TestGuardWriteBack: a client that writes back the config GET
 // reports (the cluster-wide fields as reported, no logging_config, which
 // GET does not report) with another target_capacity changes nothing the
 // guard counts, as with Ray, whose dashboard ignores HTTP and gRPC options
 // a running Serve already has and applies a logging_config only when a
 // PUT carries one. A different logging_config is a change.
-func TestRayServeGuardWriteBack(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+func TestGuardWriteBack(t *testing.T) {
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	app := `{"name": "app", "route_prefix": "/app", "import_path": "m:app", "deployments": [{"name": "D", "num_replicas": 2}]}`
@@ -295,8 +296,8 @@ func TestRayServeGuardWriteBack(t *testing.T) {
 
 // Another writer may redeploy a serving cluster; the guard, which checks
 // the client under test, lets it through and records no violation.
-func ExampleRayServe_PutByOther() {
-	rs := fake.NewRayServe(fake.RayServeOptions{GuardRedeploys: true})
+func ExampleServer_PutByOther() {
+	rs := raytest.New(raytest.Options{GuardRedeploys: true})
 	config := `{"applications": [{"name": "app", "import_path": "m:%s"}], "target_capacity": 100}`
 	if err := rs.PutByOther(json.RawMessage(fmt.Sprintf(config, "v1"))); err != nil {
 		fmt.Println(err)
@@ -309,5 +310,5 @@ func ExampleRayServe_PutByOther() {
 	fmt.Println(rs.PutByOther(json.RawMessage(`{"applications": [{"name": "app"}]}`)))
 	// Output:
 	// {"name": "app", "import_path": "m:v2"} []
-	// fake rayserve: 1 validation error(s) for ServeDeploySchema: applications.0.import_path: field required
+	// raytest: 1 validation error(s) for ServeDeploySchema: applications.0.import_path: field required
 }

@@ -1,10 +1,12 @@
-package fake
+package raytest
 
 import (
 	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/upshift-dev/upshift/fake"
 )
 
 // Ray Serve statuses the emulator reports.
@@ -34,9 +36,9 @@ const (
 	rayHealthCheckMessage = "a replica failed its health check; the deployment stays unhealthy until a replacement runs or a new config is deployed"
 )
 
-// RayServeOptions set how fast an emulated cluster moves. Every GET of the
+// Options set how fast an emulated cluster moves. Every GET of the
 // applications is one poll; the zero value moves at once.
-type RayServeOptions struct {
+type Options struct {
 	// BuildPolls is how many polls a newly deployed application stays
 	// DEPLOYING without deployments (Ray importing its code).
 	BuildPolls int
@@ -49,7 +51,7 @@ type RayServeOptions struct {
 	StopPolls int
 	// Clock stamps last_deployed_time_s, replica start times and the
 	// History; nil means the zero time.
-	Clock *Clock
+	Clock *fake.Clock
 	// GuardRedeploys refuses a redeploy of a serving cluster: a PUT that
 	// changes the config in anything other than target_capacity (an
 	// application's config, the set of applications, a top-level field)
@@ -67,7 +69,7 @@ type RayServeOptions struct {
 	GuardRedeploys bool
 }
 
-// RayServe emulates the Serve REST API of one Ray cluster's dashboard, as an
+// Server emulates the Serve REST API of one Ray cluster's dashboard, as an
 // http.Handler for httptest.NewServer:
 //
 //   - PUT /api/serve/applications/ takes a Serve config (ServeDeploySchema)
@@ -113,7 +115,7 @@ type RayServeOptions struct {
 //     scaled otherwise (get_num_replicas_lower_bound).
 //
 // Each poll moves replicas STARTING -> RUNNING and removes STOPPING ones
-// after the delays of RayServeOptions; surplus replicas are stopped at once
+// after the delays of Options; surplus replicas are stopped at once
 // when a PUT lowers a target. A deployment is UPDATING after its config
 // changed and UPSCALING or DOWNSCALING after a capacity change, HEALTHY
 // once it runs its target; an application is DEPLOYING while building or
@@ -132,7 +134,7 @@ type RayServeOptions struct {
 // keeps the replacements failing: none reaches RUNNING, and the deployment
 // stays UNHEALTHY.
 //
-// With RayServeOptions.GuardRedeploys, a PUT that changes an application's
+// With Options.GuardRedeploys, a PUT that changes an application's
 // config on a cluster that is not at target_capacity 0, or that serves
 // traffic (ServingFunc), is refused with 400 and recorded as a violation.
 //
@@ -141,10 +143,13 @@ type RayServeOptions struct {
 // ServingFunc, PutByOther (another writer's PUT, which GuardRedeploys lets
 // through); inspection with TargetCapacity, TargetCapacityDirection,
 // LastPut, DeployedConfig, Deployment, AppStatus, Polls, Puts, Violations,
-// History. Safe for concurrent use.
-type RayServe struct {
+// History.
+//
+// The zero value is a cluster with Serve not started that moves at once,
+// as New(Options{}) returns. Safe for concurrent use.
+type Server struct {
 	mu      sync.Mutex
-	opts    RayServeOptions
+	opts    Options
 	running bool // Serve started (a PUT arrived since the last shutdown)
 	tc      *float64
 	config  map[string]json.RawMessage
@@ -212,19 +217,30 @@ type rayReplica struct {
 	started time.Time
 }
 
-// NewRayServe returns an emulated cluster with Serve not started.
-func NewRayServe(opts RayServeOptions) *RayServe {
-	return &RayServe{
-		opts:    opts,
-		apps:    map[string]*rayApp{},
-		faults:  map[[2]string]rayFault{},
-		loops:   map[[2]string]bool{},
-		demand:  map[[2]string]int64{},
-		release: make(chan struct{}),
-	}
+// New returns an emulated cluster with Serve not started, moving at the
+// pace opts sets.
+func New(opts Options) *Server {
+	s := &Server{opts: opts}
+	s.init()
+	return s
 }
 
-func (s *RayServe) now() time.Time {
+// init makes the maps and the channel a zero Server lacks; s.mu is held
+// (or s is not shared yet).
+func (s *Server) init() {
+	if s.release != nil {
+		return
+	}
+	if s.apps == nil {
+		s.apps = map[string]*rayApp{}
+	}
+	s.faults = map[[2]string]rayFault{}
+	s.loops = map[[2]string]bool{}
+	s.demand = map[[2]string]int64{}
+	s.release = make(chan struct{})
+}
+
+func (s *Server) now() time.Time {
 	if s.opts.Clock == nil {
 		return time.Time{}
 	}
@@ -235,19 +251,20 @@ func (s *RayServe) now() time.Time {
 // UNHEALTHY) with message, and its application DEPLOY_FAILED or UNHEALTHY
 // with the message, until HealDeployment. A DEPLOY_FAILED deployment starts
 // no replica. It applies to a deployment configured later, too.
-func (s *RayServe) FailDeployment(app, deployment, status, message string) error {
+func (s *Server) FailDeployment(app, deployment, status, message string) error {
 	if status != rayDepDeployFailed && status != rayDepUnhealthy {
-		return fmt.Errorf("fake rayserve: status %q: want %s or %s", status, rayDepDeployFailed, rayDepUnhealthy)
+		return fmt.Errorf("raytest: status %q: want %s or %s", status, rayDepDeployFailed, rayDepUnhealthy)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	s.faults[[2]string{app, deployment}] = rayFault{status: status, message: message}
 	s.statuses()
 	return nil
 }
 
 // HealDeployment ends FailDeployment.
-func (s *RayServe) HealDeployment(app, deployment string) {
+func (s *Server) HealDeployment(app, deployment string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if d := s.dep(app, deployment); d != nil {
@@ -266,15 +283,15 @@ func (s *RayServe) HealDeployment(app, deployment string) {
 // UPDATING, until it runs its target again with nothing starting or
 // stopping. With StartPolls and StopPolls 0 it recovers at once. It fails
 // for a negative n or a deployment that does not exist.
-func (s *RayServe) KillReplicas(app, deployment string, n int) error {
+func (s *Server) KillReplicas(app, deployment string, n int) error {
 	if n < 0 {
-		return fmt.Errorf("fake rayserve: cannot kill %d replicas", n)
+		return fmt.Errorf("raytest: cannot kill %d replicas", n)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dep(app, deployment)
 	if d == nil {
-		return fmt.Errorf("fake rayserve: no deployment %q in application %q", deployment, app)
+		return fmt.Errorf("raytest: no deployment %q in application %q", deployment, app)
 	}
 	killed := 0
 	for _, r := range d.replicas {
@@ -299,9 +316,10 @@ func (s *RayServe) KillReplicas(app, deployment string, n int) error {
 // running until KillReplicas. CrashLoop(false) lets the replacements run,
 // after StartPolls from their start. It applies to a deployment configured
 // later, too.
-func (s *RayServe) CrashLoop(app, deployment string, on bool) {
+func (s *Server) CrashLoop(app, deployment string, on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	if on {
 		s.loops[[2]string{app, deployment}] = true
 	} else {
@@ -313,7 +331,7 @@ func (s *RayServe) CrashLoop(app, deployment string, on bool) {
 
 // FailRequests answers the next n requests (every request for n < 0, none
 // for n = 0) with the HTTP status code and a short text, changing nothing.
-func (s *RayServe) FailRequests(code, n int) {
+func (s *Server) FailRequests(code, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failCode, s.failCount = code, n
@@ -321,9 +339,10 @@ func (s *RayServe) FailRequests(code, n int) {
 
 // Hang makes every request wait until its context ends (the client gives
 // up) or Hang(false).
-func (s *RayServe) Hang(on bool) {
+func (s *Server) Hang(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	if s.hang && !on {
 		close(s.release)
 		s.release = make(chan struct{})
@@ -332,7 +351,7 @@ func (s *RayServe) Hang(on bool) {
 }
 
 // Garbage makes GET answer 200 with a body that is not valid JSON.
-func (s *RayServe) Garbage(on bool) {
+func (s *Server) Garbage(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.garbage = on
@@ -348,7 +367,7 @@ func (s *RayServe) Garbage(on bool) {
 // Authorization for itself (the Kubernetes API server's service proxy), for
 // a test that checks which header a client sends. "" turns authentication
 // off.
-func (s *RayServe) RequireToken(token string, headers ...string) {
+func (s *Server) RequireToken(token string, headers ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.token, s.tokenHeaders = token, append([]string(nil), headers...)
@@ -359,16 +378,17 @@ func (s *RayServe) RequireToken(token string, headers ...string) {
 
 // SetDemand sets the replicas an autoscaling deployment's load asks for;
 // Ray's autoscaler keeps it within the capacity-adjusted bounds.
-func (s *RayServe) SetDemand(app, deployment string, replicas int64) {
+func (s *Server) SetDemand(app, deployment string, replicas int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	s.demand[[2]string{app, deployment}] = replicas
 	s.reconcile()
 	s.statuses()
 }
 
 // Advance runs polls without a request, as if a client had polled.
-func (s *RayServe) Advance(polls int) {
+func (s *Server) Advance(polls int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for range polls {
@@ -378,7 +398,7 @@ func (s *RayServe) Advance(polls int) {
 
 // TargetCapacity returns the applied target_capacity (nil for null), and
 // whether Serve is running.
-func (s *RayServe) TargetCapacity() (*float64, bool) {
+func (s *Server) TargetCapacity() (*float64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tc == nil {
@@ -393,37 +413,42 @@ func (s *RayServe) TargetCapacity() (*float64, bool) {
 // "DOWN", or "" for none. An autoscaling deployment's floor is its
 // initial_replicas (capacity-adjusted) while it is "UP", its min_replicas
 // otherwise.
-func (s *RayServe) TargetCapacityDirection() string {
+func (s *Server) TargetCapacityDirection() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dir.String()
 }
 
 // LastPut returns the body of the last accepted PUT, nil if none.
-func (s *RayServe) LastPut() []byte {
+func (s *Server) LastPut() []byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]byte(nil), s.lastPut...)
 }
 
-// RayDeploymentState is what the emulator holds for one deployment.
-type RayDeploymentState struct {
+// DeploymentState is what the emulator holds for one deployment, as
+// Server.Deployment returns it: a plain value, whose zero value is a
+// deployment with no status, no target and no replicas.
+type DeploymentState struct {
+	// Status is the deployment's status as GET reports it (HEALTHY,
+	// UPDATING, UPSCALING, DOWNSCALING, UNHEALTHY, DEPLOY_FAILED).
 	Status string
 	// Target is the capacity-adjusted target (target_num_replicas).
-	Target                     int64
+	Target int64
+	// Running and Starting count replicas RUNNING and STARTING; Stopped
+	// counts replicas STOPPING (no longer serving).
 	Running, Starting, Stopped int64
-	// Stopped counts replicas STOPPING (no longer serving).
 }
 
 // Deployment returns a deployment's state without counting a poll.
-func (s *RayServe) Deployment(app, deployment string) (RayDeploymentState, bool) {
+func (s *Server) Deployment(app, deployment string) (DeploymentState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d := s.dep(app, deployment)
 	if d == nil {
-		return RayDeploymentState{}, false
+		return DeploymentState{}, false
 	}
-	st := RayDeploymentState{Status: d.status, Target: d.target}
+	st := DeploymentState{Status: d.status, Target: d.target}
 	for _, r := range d.replicas {
 		switch r.state {
 		case rayReplicaRunning:
@@ -437,7 +462,7 @@ func (s *RayServe) Deployment(app, deployment string) (RayDeploymentState, bool)
 	return st, true
 }
 
-func (s *RayServe) dep(app, deployment string) *rayDep {
+func (s *Server) dep(app, deployment string) *rayDep {
 	if a, ok := s.apps[app]; ok {
 		return a.deps[deployment]
 	}
@@ -446,7 +471,7 @@ func (s *RayServe) dep(app, deployment string) *rayDep {
 
 // AppStatus returns an application's status and message, and whether it
 // exists.
-func (s *RayServe) AppStatus(app string) (status, message string, ok bool) {
+func (s *Server) AppStatus(app string) (status, message string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.apps[app]
@@ -458,7 +483,7 @@ func (s *RayServe) AppStatus(app string) (status, message string, ok bool) {
 
 // KeepHistory turns the recording of calls on (the default) or off; counts
 // are kept either way.
-func (s *RayServe) KeepHistory(on bool) {
+func (s *Server) KeepHistory(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hist.off = !on
@@ -467,21 +492,21 @@ func (s *RayServe) KeepHistory(on bool) {
 // History returns every request so far: Op is the method ("GET", "PUT",
 // "DELETE"), Arg the api_type or the target capacity put ("redeploy" for
 // a PUT that GuardRedeploys refused), Err the failure answered.
-func (s *RayServe) History() []Call {
+func (s *Server) History() []fake.Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Call(nil), s.hist.calls...)
+	return append([]fake.Call(nil), s.hist.calls...)
 }
 
 // Polls counts successful GETs.
-func (s *RayServe) Polls() int {
+func (s *Server) Polls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hist.count("GET")
 }
 
 // Puts counts accepted PUTs.
-func (s *RayServe) Puts() int {
+func (s *Server) Puts() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hist.count("PUT")

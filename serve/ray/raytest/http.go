@@ -1,4 +1,4 @@
-package fake
+package raytest
 
 import (
 	"crypto/subtle"
@@ -17,7 +17,7 @@ const (
 )
 
 // ServeHTTP answers the Serve REST API.
-func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != rayServePath && r.URL.Path != strings.TrimSuffix(rayServePath, "/") {
 		http.NotFound(w, r)
 		return
@@ -73,7 +73,7 @@ func (s *RayServe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // credential is the first credential r carries, in the order
 // RequireToken describes; "" if none.
-func (s *RayServe) credential(r *http.Request) string {
+func (s *Server) credential(r *http.Request) string {
 	for _, h := range s.tokenHeaders {
 		if v := r.Header.Get(h); v != "" {
 			return v
@@ -86,20 +86,20 @@ func (s *RayServe) credential(r *http.Request) string {
 }
 
 // answer writes a failure as text and records it.
-func (s *RayServe) answer(w http.ResponseWriter, method, arg string, code int, text string) {
+func (s *Server) answer(w http.ResponseWriter, method, arg string, code int, text string) {
 	s.hist.add(s.opts.Clock, method, arg, fmt.Errorf("status %d: %s", code, text))
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.WriteHeader(code)
 	io.WriteString(w, text)
 }
 
-func (s *RayServe) record(op, arg string, err error) {
+func (s *Server) record(op, arg string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.hist.add(s.opts.Clock, op, arg, err)
 }
 
-func (s *RayServe) get(w http.ResponseWriter, r *http.Request) {
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	apiType := r.URL.Query().Get("api_type")
 	arg := ""
 	if apiType != "" {
@@ -127,7 +127,7 @@ func (s *RayServe) get(w http.ResponseWriter, r *http.Request) {
 
 // put applies a config; share is the cluster's share of traffic, for
 // GuardRedeploys.
-func (s *RayServe) put(w http.ResponseWriter, r *http.Request, share int32) {
+func (s *Server) put(w http.ResponseWriter, r *http.Request, share int32) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, rayMaxBody+1))
 	if err != nil {
 		s.answer(w, http.MethodPut, "", http.StatusBadRequest, "reading the body: "+err.Error())
@@ -145,7 +145,7 @@ func (s *RayServe) put(w http.ResponseWriter, r *http.Request, share int32) {
 	}
 	if v := s.redeployViolation(cfg, share); v != "" {
 		s.violations = append(s.violations, v)
-		s.answer(w, http.MethodPut, "redeploy", http.StatusBadRequest, "fake rayserve: refusing to redeploy a serving cluster: "+v)
+		s.answer(w, http.MethodPut, "redeploy", http.StatusBadRequest, "raytest: refusing to redeploy a serving cluster: "+v)
 		return
 	}
 	s.lastPut = append([]byte(nil), body...)

@@ -1,4 +1,4 @@
-package fake
+package raytest
 
 import (
 	"encoding/json"
@@ -66,7 +66,7 @@ func unixSeconds(t time.Time) float64 {
 
 // details renders the instance details; imperative lists no application
 // (every emulated application is declarative).
-func (s *RayServe) details(imperative bool) rayInstanceJSON {
+func (s *Server) details(imperative bool) rayInstanceJSON {
 	out := rayInstanceJSON{
 		ControllerInfo: map[string]any{},
 		Proxies:        map[string]any{},
@@ -117,7 +117,7 @@ var rayClusterWide = map[string]string{
 
 // clusterWide is the value of a field of rayClusterWide in the applied
 // config, its default when the config left it out.
-func (s *RayServe) clusterWide(field string) json.RawMessage {
+func (s *Server) clusterWide(field string) json.RawMessage {
 	return orDefault(s.config[field], rayClusterWide[field])
 }
 
@@ -128,7 +128,7 @@ func orDefault(raw json.RawMessage, def string) json.RawMessage {
 	return raw
 }
 
-func (s *RayServe) appJSON(app *rayApp) rayAppJSON {
+func (s *Server) appJSON(app *rayApp) rayAppJSON {
 	a := rayAppJSON{
 		Name: app.name, RoutePrefix: app.routePrefix, Status: app.status, Message: app.msg,
 		LastDeployedTimeS: unixSeconds(app.deployedAt), DeployedAppConfig: app.raw,

@@ -1,4 +1,4 @@
-package fake
+package raytest
 
 import (
 	"encoding/json"
@@ -10,10 +10,10 @@ import (
 )
 
 // ServingFunc sets the func that reports the share of traffic (0..100) the
-// cluster serves, read at every PUT while RayServeOptions.GuardRedeploys is
-// set: Router.Serving(side) for a cluster behind a Router. nil (the
+// cluster serves, read at every PUT while Options.GuardRedeploys is
+// set: fake.Router.Serving(side) for a cluster behind a fake.Router. nil (the
 // default) counts as serving nothing.
-func (s *RayServe) ServingFunc(f func() int32) {
+func (s *Server) ServingFunc(f func() int32) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.serving = f
@@ -22,7 +22,7 @@ func (s *RayServe) ServingFunc(f func() int32) {
 // Violations returns the PUTs that GuardRedeploys refused, one line each
 // naming what they changed and why the cluster could not take it; nil when
 // there were none.
-func (s *RayServe) Violations() []string {
+func (s *Server) Violations() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.violations...)
@@ -32,7 +32,7 @@ func (s *RayServe) Violations() []string {
 // PUT gave it (what Ray reports as its deployed_app_config), and whether
 // the cluster runs that application: false before Serve starts, after a
 // DELETE, and for an application the last PUT no longer names.
-func (s *RayServe) DeployedConfig(app string) (json.RawMessage, bool) {
+func (s *Server) DeployedConfig(app string) (json.RawMessage, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.applied == nil || !s.applied.apps[app] {
@@ -47,7 +47,7 @@ func (s *RayServe) DeployedConfig(app string) (json.RawMessage, bool) {
 
 // servingShare calls the serving func when the guard needs it, without
 // holding the lock: the func may read this cluster.
-func (s *RayServe) servingShare() int32 {
+func (s *Server) servingShare() int32 {
 	if !s.opts.GuardRedeploys {
 		return 0
 	}
@@ -64,7 +64,7 @@ func (s *RayServe) servingShare() int32 {
 // does not: cfg changes the applied config (target_capacity aside) while
 // the cluster is not at target_capacity 0, cfg does not ask 0, or the
 // cluster serves share percent of the traffic.
-func (s *RayServe) redeployViolation(cfg *rayConfig, share int32) string {
+func (s *Server) redeployViolation(cfg *rayConfig, share int32) string {
 	if !s.opts.GuardRedeploys || s.applied == nil {
 		return ""
 	}
@@ -91,7 +91,7 @@ func (s *RayServe) redeployViolation(cfg *rayConfig, share int32) string {
 // configChanges lists what cfg changes in the applied config, apart from
 // target_capacity: top-level fields, and applications added, removed or
 // changed.
-func (s *RayServe) configChanges(cfg *rayConfig) []string {
+func (s *Server) configChanges(cfg *rayConfig) []string {
 	var changes []string
 	fields := map[string]bool{}
 	for k := range s.config {
@@ -164,12 +164,12 @@ func formatTC(tc *float64) string {
 // may be called while the caller holds a lock that func takes. A config
 // Ray would refuse is an error listing every problem, and changes
 // nothing.
-func (s *RayServe) PutByOther(config json.RawMessage) error {
+func (s *Server) PutByOther(config json.RawMessage) error {
 	cfg, problems := parseRayConfig(config)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(problems) > 0 {
-		err := fmt.Errorf("fake rayserve: %d validation error(s) for ServeDeploySchema: %s", len(problems), strings.Join(problems, "; "))
+		err := fmt.Errorf("raytest: %d validation error(s) for ServeDeploySchema: %s", len(problems), strings.Join(problems, "; "))
 		s.hist.add(s.opts.Clock, "PUT", "invalid by another writer", err)
 		return err
 	}

@@ -1,4 +1,4 @@
-package fake
+package raytest
 
 import (
 	"encoding/json"
@@ -10,7 +10,8 @@ import (
 )
 
 // apply makes cfg the cluster's declarative config.
-func (s *RayServe) apply(cfg *rayConfig) {
+func (s *Server) apply(cfg *rayConfig) {
+	s.init()
 	next := &rayApplied{apps: map[string]bool{}, tc: cfg.tc}
 	for _, ac := range cfg.apps {
 		next.apps[ac.name] = true
@@ -57,7 +58,7 @@ func (s *RayServe) apply(cfg *rayConfig) {
 }
 
 // build creates or updates an application's deployments from its specs.
-func (s *RayServe) build(app *rayApp) {
+func (s *Server) build(app *rayApp) {
 	want := map[string]bool{}
 	for _, sp := range app.specs {
 		want[sp.name] = true
@@ -88,7 +89,7 @@ func (s *RayServe) build(app *rayApp) {
 // once, as if its upscale and downscale delays had passed, so the target
 // Ray registers a deployment with on a deploy (initial_replicas after a
 // config change) is superseded in the same step.
-func (s *RayServe) targetOf(app string, d *rayDep) int64 {
+func (s *Server) targetOf(app string, d *rayDep) int64 {
 	if d.spec.auto {
 		return rayApplyBounds(s.demand[[2]string{app, d.spec.name}], d.spec, s.tc, s.dir)
 	}
@@ -96,7 +97,7 @@ func (s *RayServe) targetOf(app string, d *rayDep) int64 {
 }
 
 // reconcile starts and stops replicas toward every deployment's target.
-func (s *RayServe) reconcile() {
+func (s *Server) reconcile() {
 	for an, app := range s.apps {
 		for dn, d := range app.deps {
 			d.target = 0
@@ -139,7 +140,7 @@ func (s *RayServe) reconcile() {
 }
 
 // specIndex reports whether the deployment is still configured.
-func (s *RayServe) specIndex(app *rayApp, name string) (int, bool) {
+func (s *Server) specIndex(app *rayApp, name string) (int, bool) {
 	for i, sp := range app.specs {
 		if sp.name == name {
 			return i, true
@@ -160,7 +161,7 @@ func dropStopped(rs []*rayReplica, after int) []*rayReplica {
 }
 
 // tick is one poll: builds progress, replicas start and stop.
-func (s *RayServe) tick() {
+func (s *Server) tick() {
 	for _, app := range s.apps {
 		if app.build > 0 {
 			app.build--
@@ -192,7 +193,7 @@ func (s *RayServe) tick() {
 
 // statuses derives deployment and application statuses; applications
 // whose deletion finished are removed.
-func (s *RayServe) statuses() {
+func (s *Server) statuses() {
 	for an, app := range s.apps {
 		var problems []string
 		failedStatus := ""
@@ -285,7 +286,7 @@ func healthCheckFailed(d *rayDep) {
 	d.status, d.trigger = d.failed, rayTriggerHealthCheckFailed
 }
 
-func (s *RayServe) shutdown() {
+func (s *Server) shutdown() {
 	s.running, s.tc, s.config = false, nil, nil
 	s.applied, s.dir = nil, rayDirNone // a new controller remembers nothing
 	s.apps = map[string]*rayApp{}

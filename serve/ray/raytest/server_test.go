@@ -1,4 +1,4 @@
-package fake_test
+package raytest_test
 
 import (
 	"context"
@@ -16,9 +16,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/upshift-dev/upshift/fake"
+	"github.com/upshift-dev/upshift/serve/ray/raytest"
 )
 
 const rayPath = "/api/serve/applications/"
+
+// t0 is the instant the tests' clocks start at.
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
 func rayDo(t *testing.T, srv *httptest.Server, method, query, body string) (int, string) {
 	t.Helper()
@@ -61,7 +65,7 @@ func keys(v any) []string {
 const rayConfig = `{"applications": [{"name": "app", "route_prefix": "/app", "import_path": "m:app", "runtime_env": {"pip": ["x"]},
   "deployments": [{"name": "D", "num_replicas": 4, "user_config": {"k": 1}}]}], "target_capacity": 50}`
 
-func TestRayServeValidation(t *testing.T) {
+func TestValidation(t *testing.T) {
 	cases := []struct {
 		name, body string
 		want       []string // fragments of the 400 text
@@ -88,7 +92,7 @@ func TestRayServeValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rs := fake.NewRayServe(fake.RayServeOptions{})
+			rs := raytest.New(raytest.Options{})
 			srv := httptest.NewServer(rs)
 			defer srv.Close()
 			code, text := rayDo(t, srv, http.MethodPut, "", tc.body)
@@ -107,8 +111,8 @@ func TestRayServeValidation(t *testing.T) {
 	}
 }
 
-func TestRayServeShape(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{BuildPolls: 1, StartPolls: 2, StopPolls: 1})
+func TestShape(t *testing.T) {
+	rs := raytest.New(raytest.Options{BuildPolls: 1, StartPolls: 2, StopPolls: 1})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	empty := rayGet(t, srv)
@@ -174,7 +178,7 @@ func TestRayServeShape(t *testing.T) {
 	// STOPPING until the next poll.
 	rayDo(t, srv, http.MethodPut, "", strings.Replace(rayConfig, `"target_capacity": 50`, `"target_capacity": 25`, 1))
 	st, _ := rs.Deployment("app", "D")
-	if diff := cmp.Diff(fake.RayDeploymentState{Status: "DOWNSCALING", Target: 1, Running: 1, Stopped: 1}, st); diff != "" {
+	if diff := cmp.Diff(raytest.DeploymentState{Status: "DOWNSCALING", Target: 1, Running: 1, Stopped: 1}, st); diff != "" {
 		t.Errorf("after scaling down (-want +got):\n%s", diff)
 	}
 	if code, _ := rayDo(t, srv, http.MethodGet, "?api_type=sideways", ""); code != 400 {
@@ -203,8 +207,8 @@ func TestRayServeShape(t *testing.T) {
 	}
 }
 
-func TestRayServeFaults(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{StartPolls: 1})
+func TestFaults(t *testing.T) {
+	rs := raytest.New(raytest.Options{StartPolls: 1})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	rs.FailRequests(503, 2)
@@ -278,8 +282,8 @@ func TestRayServeFaults(t *testing.T) {
 	}
 }
 
-func TestRayServeAutoscalingAndConcurrency(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+func TestAutoscalingAndConcurrency(t *testing.T) {
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	cfg := `{"applications": [{"import_path": "a:b", "deployments": [{"name": "A", "num_replicas": "auto"},
@@ -339,20 +343,20 @@ func rayObserve(t *testing.T, srv *httptest.Server) rayPoll {
 	}
 }
 
-func TestRayServeKillReplicas(t *testing.T) {
-	type action func(*testing.T, *fake.RayServe, *httptest.Server)
+func TestKillReplicas(t *testing.T) {
+	type action func(*testing.T, *raytest.Server, *httptest.Server)
 	kill := func(n int) action {
-		return func(t *testing.T, rs *fake.RayServe, _ *httptest.Server) {
+		return func(t *testing.T, rs *raytest.Server, _ *httptest.Server) {
 			if err := rs.KillReplicas("app", "D", n); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
 	loop := func(on bool) action {
-		return func(_ *testing.T, rs *fake.RayServe, _ *httptest.Server) { rs.CrashLoop("app", "D", on) }
+		return func(_ *testing.T, rs *raytest.Server, _ *httptest.Server) { rs.CrashLoop("app", "D", on) }
 	}
 	put := func(body string) action {
-		return func(t *testing.T, _ *fake.RayServe, srv *httptest.Server) {
+		return func(t *testing.T, _ *raytest.Server, srv *httptest.Server) {
 			if code, text := rayDo(t, srv, http.MethodPut, "", body); code != 200 {
 				t.Fatalf("PUT: %d %s", code, text)
 			}
@@ -375,13 +379,13 @@ func TestRayServeKillReplicas(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		opts   fake.RayServeOptions
+		opts   raytest.Options
 		before []action // before the config is put
 		settle int      // polls after the put
 		steps  []step
 	}{
 		{
-			name: "a killed replica is stopped and replaced", opts: fake.RayServeOptions{StartPolls: 3, StopPolls: 2}, settle: 3,
+			name: "a killed replica is stopped and replaced", opts: raytest.Options{StartPolls: 3, StopPolls: 2}, settle: 3,
 			steps: []step{
 				{do: []action{kill(1)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,RUNNING,STARTING"}},
 				{want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "RUNNING,STARTING"}},
@@ -390,7 +394,7 @@ func TestRayServeKillReplicas(t *testing.T) {
 			},
 		},
 		{
-			name: "kills are clamped to the running replicas", opts: fake.RayServeOptions{StartPolls: 2}, settle: 2,
+			name: "kills are clamped to the running replicas", opts: raytest.Options{StartPolls: 2}, settle: 2,
 			steps: []step{
 				{do: []action{kill(5)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
 				{want: recovered("RUNNING,RUNNING")},
@@ -404,14 +408,14 @@ func TestRayServeKillReplicas(t *testing.T) {
 			},
 		},
 		{
-			name: "a kill during an update fails the deploy", opts: fake.RayServeOptions{StartPolls: 2}, settle: 2,
+			name: "a kill during an update fails the deploy", opts: raytest.Options{StartPolls: 2}, settle: 2,
 			steps: []step{
 				{do: []action{put(update), kill(1)}, want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "RUNNING,STARTING,STARTING,STARTING"}},
 				{want: recovered("RUNNING,RUNNING,RUNNING,RUNNING")},
 			},
 		},
 		{
-			name: "a config change ends the failure", opts: fake.RayServeOptions{StartPolls: 3}, settle: 3,
+			name: "a config change ends the failure", opts: raytest.Options{StartPolls: 3}, settle: 3,
 			steps: []step{
 				{do: []action{kill(1)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "RUNNING,STARTING"}},
 				{do: []action{put(newConfig)}, want: rayPoll{App: "DEPLOYING", Dep: "UPDATING", Trigger: "CONFIG_UPDATE_STARTED", States: "RUNNING,STARTING"}},
@@ -419,7 +423,7 @@ func TestRayServeKillReplicas(t *testing.T) {
 			},
 		},
 		{
-			name: "crash loop: replacements keep failing", opts: fake.RayServeOptions{StartPolls: 1, StopPolls: 1}, settle: 1,
+			name: "crash loop: replacements keep failing", opts: raytest.Options{StartPolls: 1, StopPolls: 1}, settle: 1,
 			steps: []step{
 				{do: []action{loop(true)}, want: rayPoll{App: "RUNNING", Dep: healthy, Trigger: "CONFIG_UPDATE_COMPLETED", States: "RUNNING,RUNNING"}},
 				{do: []action{kill(2)}, want: rayPoll{App: "UNHEALTHY", Dep: "UNHEALTHY", Trigger: hcf, Problem: true, States: "STOPPING,STOPPING,STARTING,STARTING"}},
@@ -429,7 +433,7 @@ func TestRayServeKillReplicas(t *testing.T) {
 			},
 		},
 		{
-			name: "crash loop from the first deploy", opts: fake.RayServeOptions{StartPolls: 1}, before: []action{loop(true)},
+			name: "crash loop from the first deploy", opts: raytest.Options{StartPolls: 1}, before: []action{loop(true)},
 			steps: []step{
 				{want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
 				{want: rayPoll{App: "DEPLOY_FAILED", Dep: "DEPLOY_FAILED", Trigger: hcf, Problem: true, States: "STARTING,STARTING"}},
@@ -441,7 +445,7 @@ func TestRayServeKillReplicas(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fake.NewClock(t0)
 			tc.opts.Clock = clock
-			rs := fake.NewRayServe(tc.opts)
+			rs := raytest.New(tc.opts)
 			srv := httptest.NewServer(rs)
 			defer srv.Close()
 			for _, a := range tc.before {
@@ -461,8 +465,8 @@ func TestRayServeKillReplicas(t *testing.T) {
 	}
 }
 
-func TestRayServeKillReplicasErrors(t *testing.T) {
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+func TestKillReplicasErrors(t *testing.T) {
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	if err := rs.KillReplicas("app", "D", 1); err == nil {
@@ -477,18 +481,18 @@ func TestRayServeKillReplicasErrors(t *testing.T) {
 			t.Errorf("KillReplicas(%q, %q, %d) succeeded", c.app, c.dep, c.n)
 		}
 	}
-	if st, _ := rs.Deployment("app", "D"); st != (fake.RayDeploymentState{Status: "HEALTHY", Target: 2, Running: 2}) {
+	if st, _ := rs.Deployment("app", "D"); st != (raytest.DeploymentState{Status: "HEALTHY", Target: 2, Running: 2}) {
 		t.Errorf("after refused kills: %+v", st)
 	}
 }
 
-// TestRayServeCapacityFloors walks one cluster through the target
+// TestCapacityFloors walks one cluster through the target
 // capacities an upgrade writes and checks the direction Ray's controller
 // derives and the targets that follow: an autoscaling deployment (min 2,
 // initial 4, max 8, no load) sits on its capacity-adjusted initial_replicas
 // while the direction is UP and on its min_replicas otherwise, and a
 // fixed one (3 replicas) on its capacity-adjusted num_replicas.
-func TestRayServeCapacityFloors(t *testing.T) {
+func TestCapacityFloors(t *testing.T) {
 	config := func(tc string, apps ...string) string {
 		list := []string{`{"name": "app", "route_prefix": "/app", "import_path": "m:app", "deployments": [
 		  {"name": "F", "num_replicas": 3},
@@ -525,7 +529,7 @@ func TestRayServeCapacityFloors(t *testing.T) {
 		{"fewer applications at 100: up", config("100"), 0, state{"UP", 3, 4}},
 		{"100 to null: none", config("null"), 0, state{"", 3, 2}},
 	}
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	var got, want []state
@@ -549,10 +553,10 @@ func TestRayServeCapacityFloors(t *testing.T) {
 	}
 }
 
-// TestRayServeToken checks which credentials the emulator accepts, as
+// TestToken checks which credentials the emulator accepts, as
 // Ray's dashboard reads them: Authorization, else X-Ray-Authorization, else
 // the ray-authentication-token cookie; none is 401, a wrong one 403.
-func TestRayServeToken(t *testing.T) {
+func TestToken(t *testing.T) {
 	const (
 		auth    = "Authorization"
 		rayAuth = "X-Ray-Authorization"
@@ -577,7 +581,7 @@ func TestRayServeToken(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			rs := fake.NewRayServe(fake.RayServeOptions{})
+			rs := raytest.New(raytest.Options{})
 			srv := httptest.NewServer(rs)
 			defer srv.Close()
 			rs.RequireToken("t", c.headers...)
@@ -598,7 +602,7 @@ func TestRayServeToken(t *testing.T) {
 			}
 		})
 	}
-	rs := fake.NewRayServe(fake.RayServeOptions{})
+	rs := raytest.New(raytest.Options{})
 	srv := httptest.NewServer(rs)
 	defer srv.Close()
 	rs.RequireToken("t")
@@ -606,4 +610,48 @@ func TestRayServeToken(t *testing.T) {
 	if code, _ := rayDo(t, srv, http.MethodGet, "", ""); code != 200 {
 		t.Errorf("with authentication off: %d", code)
 	}
+}
+
+// TestZeroValue: a zero Server is a cluster with Serve not started, as
+// New(Options{}) returns, whose faults and controls work before and after
+// a DELETE.
+func TestZeroValue(t *testing.T) {
+	var rs raytest.Server
+	if err := rs.FailDeployment("app", "D", "UNHEALTHY", "sick"); err != nil {
+		t.Fatal(err)
+	}
+	rs.HealDeployment("app", "D")
+	srv := httptest.NewServer(&rs)
+	defer srv.Close()
+	if code, text := rayDo(t, srv, http.MethodDelete, "", ""); code != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", code, text)
+	}
+	rs.CrashLoop("app", "D", true)
+	rs.CrashLoop("app", "D", false)
+	rs.SetDemand("app", "D", 1)
+	rs.Hang(true)
+	rs.Hang(false)
+	config := `{"applications": [{"name": "app", "import_path": "m:app", "deployments": [{"name": "D", "num_replicas": 2}]}]}`
+	if code, text := rayDo(t, srv, http.MethodPut, "", config); code != http.StatusOK {
+		t.Fatalf("PUT: %d %s", code, text)
+	}
+	rayGet(t, srv)
+	if diff := cmp.Diff(raytest.DeploymentState{Status: "HEALTHY", Target: 2, Running: 2}, mustDeployment(t, &rs, "app", "D")); diff != "" {
+		t.Errorf("deployment (-want +got):\n%s", diff)
+	}
+	if err := rs.FailDeployment("app", "D", "UNHEALTHY", "sick"); err != nil {
+		t.Fatal(err)
+	}
+	if status, msg, _ := rs.AppStatus("app"); status != "UNHEALTHY" || !strings.Contains(msg, "sick") {
+		t.Errorf("AppStatus = %s %q, want UNHEALTHY naming the fault", status, msg)
+	}
+}
+
+func mustDeployment(t *testing.T, rs *raytest.Server, app, dep string) raytest.DeploymentState {
+	t.Helper()
+	st, ok := rs.Deployment(app, dep)
+	if !ok {
+		t.Fatalf("no deployment %s/%s", app, dep)
+	}
+	return st
 }
