@@ -14,7 +14,7 @@
 //     them out at once and the workload replaces them after the Lag;
 //     CrashLoop keeps every replica that is down, or new, from becoming
 //     ready. Crashes leave Health as SetHealth set it.
-//   - Capacity is also a rollout.Deployer for Runner.DeployA/DeployB: the
+//   - Capacity is also a rollout.Deployer for Runner.RevisionA/RevisionB: the
 //     side runs a revision ("" until Deploy, or SetRevision for a side that
 //     runs one from the start). A deploy replaces its replicas with ones of
 //     the new revision, ready after the Lag, and Revision reports it
@@ -27,12 +27,12 @@
 //     side holds capacity, or serves traffic (ServingFunc, given
 //     Router.Serving), is a violation: Violations lists them; another
 //     writer's Redeploy is not.
-//   - Deployment is a side of the fixed capacity mode that runs a
+//   - FixedSide is a side of the fixed capacity mode that runs a
 //     revision: fully provisioned, a deploy restarts its replicas (its
 //     ready share drops for the Lag), and a deploy while it serves traffic
-//     is a violation. NewDeploymentTraffic simulates requests on two of
+//     is a violation. NewFixedTraffic simulates requests on two of
 //     them.
-//   - Router, Capacity and Deployment are rollout.Claimers, as the real
+//   - Router, Capacity and FixedSide are rollout.Claimers, as the real
 //     adapters: each holds a claim (Claimant, SetClaimant), a second owner's
 //     Claim is refused with a *rollout.ClaimedError, a write for an owner
 //     other than the claimant (rollout.OwnerFrom) changes nothing, and each
@@ -72,7 +72,7 @@
 //     writer's PUT (someone redeploying a serving cluster), which the
 //     guard lets through.
 //
-// Router, Capacity and Deployment are rollout.Notifiers, as a watch on the
+// Router, Capacity and FixedSide are rollout.Notifiers, as a watch on the
 // route or workload is: Notify wakes a subscriber on every write or test
 // control that changes what the fake reports, and at the instant a Lag's
 // Duration ends (a timer on the Clock); a Lag counted in reads ends at a
@@ -94,7 +94,7 @@
 //
 //	clock := fake.NewClock(t0)
 //	router := fake.NewRouter(clock)
-//	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+//	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 //	b.SetLag(fake.Lag{Reads: 2})
 //	r := &rollout.Runner{Strategy: myStrategy, Router: router, A: a, B: b, Clock: clock}
 //	// To let the Runner deploy revisions, and check it never does so on
@@ -102,7 +102,7 @@
 //	a.SetRevision("v1")
 //	a.ServingFunc(router.Serving(strategy.SideA))
 //	b.ServingFunc(router.Serving(strategy.SideB))
-//	r.DeployA, r.DeployB = a, b
+//	r.RevisionA, r.RevisionB = a, b
 //	s := strategy.NewState("v1", "v2")
 //	for !s.Phase.Terminal() {
 //		next, requeue, err := r.Reconcile(ctx, s)

@@ -45,7 +45,7 @@
 // Degraded with reason ClockSkew. A smaller skew (clocks of two machines)
 // is absorbed.
 //
-// Revisions. Each side runs a revision. Set DeployA and DeployB to a
+// Revisions. Each side runs a revision. Set RevisionA and RevisionB to a
 // RevisionReader per side (a Deployer if the Runner should deploy: package
 // serve/ray deploys a revision's Serve config, package serve/replicas a
 // revision's pod template) and the Runner reads each side's revision on
@@ -58,7 +58,7 @@
 // the Runner. A caller who deploys by itself implements only
 // RevisionReader (RevisionFunc adapts a function): the rollout then waits,
 // bounded by the progress deadline, until the side reports what it should
-// run. Without DeployA and DeployB nothing is checked, and the caller puts
+// run. Without RevisionA and RevisionB nothing is checked, and the caller puts
 // each revision on its side.
 //
 // Events, not polls. Adapters that implement Notifier tell when what they

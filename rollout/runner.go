@@ -35,7 +35,7 @@ type Runner struct {
 	Strategy strategy.Strategy
 	Router   TrafficRouter
 	A, B     CapacitySetter
-	// DeployA and DeployB report the revision each side runs and, when
+	// RevisionA and RevisionB report the revision each side runs and, when
 	// they also implement Deployer, put a revision on it (serve/ray,
 	// serve/replicas and fake each offer one per side). Set both or
 	// neither. With both, the observation reports revisions
@@ -46,7 +46,7 @@ type Runner struct {
 	// puts each revision on its side and nothing is checked. This works the
 	// same in every capacity mode; in the fixed mode (no CapacitySetter)
 	// the Deployer redeploys a side while it carries weight 0.
-	DeployA, DeployB RevisionReader
+	RevisionA, RevisionB RevisionReader
 	// Analyzer answers gate steps; without one, a gate waits for Promote.
 	Analyzer Analyzer
 	// Health reports the canary's health; without one, the canary side's
@@ -132,7 +132,7 @@ func (r *Runner) Validate() error {
 		errs = append(errs, err)
 	}
 	if (r.revisions(strategy.SideA) == nil) != (r.revisions(strategy.SideB) == nil) {
-		errs = append(errs, fmt.Errorf("%w runner: only one of DeployA and DeployB is set; set both or neither", ErrInvalid))
+		errs = append(errs, fmt.Errorf("%w runner: only one of RevisionA and RevisionB is set; set both or neither", ErrInvalid))
 	}
 	return errors.Join(errs...)
 }
@@ -140,9 +140,9 @@ func (r *Runner) Validate() error {
 // revisions returns the RevisionReader of a side, nil if none.
 func (r *Runner) revisions(side strategy.Side) RevisionReader {
 	if side == strategy.SideB {
-		return r.DeployB
+		return r.RevisionB
 	}
-	return r.DeployA
+	return r.RevisionA
 }
 
 // tracksRevisions reports whether both sides report their revisions.
@@ -700,7 +700,7 @@ func (r *Runner) notifications(ctx context.Context) (wakes <-chan struct{}, watc
 	}
 	watched = true
 	subscribed := map[any]bool{} // adapter value -> Notify succeeded
-	for i, a := range []any{r.Router, r.A, r.B, r.DeployA, r.DeployB, r.Health, r.Analyzer} {
+	for i, a := range []any{r.Router, r.A, r.B, r.RevisionA, r.RevisionB, r.Health, r.Analyzer} {
 		observes := i < 5
 		if a == nil || reflect.ValueOf(a).Kind() == reflect.Pointer && reflect.ValueOf(a).IsNil() {
 			continue

@@ -138,7 +138,7 @@
 // Each physical side runs a revision: the stable side the stable revision,
 // the canary side the canary one. When the observation reports what each
 // side runs (Observation.Revisions, with SideObservation.Revision and
-// Updated; the Runner sets them from its DeployA and DeployB), Step puts
+// Updated; the Runner sets them from its RevisionA and RevisionB), Step puts
 // each revision on its side itself and keeps these true:
 //
 //  6. traffic only ever reaches a side observed running the revision its

@@ -213,7 +213,7 @@ func revisionChain(t *rapid.T, lost bool) {
 				w.checkRevisions(t, &s)
 				tick()
 				w.checkRevisions(t, &s)
-				if s.Paused {
+				if s.AwaitingResume {
 					s = s.Resume(now)
 				}
 				if next := d.RequeueAfter; !d.HasHops() && next > 0 {
@@ -295,7 +295,7 @@ func revisionChain(t *rapid.T, lost bool) {
 		if s.Idle() || s.Phase.Terminal() {
 			break
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			s = s.Resume(now)
 			continue
 		}

@@ -27,14 +27,14 @@
 // run. To let the Runner put each revision on its cluster, give each
 // adapter the same Config.Revisions, a map from a revision to its Serve
 // config (RevisionMap makes one from a Go map), and set the Runner's
-// DeployA and DeployB to the adapters' Deployers:
+// RevisionA and RevisionB to the adapters' Deployers:
 //
 //	revs := ray.RevisionMap(map[string]json.RawMessage{"v1": cfgV1, "v2": cfgV2})
 //	a, err := ray.New(ray.Config{Dashboard: "http://blue-head-svc:8265", Revisions: revs})
 //	b, err := ray.New(ray.Config{Dashboard: "http://green-head-svc:8265", Revisions: revs})
 //	da, err := a.Deployer()
 //	db, err := b.Deployer()
-//	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b, DeployA: da, DeployB: db}
+//	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b, RevisionA: da, RevisionB: db}
 //
 // The Deployer is a separate value on purpose: an adapter built with a
 // ServeConfig has none (Deployer returns an error), so a Runner never
