@@ -40,7 +40,7 @@ import (
 //	a.SetRevision("v1") // side A runs v1 from the start
 //	a.ServingFunc(router.Serving(strategy.SideA))
 //	b.ServingFunc(router.Serving(strategy.SideB))
-//	runner.DeployA, runner.DeployB = a, b
+//	runner.RevisionA, runner.RevisionB = a, b
 //	// reconcile; then a.Violations() and b.Violations() are empty
 //
 // Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
@@ -90,11 +90,24 @@ var (
 	_ rollout.Notifier       = (*Capacity)(nil)
 )
 
-// NewCapacity returns a side with the given full replica count (at least 1),
-// set to percent and fully ready at it. clock may be nil when no Lag uses a
-// Duration.
-func NewCapacity(clock *Clock, replicas, percent int32) *Capacity {
-	c := &Capacity{clock: clock, replicas: max(replicas, 1), percent: percent}
+// CapacityOptions describe a Capacity side as it starts. The zero value is
+// a side of one replica set to 0 percent.
+type CapacityOptions struct {
+	// Replicas is the side's replica count at 100 percent (at least 1).
+	Replicas int32
+	// Percent is the capacity the side is set to, and fully ready at, when
+	// it starts (clamped to 0..100): 100 for a side serving everything, 0
+	// for a side deployed at zero.
+	Percent int32
+}
+
+// NewCapacity returns a side as o describes it. clock may be nil when no
+// Lag uses a Duration.
+//
+//	stable := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100})
+//	canary := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
+func NewCapacity(clock *Clock, o CapacityOptions) *Capacity {
+	c := &Capacity{clock: clock, replicas: max(o.Replicas, 1), percent: min(max(o.Percent, 0), 100)}
 	c.ready = c.want()
 	return c
 }

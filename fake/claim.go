@@ -61,14 +61,14 @@ func (h *history) owned(ctx context.Context) {
 var (
 	_ rollout.Claimer = (*Router)(nil)
 	_ rollout.Claimer = (*Capacity)(nil)
-	_ rollout.Claimer = (*Deployment)(nil)
+	_ rollout.Claimer = (*FixedSide)(nil)
 )
 
 // Claim records owner's claim on the route (see rollout.Claimer). It fails
 // with the error set by FailWith, with ctx's error, and with
 // rollout.ErrNotFound while the route is deleted.
 //
-// Router, Capacity and Deployment are rollout.Claimers, as the real
+// Router, Capacity and FixedSide are rollout.Claimers, as the real
 // adapters are: each holds
 // the claim a real adapter records on its object (an annotation), with the
 // semantics of rollout.Claimer. Claim by the holder writes nothing;
@@ -185,17 +185,17 @@ func (c *Capacity) SetClaimant(o rollout.Owner) {
 }
 
 // Claim records owner's claim on the side (see Capacity.Claim).
-func (d *Deployment) Claim(ctx context.Context, owner, replace rollout.Owner) error {
+func (d *FixedSide) Claim(ctx context.Context, owner, replace rollout.Owner) error {
 	return d.c.Claim(ctx, owner, replace)
 }
 
 // Release removes owner's claim from the side, if it holds it.
-func (d *Deployment) Release(ctx context.Context, owner rollout.Owner) error {
+func (d *FixedSide) Release(ctx context.Context, owner rollout.Owner) error {
 	return d.c.Release(ctx, owner)
 }
 
 // Claimant returns the owner that holds the side's claim.
-func (d *Deployment) Claimant() rollout.Owner { return d.c.Claimant() }
+func (d *FixedSide) Claimant() rollout.Owner { return d.c.Claimant() }
 
 // SetClaimant makes o hold the side's claim (see Capacity.SetClaimant).
-func (d *Deployment) SetClaimant(o rollout.Owner) { d.c.SetClaimant(o) }
+func (d *FixedSide) SetClaimant(o rollout.Owner) { d.c.SetClaimant(o) }

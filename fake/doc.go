@@ -27,7 +27,7 @@
 // by hand):
 //
 //   - Router, a rollout.TrafficRouter whose data plane accepts weights late;
-//   - Capacity, one side's workload and a rollout.Deployer; Deployment, a
+//   - Capacity, one side's workload and a rollout.Deployer; FixedSide, a
 //     side of the fixed capacity mode that runs a revision;
 //   - Traffic, simulated requests split by the applied weights, counting
 //     what each side could not serve (Overloaded, Dropped);
@@ -35,7 +35,7 @@
 //   - Store and Analyzer, a rollout.Store and a rollout.Analyzer;
 //   - Clock, a manual clock.Clock whose timers fire as the test advances it.
 //
-// Router, Capacity and Deployment are rollout.Notifiers and
+// Router, Capacity and FixedSide are rollout.Notifiers and
 // rollout.Claimers, as the real adapters are (see Router.Notify and
 // Router.Claim). Faults are methods of each fake: SetLag delays changes by
 // a Lag (reads and/or a duration on the Clock); FailWith fails every call
@@ -47,7 +47,7 @@
 // the wrapped adapter and decides what to do with the call.
 //
 // Every fake is safe for concurrent use. The adapters (Router, Capacity,
-// Deployment, Store, Analyzer) record a History of their calls
+// FixedSide, Store, Analyzer) record a History of their calls
 // (KeepHistory(false) keeps only counts). Router, Store, Analyzer and Clock
 // work from their zero value; the others are built with their New function.
 package fake

@@ -122,7 +122,7 @@ func TestRouterFaults(t *testing.T) {
 func TestCapacity(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
-	c := fake.NewCapacity(clock, 3, 0)
+	c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 3, Percent: 0})
 	c.SetLag(fake.Lag{Reads: 2})
 	if err := c.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 		t.Fatal(err)
@@ -341,7 +341,7 @@ func TestInterceptors(t *testing.T) {
 	if st, _ := ir.Weights(ctx); st.Weights.B != 20 {
 		t.Fatalf("the write did not reach the wrapped router: %+v", st)
 	}
-	c := fake.NewCapacity(nil, 4, 0)
+	c := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	ic := fake.InterceptCapacity(c, fake.CapacityFuncs{
 		Capacity: func(ctx context.Context, next rollout.CapacitySetter) (rollout.CapacityStatus, error) {
 			st, err := next.Capacity(ctx)
@@ -361,7 +361,7 @@ func TestInterceptors(t *testing.T) {
 func TestTraffic(t *testing.T) {
 	ctx := context.Background()
 	r := fake.NewRouter(nil)
-	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
+	a, b := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	tr := fake.NewTraffic(r, a, b, 1000)
 	tr.Tick()
 	_ = b.SetCapacity(ctx, rollout.CapacityRequest{Percent: 20})
@@ -374,7 +374,7 @@ func TestTraffic(t *testing.T) {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}
 	// Without a router, traffic follows ready capacity.
-	ra, rb := fake.NewCapacity(nil, 4, 50), fake.NewCapacity(nil, 4, 25)
+	ra, rb := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 4, Percent: 50}), fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 4, Percent: 25})
 	tr = fake.NewTraffic(nil, ra, rb, 1000)
 	tr.Tick()
 	if st := tr.Stats(); st.Served != 750 || st.Overloaded != 250 || st.Dropped != 0 {
@@ -406,7 +406,7 @@ func (m *myReconciler) Reconcile(ctx context.Context, name, revision string, now
 func Example() {
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	stable, canary := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	stable, canary := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	canary.SetLag(fake.Lag{Duration: 20 * time.Second})
 	router.Conflicts(1)
 	traffic := fake.NewTraffic(router, stable, canary, 1000)
@@ -596,7 +596,7 @@ func TestCapacityCrash(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fake.NewClock(t0)
-			c := fake.NewCapacity(clock, tc.replicas, tc.start)
+			c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: tc.replicas, Percent: tc.start})
 			c.SetLag(tc.lag)
 			c.SetPartial(tc.partial)
 			if tc.healthy {
@@ -630,7 +630,7 @@ func TestCapacityCrash(t *testing.T) {
 func ExampleCapacity_Crash() {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
-	web := fake.NewCapacity(clock, 10, 100)
+	web := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100})
 	web.SetLag(fake.Lag{Duration: 30 * time.Second})
 	show := func() {
 		st, _ := web.Capacity(ctx)

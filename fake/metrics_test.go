@@ -174,7 +174,7 @@ func TestTrafficRecords(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 100)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100})
 	a.SetRevision("v1")
 	b.SetRevision("v2")
 	_ = router.SetWeights(ctx, rollout.Weights{A: 90, B: 10})
@@ -359,7 +359,7 @@ func TestMetricsAnalysis(t *testing.T) {
 		t.Run(fmt.Sprint(tc.errorRate), func(t *testing.T) {
 			clock := fake.NewClock(t0)
 			router := fake.NewRouter(clock)
-			a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+			a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 			a.SetRevision("v1")
 			metrics := fake.NewMetrics(clock)
 			metrics.SetLag(time.Second)
@@ -368,7 +368,7 @@ func TestMetricsAnalysis(t *testing.T) {
 			traffic.SetErrorRate("v2", tc.errorRate)
 			an := &analysis.Analysis{
 				Source: metrics, Namespace: "shop", Route: "web",
-				A: analysis.Backend{Namespace: "shop", Name: "web-a"}, B: analysis.Backend{Namespace: "shop", Name: "web-b"},
+				A: analysis.ServiceRef{Namespace: "shop", Name: "web-a"}, B: analysis.ServiceRef{Namespace: "shop", Name: "web-b"},
 				Checks: []analysis.Check{analysis.SuccessRate(0.95)},
 				Policy: analysis.Policy{Interval: time.Second, FailureLimit: 1, MinRequests: 20},
 				Clock:  clock,
@@ -379,7 +379,7 @@ func TestMetricsAnalysis(t *testing.T) {
 			r := &rollout.Runner{
 				Strategy: strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 2 * time.Second}, MaxSurgePercent: 20,
 					Options: strategy.Options{UnhealthyThreshold: 1}},
-				Router: router, A: a, B: b, DeployA: a, DeployB: b, Health: an, Clock: clock,
+				Router: router, A: a, B: b, RevisionA: a, RevisionB: b, Health: an, Clock: clock,
 			}
 			s := strategy.NewState("v1", "v2")
 			for i := 0; i < 2000 && !s.Phase.Terminal(); i++ {

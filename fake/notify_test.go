@@ -36,7 +36,7 @@ func TestNotifyOnWritesAndControls(t *testing.T) {
 		clock  *fake.Clock
 		router *fake.Router
 		c      *fake.Capacity
-		d      *fake.Deployment
+		d      *fake.FixedSide
 	}
 	for _, tc := range []struct {
 		name  string
@@ -83,7 +83,7 @@ func TestNotifyOnWritesAndControls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fake.NewClock(t0)
-			s := sides{clock: clock, router: fake.NewRouter(clock), c: fake.NewCapacity(clock, 4, 100), d: fake.NewDeployment(clock, 4, "v1")}
+			s := sides{clock: clock, router: fake.NewRouter(clock), c: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100}), d: fake.NewFixedSide(clock, 4, "v1")}
 			counters := []*counter{subscribe(t, s.router), subscribe(t, s.c), subscribe(t, s.d)}
 			if tc.setup != nil {
 				tc.setup(s)
@@ -109,7 +109,7 @@ func TestNotifyAtTheEndOfADurationLag(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	b := fake.NewCapacity(clock, 4, 0)
+	b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	router.SetLag(fake.Lag{Duration: 300 * time.Millisecond})
 	b.SetLag(fake.Lag{Duration: 2 * time.Second})
 	rw, bw := subscribe(t, router), subscribe(t, b)
@@ -205,7 +205,7 @@ func TestNotifySubscribersAndTheirEnd(t *testing.T) {
 func TestDropNotifications(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
-	c := fake.NewCapacity(clock, 4, 0)
+	c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	c.SetLag(fake.Lag{Duration: time.Second})
 	w := subscribe(t, c)
 	c.DropNotifications(true)
@@ -257,7 +257,7 @@ func TestNotifyProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		clock := fake.NewClock(t0)
 		router := fake.NewRouter(clock)
-		c := fake.NewCapacity(clock, rapid.Int32Range(1, 8).Draw(t, "replicas"), rapid.SampledFrom([]int32{0, 50, 100}).Draw(t, "percent"))
+		c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: rapid.Int32Range(1, 8).Draw(t, "replicas"), Percent: rapid.SampledFrom([]int32{0, 50, 100}).Draw(t, "percent")})
 		c.SetRevision(rapid.SampledFrom([]string{"", "v1"}).Draw(t, "revision"))
 		lag := func(label string) fake.Lag {
 			return fake.Lag{

@@ -241,7 +241,7 @@ func (c *Capacity) Deploys() int {
 // receives: the larger of its weight in the data plane and in the route's
 // spec (a weight written and not yet applied is traffic about to arrive).
 // A side of a deleted route receives nothing. Give it to
-// Capacity.ServingFunc, Deployment.ServingFunc or raytest.Server.ServingFunc
+// Capacity.ServingFunc, FixedSide.ServingFunc or raytest.Server.ServingFunc
 // (package serve/ray/raytest).
 func (r *Router) Serving(side strategy.Side) func() int32 {
 	return func() int32 {

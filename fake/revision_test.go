@@ -202,7 +202,7 @@ func TestCapacityDeploy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := fake.NewClock(t0)
-			c := fake.NewCapacity(clock, 10, tc.start)
+			c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: tc.start})
 			c.SetLag(tc.lag)
 			c.SetPartial(tc.partial)
 			if tc.rev != "" {
@@ -256,7 +256,7 @@ func TestCapacityDeployServing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			router := fake.NewRouter(nil)
 			router.SetLag(fake.Lag{Reads: 1})
-			b := fake.NewCapacity(nil, 10, 0)
+			b := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 0})
 			b.SetRevision("v1")
 			b.ServingFunc(router.Serving(strategy.SideB))
 			if err := router.SetWeights(ctx, tc.weights); err != nil {
@@ -310,7 +310,7 @@ func TestRouterServing(t *testing.T) {
 
 func TestCapacityDeployFaults(t *testing.T) {
 	clock := fake.NewClock(t0)
-	c := fake.NewCapacity(clock, 4, 0)
+	c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	boom := errors.New("boom")
 	c.FailWith(boom)
 	if err := c.Deploy(context.Background(), "v2"); !errors.Is(err, boom) {
@@ -383,7 +383,7 @@ func TestCapacityDeployProperty(t *testing.T) {
 		clock := fake.NewClock(t0)
 		replicas := rapid.Int32Range(1, 12).Draw(t, "replicas")
 		percent := rapid.Int32Range(0, 100).Draw(t, "start")
-		c := fake.NewCapacity(clock, replicas, percent)
+		c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: replicas, Percent: percent})
 		lag := fake.Lag{Reads: rapid.IntRange(0, 3).Draw(t, "lag reads"), Duration: time.Duration(rapid.IntRange(0, 3).Draw(t, "lag seconds")) * time.Second}
 		c.SetLag(lag)
 		c.SetPartial(rapid.Bool().Draw(t, "partial"))
@@ -493,25 +493,25 @@ func TestDeployment(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	a, b := fake.NewDeployment(clock, 4, "v1"), fake.NewDeployment(clock, 4, "")
+	a, b := fake.NewFixedSide(clock, 4, "v1"), fake.NewFixedSide(clock, 4, "")
 	a.ServingFunc(router.Serving(strategy.SideA))
 	b.ServingFunc(router.Serving(strategy.SideB))
 	b.SetLag(fake.Lag{Reads: 1, Duration: 10 * time.Second})
-	traffic := fake.NewDeploymentTraffic(router, a, b, 100)
+	traffic := fake.NewFixedTraffic(router, a, b, 100)
 	type view struct {
 		Ready    int32
 		Settled  bool
 		Revision string
 		Updated  bool
 	}
-	look := func(d *fake.Deployment) view {
+	look := func(d *fake.FixedSide) view {
 		st, rs := d.Status(), d.RevisionStatus()
 		if st.Capacity != 100 || !st.Steady {
 			t.Fatalf("a fixed side reports capacity %d, steady %v", st.Capacity, st.Steady)
 		}
 		return view{st.Ready, st.Settled, rs.Revision, rs.Updated}
 	}
-	read := func(d *fake.Deployment) view {
+	read := func(d *fake.FixedSide) view {
 		if _, err := d.Revision(ctx, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -595,7 +595,7 @@ func runRollout(t *testing.T, r *rollout.Runner, clock *fake.Clock, traffic *fak
 func TestRunnerDeploysOnCapacity(t *testing.T) {
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	a.SetRevision("v1")
 	for side, c := range map[strategy.Side]*fake.Capacity{strategy.SideA: a, strategy.SideB: b} {
 		c.SetLag(fake.Lag{Reads: 1, Duration: 5 * time.Second})
@@ -605,7 +605,7 @@ func TestRunnerDeploysOnCapacity(t *testing.T) {
 	traffic := fake.NewTraffic(router, a, b, 1000)
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 50},
-		Router:   router, A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
+		Router:   router, A: a, B: b, RevisionA: a, RevisionB: b, Clock: clock,
 	}
 	s := strategy.State{}.Retarget("v1", clock.Now())
 	for _, rev := range []string{"v2", "v3"} {
@@ -629,22 +629,22 @@ func TestRunnerDeploysOnCapacity(t *testing.T) {
 }
 
 // TestRunnerDeploysFixed: in the fixed capacity mode the Runner redeploys
-// a fake.Deployment only while it serves nothing, so no request meets a
+// a fake.FixedSide only while it serves nothing, so no request meets a
 // restarting side.
 func TestRunnerDeploysFixed(t *testing.T) {
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	a, b := fake.NewDeployment(clock, 4, "v1"), fake.NewDeployment(clock, 4, "")
-	for side, d := range map[strategy.Side]*fake.Deployment{strategy.SideA: a, strategy.SideB: b} {
+	a, b := fake.NewFixedSide(clock, 4, "v1"), fake.NewFixedSide(clock, 4, "")
+	for side, d := range map[strategy.Side]*fake.FixedSide{strategy.SideA: a, strategy.SideB: b} {
 		d.SetLag(fake.Lag{Reads: 2, Duration: 5 * time.Second})
 		d.SetPartial(true)
 		d.ServingFunc(router.Serving(side))
 	}
 	router.SetLag(fake.Lag{Reads: 1})
-	traffic := fake.NewDeploymentTraffic(router, a, b, 1000)
+	traffic := fake.NewFixedTraffic(router, a, b, 1000)
 	r := &rollout.Runner{
 		Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityFixed}},
-		Router:   router, DeployA: a, DeployB: b, Clock: clock,
+		Router:   router, RevisionA: a, RevisionB: b, Clock: clock,
 	}
 	s := strategy.State{}.Retarget("v1", clock.Now())
 	for _, rev := range []string{"v2", "v3"} {
@@ -672,7 +672,7 @@ func ExampleCapacity_Deploy() {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock) // all traffic on side A
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	a.SetRevision("v1")
 	for side, c := range map[strategy.Side]*fake.Capacity{strategy.SideA: a, strategy.SideB: b} {
 		c.SetLag(fake.Lag{Duration: 30 * time.Second})
@@ -711,7 +711,7 @@ func TestRunnerCanaryOverwritten(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
 	router := fake.NewRouter(clock)
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	a.SetRevision("v1")
 	for side, c := range map[strategy.Side]*fake.Capacity{strategy.SideA: a, strategy.SideB: b} {
 		c.SetLag(fake.Lag{Reads: 1, Duration: 5 * time.Second})
@@ -720,7 +720,7 @@ func TestRunnerCanaryOverwritten(t *testing.T) {
 	traffic := fake.NewTraffic(router, a, b, 1000)
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: 10 * time.Second}, MaxSurgePercent: 50},
-		Router:   router, A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
+		Router:   router, A: a, B: b, RevisionA: a, RevisionB: b, Clock: clock,
 	}
 	s := strategy.State{}.Retarget("v1", clock.Now()).Retarget("v2", clock.Now())
 	for i := 0; s.Observed.Weight < 25; i++ {
@@ -772,7 +772,7 @@ func TestRunnerCanaryOverwritten(t *testing.T) {
 func TestCapacityRedeploy(t *testing.T) {
 	ctx := context.Background()
 	clock := fake.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
-	c := fake.NewCapacity(clock, 4, 100)
+	c := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100})
 	c.SetLag(fake.Lag{Reads: 1})
 	c.SetRevision("v2")
 	c.ServingFunc(func() int32 { return 80 })

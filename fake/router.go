@@ -332,7 +332,7 @@ func (r *Router) Reads() int {
 // Notify calls wake whenever what Weights reports may have changed, until
 // ctx ends. It fails only when ctx has already ended.
 //
-// Router, Capacity and Deployment implement
+// Router, Capacity and FixedSide implement
 // rollout.Notifier, as a watch on the route or the workload does: Notify
 // subscribes a wake func, called (outside the fake's lock, on the goroutine
 // that caused the change) whenever what the fake reports may have changed:

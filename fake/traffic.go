@@ -75,11 +75,11 @@ func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
 	return t
 }
 
-// NewDeploymentTraffic simulates perTick requests per tick against router
+// NewFixedTraffic simulates perTick requests per tick against router
 // and two sides of the fixed capacity mode that run revisions (nil: always
 // 100 percent ready): a side serves at most its ready share, which a
 // deploy lowers while its replicas restart.
-func NewDeploymentTraffic(router *Router, a, b *Deployment, perTick int64) *Traffic {
+func NewFixedTraffic(router *Router, a, b *FixedSide, perTick int64) *Traffic {
 	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}}
 	if a != nil {
 		t.a, t.revA = a.Status, func() string { return a.RevisionStatus().Revision }

@@ -51,7 +51,7 @@ type WorldOptions struct {
 	// RouterLag delays every change of the route's weights (Router.SetLag).
 	RouterLag Lag
 	// SideLag delays new replicas and deploys on both sides
-	// (Capacity.SetLag, Deployment.SetLag).
+	// (Capacity.SetLag, FixedSide.SetLag).
 	SideLag Lag
 	// Partial makes new replicas become ready one per observation
 	// (Capacity.SetPartial).
@@ -246,7 +246,7 @@ func NewWorld(opts WorldOptions) (*World, error) {
 			})
 		}
 	}
-	var deps [2]*Deployment
+	var deps [2]*FixedSide
 	for i, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
 		rev := ""
 		if side == strategy.SideA {
@@ -254,14 +254,14 @@ func NewWorld(opts WorldOptions) (*World, error) {
 		}
 		var c *Capacity
 		if w.mode == strategy.CapacityFixed {
-			deps[i] = NewDeployment(w.clock, opts.Replicas, rev)
+			deps[i] = NewFixedSide(w.clock, opts.Replicas, rev)
 			c = deps[i].c
 		} else {
 			percent := int32(0)
 			if side == strategy.SideA {
 				percent = 100
 			}
-			c = NewCapacity(w.clock, opts.Replicas, percent)
+			c = NewCapacity(w.clock, CapacityOptions{Replicas: opts.Replicas, Percent: percent})
 			if rev != "" {
 				c.SetRevision(rev)
 			}
@@ -276,10 +276,10 @@ func NewWorld(opts WorldOptions) (*World, error) {
 	a, b := w.sides[0], w.sides[1]
 	switch w.mode {
 	case strategy.CapacityFixed:
-		r.DeployA, r.DeployB = deps[0], deps[1]
-		w.traffic = NewDeploymentTraffic(w.router, deps[0], deps[1], opts.Requests)
+		r.RevisionA, r.RevisionB = deps[0], deps[1]
+		w.traffic = NewFixedTraffic(w.router, deps[0], deps[1], opts.Requests)
 	default:
-		r.DeployA, r.DeployB = a, b
+		r.RevisionA, r.RevisionB = a, b
 		r.A, r.B = a, b
 		if opts.FailEvery > 0 {
 			r.A = (&failEvery{n: opts.FailEvery}).capacity(a)
@@ -355,7 +355,7 @@ func (w *World) Clock() *Clock { return w.clock }
 func (w *World) Router() *Router { return w.router }
 
 // Side returns the workload of a physical side (strategy.SideB, or side A
-// for any other value): in the fixed mode, the Capacity behind the side's Deployment, which stays
+// for any other value): in the fixed mode, the Capacity behind the side's FixedSide, which stays
 // fully provisioned. Its test controls (Crash, CrashLoop, SetHealth,
 // Redeploy, StallDeploys, FailWith...) inject faults into the World.
 func (w *World) Side(side strategy.Side) *Capacity {
@@ -418,7 +418,7 @@ func stableSide(s *strategy.State) strategy.Side {
 // reached reports whether s is in phase want (for PhasePaused, also a
 // manual pause in another phase).
 func reached(s *strategy.State, want strategy.Phase) bool {
-	return s.Phase == want || want == strategy.PhasePaused && s.Paused
+	return s.Phase == want || want == strategy.PhasePaused && s.AwaitingResume
 }
 
 // RunUntil reconciles the rollout with the Runner (or

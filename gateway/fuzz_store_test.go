@@ -111,7 +111,7 @@ func fuzzWalk(strat strategy.Strategy, n, at int, cmd rollout.Command) strategy.
 		if i == at && cmd != nil {
 			s = cmd(s, now)
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			s = s.Resume(now)
 		}
 		s = strat.Step(s, now).State
@@ -262,8 +262,8 @@ func reconcileOnce(t *testing.T, raw string, stratIdx, flags, weightB, weightA, 
 	r := &rollout.Runner{Strategy: strat, Router: router, Clock: fake.NewClock(t0)}
 	var a, b *fake.Capacity
 	if managed {
-		a = fake.NewCapacity(nil, int32(aReplicas%11), int32(aPct%101))
-		b = fake.NewCapacity(nil, int32(bReplicas%11), int32(bPct%101))
+		a = fake.NewCapacity(nil, fake.CapacityOptions{Replicas: int32(aReplicas % 11), Percent: int32(aPct % 101)})
+		b = fake.NewCapacity(nil, fake.CapacityOptions{Replicas: int32(bReplicas % 11), Percent: int32(bPct % 101)})
 		if flags&fuzzUnhealthy != 0 {
 			a.SetHealth(strategy.HealthUnhealthy, "fuzz")
 			b.SetHealth(strategy.HealthUnhealthy, "fuzz")

@@ -303,7 +303,7 @@ func TestRunEndsTheRouteWatch(t *testing.T) {
 	clock := fake.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	runner := &rollout.Runner{
 		Strategy: strategy.BlueGreen{}, Router: router,
-		A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock,
+		A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0}), Clock: clock,
 		Store:    gateway.NewAnnotationStoreForClientset(env.Gateway, ref),
 		Observer: rollout.ObserverFunc(func(context.Context, rollout.Event) { playController(t, env.Client, ref) }),
 	}

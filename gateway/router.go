@@ -107,8 +107,8 @@ func (c *Config) Validate() error {
 //
 // The Router moves traffic only. With a route and no capacity setters (the
 // fixed capacity mode) both backends stay provisioned, so a side gets its
-// new revision while it carries weight 0: set rollout.Runner's DeployA and
-// DeployB to a rollout.Deployer per backend, and the Runner asks the canary
+// new revision while it carries weight 0: set rollout.Runner's RevisionA and
+// RevisionB to a rollout.Deployer per backend, and the Runner asks the canary
 // side to deploy the canary revision only once every parent of the route
 // has accepted weight 0 for it, then waits until the side reports the
 // revision fully rolled out (rollout.RevisionStatus.Updated) before the

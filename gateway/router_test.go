@@ -69,7 +69,7 @@ func upgrade(t *testing.T, admin client.Client, router *gateway.Router, refs []g
 	t.Helper()
 	ctx := context.Background()
 	clock := fake.NewClock(t0)
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, Clock: clock}
 	var seen []rollout.Weights
 	n := 0
@@ -144,7 +144,7 @@ func TestIncrementalUpgrade(t *testing.T) {
 				t.Fatalf("ended %s: %s", end.Phase, end.Message)
 			}
 			want := []rollout.Weights{{A: 100, B: 0}}
-			for _, e := range plan.Events {
+			for _, e := range plan.Entries {
 				var v int32
 				if _, err := fmt.Sscanf(e.What, "weight %d", &v); err == nil {
 					want = append(want, rollout.Weights{A: 100 - v, B: v})
@@ -594,7 +594,7 @@ func TestExtraBackendAbortsTheRollout(t *testing.T) {
 	}
 	clock := fake.NewClock(t0)
 	r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 30, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 100}, Router: router,
-		A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock}
+		A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0}), Clock: clock}
 	s, _, err := r.Reconcile(ctx, strategy.NewState("v1", "v2"))
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func TestStandaloneResumesFromTheRoute(t *testing.T) {
 		t.Fatalf("empty store: %v", err)
 	}
 	clock := fake.NewClock(t0)
-	a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{strategy.SetWeight(40), strategy.PauseUntilResumed()}}
 	runner := func() *rollout.Runner {
 		router, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})

@@ -122,7 +122,7 @@ type RevisionStatus struct {
 // template) compares against it, and may also try the revision it
 // recorded at its last deploy.
 //
-// The Runner reads a side's revision through Runner.DeployA or DeployB.
+// The Runner reads a side's revision through Runner.RevisionA or RevisionB.
 // A caller who deploys revisions by itself implements only this, and
 // reports the revision each side runs: the Runner then asks for no deploy,
 // and the rollout waits (bounded by the progress deadline) until the canary

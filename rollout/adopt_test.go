@@ -35,7 +35,7 @@ func TestRunnerAdoptsALostState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			g := newRig(strat, fake.Lag{Reads: 1})
-			g.runner.DeployA, g.runner.DeployB = g.a, g.b
+			g.runner.RevisionA, g.runner.RevisionB = g.a, g.b
 			g.a.ServingFunc(g.router.Serving(strategy.SideA))
 			g.b.ServingFunc(g.router.Serving(strategy.SideB))
 			// The world the lost state left: 80/20, A v1 at 100, B v2 at 30.

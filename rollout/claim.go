@@ -164,7 +164,7 @@ func (r *Runner) claimers() []claimer {
 	for _, a := range []struct {
 		name string
 		v    any
-	}{{"router", r.Router}, {"capacity A", r.A}, {"capacity B", r.B}, {"revision A", r.DeployA}, {"revision B", r.DeployB}} {
+	}{{"router", r.Router}, {"capacity A", r.A}, {"capacity B", r.B}, {"revision A", r.RevisionA}, {"revision B", r.RevisionB}} {
 		if a.v == nil || reflect.ValueOf(a.v).Kind() == reflect.Pointer && reflect.ValueOf(a.v).IsNil() {
 			continue
 		}

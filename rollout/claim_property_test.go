@@ -39,13 +39,13 @@ type claimWorld struct {
 func newClaimWorld(t *rapid.T) *claimWorld {
 	w := &claimWorld{clock: fake.NewClock(t0)}
 	w.router = fake.NewRouter(w.clock)
-	w.a, w.b = fake.NewCapacity(w.clock, 10, 100), fake.NewCapacity(w.clock, 10, 0)
+	w.a, w.b = fake.NewCapacity(w.clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(w.clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	w.a.SetRevision("v1")
 	step := rapid.Int32Range(10, 100).Draw(t, "step")
 	strat := strategy.Incremental{StepPercent: step, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 100}
 	for i := range w.owners {
 		w.owners[i] = rollout.Owner{Kind: "Release", Namespace: "shop", Name: fmt.Sprintf("r%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}
-		w.runners[i] = &rollout.Runner{Strategy: strat, Router: w.router, A: w.a, B: w.b, DeployA: w.a, DeployB: w.b,
+		w.runners[i] = &rollout.Runner{Strategy: strat, Router: w.router, A: w.a, B: w.b, RevisionA: w.a, RevisionB: w.b,
 			Clock: w.clock, Owner: w.owners[i], OwnerGone: w.ownerGone}
 		w.states[i] = strategy.NewState("v1", rapid.SampledFrom([]string{"v2", "v3"}).Draw(t, fmt.Sprintf("revision%d", i)))
 	}

@@ -31,7 +31,7 @@ type claimRig struct {
 
 func newClaimRig() *claimRig {
 	clk := fake.NewClock(t0)
-	g := &claimRig{clock: clk, router: fake.NewRouter(clk), a: fake.NewCapacity(clk, 10, 100), b: fake.NewCapacity(clk, 10, 0)}
+	g := &claimRig{clock: clk, router: fake.NewRouter(clk), a: fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 10, Percent: 100}), b: fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 10, Percent: 0})}
 	g.a.SetRevision("v1")
 	return g
 }
@@ -39,7 +39,7 @@ func newClaimRig() *claimRig {
 func (g *claimRig) runner(o rollout.Owner) *rollout.Runner {
 	return &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 100},
-		Router:   g.router, A: g.a, B: g.b, DeployA: g.a, DeployB: g.b, Clock: g.clock, Owner: o,
+		Router:   g.router, A: g.a, B: g.b, RevisionA: g.a, RevisionB: g.b, Clock: g.clock, Owner: o,
 	}
 }
 
@@ -253,7 +253,7 @@ func TestOwnerValidate(t *testing.T) {
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, rollout.ErrInvalid)) {
 			t.Errorf("%+v: Validate() = %v, want %q", tc.o, err, tc.want)
 		}
-		r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10}, Router: fake.NewRouter(nil), A: fake.NewCapacity(nil, 1, 100), B: fake.NewCapacity(nil, 1, 0), Owner: tc.o}
+		r := &rollout.Runner{Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10}, Router: fake.NewRouter(nil), A: fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 1, Percent: 100}), B: fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 1, Percent: 0}), Owner: tc.o}
 		if err := r.Validate(); (err != nil) != (tc.want != "") {
 			t.Errorf("%+v: Runner.Validate() = %v", tc.o, err)
 		}
@@ -267,12 +267,12 @@ func TestOwnerValidate(t *testing.T) {
 func ExampleRunner_claims() {
 	clk := fake.NewClock(t0)
 	router := fake.NewRouter(clk)
-	a, b := fake.NewCapacity(clk, 4, 100), fake.NewCapacity(clk, 4, 0)
+	a, b := fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 4, Percent: 100}), fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	a.SetRevision("v1")
 	runner := func(o rollout.Owner) *rollout.Runner {
 		return &rollout.Runner{
 			Strategy: strategy.Incremental{StepPercent: 50, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 100},
-			Router:   router, A: a, B: b, DeployA: a, DeployB: b, Clock: clk,
+			Router:   router, A: a, B: b, RevisionA: a, RevisionB: b, Clock: clk,
 			Owner: o,
 			// Is the holder of a claim still there? An operator looks
 			// its object up by name and compares the UID.

@@ -68,11 +68,11 @@ func TestRunAppliesStoredControl(t *testing.T) {
 	// Paused from the first step: no traffic reaches the canary.
 	waitFor(t, g.clock, func() bool {
 		s := store.state(t)
-		return s.Paused && s.PauseReason == strategy.ReasonControlPause
+		return s.AwaitingResume && s.PauseReason == strategy.ReasonControlPause
 	})
 	g.clock.Advance(time.Minute)
-	if s := store.state(t); s.Desired.Weight != 0 || !s.Paused {
-		t.Fatalf("held by control.paused: weight %d, paused %v (%s)", s.Desired.Weight, s.Paused, s.PauseReason)
+	if s := store.state(t); s.Desired.Weight != 0 || !s.AwaitingResume {
+		t.Fatalf("held by control.paused: weight %d, paused %v (%s)", s.Desired.Weight, s.AwaitingResume, s.PauseReason)
 	}
 
 	// Un-paused: it walks to the pause step; promote passes it, once.

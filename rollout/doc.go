@@ -37,7 +37,7 @@
 //     commands and to ReconcileAt (a state stamped by another clock waits
 //     for it, and is reported past strategy.MaxClockSkew);
 //   - store the returned state, also with an error ([Runner.ReconcileAt]);
-//   - set [Runner.DeployA] and DeployB so that the strategy keeps each side
+//   - set [Runner.RevisionA] and RevisionB so that the strategy keeps each side
 //     on its role's revision and deploys new ones at weight 0;
 //   - set [Runner.Owner] so that two rollouts pointed at the same route or
 //     workloads are refused instead of undoing each other's hops;

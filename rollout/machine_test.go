@@ -74,11 +74,11 @@ type machine struct {
 	// recorded instants ahead of the clock count as no time passing.
 	backDebt time.Duration
 
-	// revisions: the sides report and deploy revisions (DeployA/DeployB):
-	// the capacity fakes themselves, or in the fixed mode a fake.Deployment
+	// revisions: the sides report and deploy revisions (RevisionA/RevisionB):
+	// the capacity fakes themselves, or in the fixed mode a fake.FixedSide
 	// per side (da, db).
 	revisions bool
-	da, db    *fake.Deployment
+	da, db    *fake.FixedSide
 	// graceRevs: revisions a command just made abandoned; the traffic a
 	// side running one carries is the world as it was, until a reconcile
 	// has had the chance to walk it back and that walk back has ended
@@ -140,8 +140,8 @@ func newMachine(t *rapid.T) *machine {
 	}
 	m := &machine{strat: strat, opts: opts, surge: surge, clock: fake.NewClock(t0)}
 	m.router = fake.NewRouter(m.clock)
-	m.a = fake.NewCapacity(m.clock, rapid.Int32Range(1, 20).Draw(t, "replicasA"), 100)
-	m.b = fake.NewCapacity(m.clock, rapid.Int32Range(1, 20).Draw(t, "replicasB"), 0)
+	m.a = fake.NewCapacity(m.clock, fake.CapacityOptions{Replicas: rapid.Int32Range(1, 20).Draw(t, "replicasA"), Percent: 100})
+	m.b = fake.NewCapacity(m.clock, fake.CapacityOptions{Replicas: rapid.Int32Range(1, 20).Draw(t, "replicasB"), Percent: 0})
 	for _, c := range []*fake.Capacity{m.a, m.b} {
 		c.KeepHistory(false)
 	}
@@ -162,13 +162,13 @@ func newMachine(t *rapid.T) *machine {
 	m.revisions = rapid.Bool().Draw(t, "revisions")
 	if m.revisions {
 		m.a.SetRevision("v1")
-		m.runner.DeployA, m.runner.DeployB = m.a, m.b
+		m.runner.RevisionA, m.runner.RevisionB = m.a, m.b
 		if mode == strategy.CapacityFixed {
-			m.da, m.db = fake.NewDeployment(m.clock, m.a.Replicas(), "v1"), fake.NewDeployment(m.clock, m.b.Replicas(), "")
+			m.da, m.db = fake.NewFixedSide(m.clock, m.a.Replicas(), "v1"), fake.NewFixedSide(m.clock, m.b.Replicas(), "")
 			m.da.KeepHistory(false)
 			m.db.KeepHistory(false)
-			m.runner.DeployA, m.runner.DeployB = m.da, m.db
-			m.traffic = fake.NewDeploymentTraffic(m.router, m.da, m.db, 1000)
+			m.runner.RevisionA, m.runner.RevisionB = m.da, m.db
+			m.traffic = fake.NewFixedTraffic(m.router, m.da, m.db, 1000)
 		}
 		for _, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
 			if mode != strategy.CapacityReplicas {
@@ -194,7 +194,7 @@ func (m *machine) side(sd strategy.Side) *fake.Capacity {
 // Redeploy is another writer redeploying a side with any revision, the one
 // it runs included (a restart), or a template no revision maps to ("x"):
 // what the side reports follows its content (revisions only; in the fixed
-// mode the side is its fake.Deployment).
+// mode the side is its fake.FixedSide).
 func (m *machine) Redeploy(t *rapid.T) {
 	if !m.revisions {
 		t.Skip("no revisions on the sides")
@@ -423,11 +423,11 @@ func genStoredState(t *rapid.T) strategy.State {
 		StableSide:     rapid.SampledFrom([]strategy.Side{"", strategy.SideA, strategy.SideB, "Z"}).Draw(t, "side"),
 		Phase: rapid.SampledFrom([]strategy.Phase{"", strategy.PhaseProgressing, strategy.PhasePaused, strategy.PhaseAborting,
 			strategy.PhaseAborted, strategy.PhaseCompleting, strategy.PhaseSucceeded, "Bogus"}).Draw(t, "phase"),
-		StepIndex: rapid.Int32Range(-1, 6).Draw(t, "stepIndex"),
-		Desired:   strategy.Allocation{Weight: pct("weight"), StableCapacity: pct("stable"), CanaryCapacity: pct("canary")},
-		StartedAt: at("startedAt"),
-		HopAt:     at("hopAt"),
-		Paused:    rapid.Bool().Draw(t, "paused"),
+		StepIndex:      rapid.Int32Range(-1, 6).Draw(t, "stepIndex"),
+		Desired:        strategy.Allocation{Weight: pct("weight"), StableCapacity: pct("stable"), CanaryCapacity: pct("canary")},
+		StartedAt:      at("startedAt"),
+		HopAt:          at("hopAt"),
+		AwaitingResume: rapid.Bool().Draw(t, "paused"),
 	}
 	if rapid.Bool().Draw(t, "aborted") {
 		s.Aborted = &strategy.AbortStatus{Reason: "stored", At: at("abortedAt"), Emergency: rapid.Bool().Draw(t, "emergency")}
@@ -686,7 +686,7 @@ func (m *machine) Check(t *rapid.T) {
 func (m *machine) checkProgress(t *rapid.T, before strategy.State) {
 	writes := m.router.Writes() + m.a.Writes() + m.b.Writes()
 	now := m.clock.Now()
-	if writes != m.writes || before.Phase != m.s.Phase || before.StepIndex != m.s.StepIndex || m.s.Paused ||
+	if writes != m.writes || before.Phase != m.s.Phase || before.StepIndex != m.s.StepIndex || m.s.AwaitingResume ||
 		m.s.Phase.Terminal() || m.s.Idle() {
 		m.writes, m.progressAt, m.backDebt = writes, now, 0
 		return

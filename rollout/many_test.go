@@ -40,7 +40,7 @@ func runMany(tb testing.TB, n int) manyResult {
 	for i := range all {
 		clock := fake.NewClock(t0)
 		router := fake.NewRouter(clock)
-		a, b := fake.NewCapacity(clock, 10, 100), fake.NewCapacity(clock, 10, 0)
+		a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})
 		router.KeepHistory(false)
 		a.KeepHistory(false)
 		b.KeepHistory(false)

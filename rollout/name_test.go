@@ -46,7 +46,7 @@ func testEventNames(t *testing.T, perObject bool) {
 	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 20}
 	newRunner := func() *rollout.Runner {
 		return &rollout.Runner{Strategy: strat, Router: fake.NewRouter(clock),
-			A: fake.NewCapacity(clock, 10, 100), B: fake.NewCapacity(clock, 10, 0), Clock: clock, Observer: observer}
+			A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0}), Clock: clock, Observer: observer}
 	}
 	shared := newRunner()
 	log := funcr.New(func(_, args string) {

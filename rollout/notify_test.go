@@ -228,7 +228,7 @@ func newLockstep(strat strategy.Strategy, lag fake.Lag, how delivery) *lockstep 
 	clock := fake.NewClock(t0)
 	l := &lockstep{
 		clock: clock, rc: &runClock{Clock: clock, waiting: make(chan struct{}, 1)}, g: &gate{},
-		router: fake.NewRouter(clock), a: fake.NewCapacity(clock, 10, 100), b: fake.NewCapacity(clock, 10, 0),
+		router: fake.NewRouter(clock), a: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), b: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0}),
 		store: &fake.Store{}, done: make(chan runResult, 1),
 	}
 	l.a.SetRevision("v1")
@@ -248,13 +248,13 @@ func newLockstep(strat strategy.Strategy, lag fake.Lag, how delivery) *lockstep 
 	router := &gatedRouter{Router: l.router, g: l.g}
 	l.runner = &rollout.Runner{
 		Strategy: strat, Router: router,
-		A: l.sideA, B: sideB, DeployA: l.sideA, DeployB: sideB,
+		A: l.sideA, B: sideB, RevisionA: l.sideA, RevisionB: sideB,
 		Store: l.store, Clock: l.rc,
 		Observer: rollout.ObserverFunc(func(context.Context, rollout.Event) { l.reconciles.Add(1) }),
 	}
 	if how == unsupported {
 		a, b := pollSide{l.sideA}, pollSide{sideB}
-		l.runner.Router, l.runner.A, l.runner.B, l.runner.DeployA, l.runner.DeployB = pollRouter{router}, a, b, a, b
+		l.runner.Router, l.runner.A, l.runner.B, l.runner.RevisionA, l.runner.RevisionB = pollRouter{router}, a, b, a, b
 	}
 	return l
 }

@@ -79,12 +79,12 @@ func (s *sharedSide) Revision(ctx context.Context, expect string) (rollout.Revis
 // setter and revision reader share one object once.
 func TestReconcileReadsEachObjectOnce(t *testing.T) {
 	clock := fake.NewClock(t0)
-	a := &sharedSide{c: fake.NewCapacity(clock, 4, 100)}
-	b := &sharedSide{c: fake.NewCapacity(clock, 4, 0)}
+	a := &sharedSide{c: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100})}
+	b := &sharedSide{c: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0})}
 	a.c.SetRevision("v1")
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50},
-		Router:   fake.NewRouter(clock), A: a, B: b, DeployA: a, DeployB: b, Clock: clock,
+		Router:   fake.NewRouter(clock), A: a, B: b, RevisionA: a, RevisionB: b, Clock: clock,
 	}
 	s := strategy.NewState("v1", "v2")
 	for i := 1; i <= 3; i++ {

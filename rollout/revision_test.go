@@ -78,21 +78,21 @@ func newRevRig(strat strategy.Strategy, lag int) (*rig, *revSide, *revSide) {
 	g := newRig(strat, fake.Lag{Reads: lag})
 	a := &revSide{side: strategy.SideA, cap: g.a, router: g.router, running: "v1", lag: lag}
 	b := &revSide{side: strategy.SideB, cap: g.b, router: g.router, lag: lag}
-	g.runner.DeployA, g.runner.DeployB = a, b
+	g.runner.RevisionA, g.runner.RevisionB = a, b
 	return g, a, b
 }
 
 func TestRunnerValidateNeedsBothRevisionReaders(t *testing.T) {
 	g, a, _ := newRevRig(strategy.BlueGreen{}, 0)
-	g.runner.DeployB = nil
-	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "DeployA and DeployB") {
-		t.Fatalf("Validate = %v, want ErrInvalid naming DeployA and DeployB", err)
+	g.runner.RevisionB = nil
+	if err := g.runner.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "RevisionA and RevisionB") {
+		t.Fatalf("Validate = %v, want ErrInvalid naming RevisionA and RevisionB", err)
 	}
-	g.runner.DeployA, g.runner.DeployB = nil, nil
+	g.runner.RevisionA, g.runner.RevisionB = nil, nil
 	if err := g.runner.Validate(); err != nil {
 		t.Fatalf("neither set: %v", err)
 	}
-	g.runner.DeployA, g.runner.DeployB = a, a
+	g.runner.RevisionA, g.runner.RevisionB = a, a
 	if err := g.runner.Validate(); err != nil {
 		t.Fatalf("both set: %v", err)
 	}
@@ -168,7 +168,7 @@ func TestRunnerDeployHop(t *testing.T) {
 // Runner deploys nothing and waits until the side reports the revision.
 func TestRunnerCallerDeploys(t *testing.T) {
 	g, a, b := newRevRig(strategy.BlueGreen{}, 0)
-	g.runner.DeployA, g.runner.DeployB = reader{a}, reader{b}
+	g.runner.RevisionA, g.runner.RevisionB = reader{a}, reader{b}
 	s := strategy.NewState("v1", "v2")
 	ctx := context.Background()
 	for range 3 {

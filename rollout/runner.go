@@ -74,7 +74,7 @@ type Runner struct {
 	Strategy strategy.Strategy
 	Router   TrafficRouter
 	A, B     CapacitySetter
-	// DeployA and DeployB report the revision each side runs and, when
+	// RevisionA and RevisionB report the revision each side runs and, when
 	// they also implement Deployer, put a revision on it (serve/ray,
 	// serve/replicas and fake each offer one per side). Set both or
 	// neither. With both, the observation reports revisions
@@ -94,7 +94,7 @@ type Runner struct {
 	// who deploys by itself implements only RevisionReader (RevisionFunc
 	// adapts a function): the rollout then waits, bounded by the progress
 	// deadline, until the side reports what it should run.
-	DeployA, DeployB RevisionReader
+	RevisionA, RevisionB RevisionReader
 	// Analyzer answers gate steps; without one, a gate waits for Promote.
 	Analyzer Analyzer
 	// Health reports the canary's health; without one, the canary side's
@@ -190,7 +190,7 @@ func (r *Runner) Validate() error {
 		errs = append(errs, err)
 	}
 	if (r.revisions(strategy.SideA) == nil) != (r.revisions(strategy.SideB) == nil) {
-		errs = append(errs, fmt.Errorf("%w runner: only one of DeployA and DeployB is set; set both or neither", ErrInvalid))
+		errs = append(errs, fmt.Errorf("%w runner: only one of RevisionA and RevisionB is set; set both or neither", ErrInvalid))
 	}
 	return errors.Join(errs...)
 }
@@ -198,9 +198,9 @@ func (r *Runner) Validate() error {
 // revisions returns the RevisionReader of a side, nil if none.
 func (r *Runner) revisions(side strategy.Side) RevisionReader {
 	if side == strategy.SideB {
-		return r.DeployB
+		return r.RevisionB
 	}
-	return r.DeployA
+	return r.RevisionA
 }
 
 // tracksRevisions reports whether both sides report their revisions.
@@ -767,7 +767,7 @@ func (r *Runner) notifications(ctx context.Context) (wakes <-chan struct{}, watc
 	}
 	watched = true
 	subscribed := map[any]bool{} // adapter value -> Notify succeeded
-	for i, a := range []any{r.Router, r.A, r.B, r.DeployA, r.DeployB, r.Health, r.Analyzer} {
+	for i, a := range []any{r.Router, r.A, r.B, r.RevisionA, r.RevisionB, r.Health, r.Analyzer} {
 		observes := i < 5
 		if a == nil || reflect.ValueOf(a).Kind() == reflect.Pointer && reflect.ValueOf(a).IsNil() {
 			continue

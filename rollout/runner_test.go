@@ -32,7 +32,7 @@ type rig struct {
 
 func newRig(strat strategy.Strategy, lag fake.Lag) *rig {
 	clock := fake.NewClock(t0)
-	g := &rig{clock: clock, router: fake.NewRouter(clock), a: fake.NewCapacity(clock, 10, 100), b: fake.NewCapacity(clock, 10, 0)}
+	g := &rig{clock: clock, router: fake.NewRouter(clock), a: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), b: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 0})}
 	for _, c := range []*fake.Capacity{g.a, g.b} {
 		c.SetLag(lag)
 	}
@@ -57,7 +57,7 @@ func (g *rig) run(t testing.TB, s strategy.State, maxReconciles int) (strategy.S
 		if s.Phase.Terminal() {
 			return s, i + 1
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			s = s.Resume(g.clock.Now())
 			continue
 		}
@@ -190,11 +190,11 @@ func TestRunnerValidate(t *testing.T) {
 		r    rollout.Runner
 		ok   bool
 	}{
-		{"managed", rollout.Runner{Strategy: strategy.BlueGreen{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, true},
+		{"managed", rollout.Runner{Strategy: strategy.BlueGreen{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 0})}, true},
 		{"managed without sides", rollout.Runner{Strategy: strategy.BlueGreen{}, Router: fake.NewRouter(clock)}, false},
 		{"fixed", rollout.Runner{Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityFixed}}, Router: fake.NewRouter(clock)}, true},
-		{"replicas with router", rollout.Runner{Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityReplicas}}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, false},
-		{"invalid strategy", rollout.Runner{Strategy: strategy.Incremental{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, 1, 100), B: fake.NewCapacity(clock, 1, 0)}, false},
+		{"replicas with router", rollout.Runner{Strategy: strategy.BlueGreen{Options: strategy.Options{Capacity: strategy.CapacityReplicas}}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 0})}, false},
+		{"invalid strategy", rollout.Runner{Strategy: strategy.Incremental{}, Router: fake.NewRouter(clock), A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 0})}, false},
 		{"nothing", rollout.Runner{}, false},
 	}
 	for _, tc := range cases {
@@ -266,7 +266,7 @@ func waitFor(t *testing.T, clock *fake.Clock, cond func() bool) {
 
 func ExampleRunner() {
 	clock := fake.NewClock(t0)
-	a, b := fake.NewCapacity(clock, 4, 100), fake.NewCapacity(clock, 4, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0})
 	b.SetLag(fake.Lag{Duration: 5 * time.Second}) // new replicas take 5s to become ready
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 50},
@@ -308,7 +308,7 @@ func TestRunnerWaitsForTheDataPlane(t *testing.T) {
 	for _, lag := range []fake.Lag{{Reads: 3}, {Duration: 7 * time.Second}, {Reads: 2, Duration: 3 * time.Second}} {
 		t.Run(fmt.Sprintf("%+v", lag), func(t *testing.T) {
 			g := newRig(strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 10}, fake.Lag{})
-			g.a, g.b = fake.NewCapacity(g.clock, 100, 100), fake.NewCapacity(g.clock, 100, 0)
+			g.a, g.b = fake.NewCapacity(g.clock, fake.CapacityOptions{Replicas: 100, Percent: 100}), fake.NewCapacity(g.clock, fake.CapacityOptions{Replicas: 100, Percent: 0})
 			g.runner.A, g.runner.B = g.a, g.b
 			g.traffic = fake.NewTraffic(g.router, g.a, g.b, 1000)
 			g.router.SetLag(lag)
@@ -364,7 +364,7 @@ func TestRunnerLogsThroughTheContext(t *testing.T) {
 func TestLostStateThenAbortKeepsTheSurge(t *testing.T) {
 	strat := strategy.Canary{MaxSurgePercent: 1, Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
 	clock := fake.NewClock(t0)
-	a, b := fake.NewCapacity(clock, 1, 100), fake.NewCapacity(clock, 1, 0)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 1, Percent: 0})
 	r := &rollout.Runner{Strategy: strat, A: a, B: b, Clock: clock}
 	ctx := context.Background()
 	s := strategy.NewState("v1", "v2")
@@ -407,7 +407,7 @@ func TestReconcileWatched(t *testing.T) {
 		clock := fake.NewClock(t0)
 		r := &rollout.Runner{
 			Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 50},
-			Router:   fake.NewRouter(clock), A: fake.NewCapacity(clock, 4, 100), B: fake.NewCapacity(clock, 4, 0),
+			Router:   fake.NewRouter(clock), A: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100}), B: fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0}),
 			Clock: clock, Watched: tc.watched,
 		}
 		s, requeue, err := r.Reconcile(context.Background(), strategy.NewState("v1", "v2"))

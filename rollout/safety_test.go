@@ -205,7 +205,7 @@ func TestRouteWithoutStatusDegradesAtTheDefaultDeadline(t *testing.T) {
 	s, _ = g.reconcileUntil(t, s, 10000, func(s strategy.State) bool {
 		return condition(s, strategy.ConditionDegraded).Status == metav1.ConditionTrue
 	})
-	if c := condition(s, strategy.ConditionDegraded); c.Reason != strategy.ReasonProgressDeadline {
+	if c := condition(s, strategy.ConditionDegraded); c.Reason != strategy.ReasonProgressDeadlineExceeded {
 		t.Fatalf("Degraded %+v", c)
 	}
 	if got := g.clock.Now().Sub(start); got < strategy.DefaultProgressDeadline || got > strategy.DefaultProgressDeadline+strategy.DefaultPollInterval {
@@ -274,7 +274,7 @@ func TestDeletedRouteSurfacesAndCountsTowardTheDeadline(t *testing.T) {
 	if got := g.clock.Now().Sub(failing); got < 5*time.Minute || got > 5*time.Minute+strategy.DefaultPollInterval {
 		t.Fatalf("aborted %s after the route went away, want the deadline", got)
 	}
-	if s.Aborted == nil || s.Aborted.Reason != strategy.ReasonProgressDeadline {
+	if s.Aborted == nil || s.Aborted.Reason != strategy.ReasonProgressDeadlineExceeded {
 		t.Fatalf("abort %+v", s.Aborted)
 	}
 	g.router.Create(rollout.Weights{A: 100})

@@ -46,8 +46,8 @@ func ExampleTrackNotify() {
 	runner := &rollout.Runner{
 		Strategy: strategy.BlueGreen{},
 		Router:   router,
-		A:        fake.NewCapacity(clock, 4, 100),
-		B:        fake.NewCapacity(clock, 4, 0),
+		A:        fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 100}),
+		B:        fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 4, Percent: 0}),
 		Store:    &fake.Store{},
 		Clock:    clock,
 	}

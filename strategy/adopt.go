@@ -251,7 +251,7 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 		st.beginAbort(a.Reason, a.At)
 		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d; aborting as requested", revName(st.StableRevision), from.side, canaryRev, to.side, w)
 	default:
-		if st.Paused {
+		if st.AwaitingResume {
 			st.Phase = PhasePaused
 		}
 		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d", revName(st.StableRevision), from.side, canaryRev, to.side, w)
@@ -290,7 +290,7 @@ func (r *run) adoptWait(msg, degraded string) {
 	r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAdopting, msg)
 	switch {
 	case r.overdue:
-		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": ", msg)
+		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, msgDeadline+": ", msg)
 	case degraded != "":
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, degraded, msg)
 	default:

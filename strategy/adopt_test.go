@@ -147,7 +147,7 @@ func TestAdoptWaitsWithinTheDeadline(t *testing.T) {
 	}
 	d = stepChecked(t, inc, d.State, t0.Add(time.Minute))
 	c := apimeta.FindStatusCondition(d.State.Conditions, strategy.ConditionDegraded)
-	if d.HasHops() || !d.State.Unobserved || c == nil || c.Status != metav1.ConditionTrue || c.Reason != strategy.ReasonProgressDeadline ||
+	if d.HasHops() || !d.State.Unobserved || c == nil || c.Status != metav1.ConditionTrue || c.Reason != strategy.ReasonProgressDeadlineExceeded ||
 		c.Message != "the rollout did not progress within the progress deadline: side A carries all traffic and is rolling v1 out: waiting for it to finish before adopting it" {
 		t.Fatalf("after the deadline: hops %s, unobserved %v, Degraded %+v", hops(d), d.State.Unobserved, c)
 	}

@@ -111,7 +111,7 @@ func trace(t *testing.T, w allocWorld) []traced {
 		d := w.strat.Step(s, now)
 		if !d.HasHops() {
 			s = d.State
-			if d.RequeueAfter <= 0 && !s.Phase.Terminal() && !s.Paused {
+			if d.RequeueAfter <= 0 && !s.Phase.Terminal() && !s.AwaitingResume {
 				t.Fatalf("%s: stuck in %s (%s)", w.name, s.Phase, s.Message)
 			}
 			now = now.Add(max(d.RequeueAfter, time.Second))

@@ -26,11 +26,11 @@ func (s State) Pause(now time.Time) State { return s.pause(ReasonManualPause, no
 // pause is Pause with the reason recorded (ManualPause, or ControlPause for
 // the pause Control.Paused holds).
 func (s State) pause(reason string, now time.Time) State {
-	if !s.holdable() || s.Paused {
+	if !s.holdable() || s.AwaitingResume {
 		return s
 	}
 	s = s.command(now)
-	s.Paused, s.PauseReason, s.PausedAt = true, reason, s.LastCommandAt
+	s.AwaitingResume, s.PauseReason, s.PausedAt = true, reason, s.LastCommandAt
 	return s
 }
 
@@ -40,7 +40,7 @@ func (s State) pause(reason string, now time.Time) State {
 // passed) or a pause for an unhealthy canary (whose count of unhealthy
 // observations starts again).
 func (s State) Resume(now time.Time) State {
-	if !s.Paused || s.Idle() {
+	if !s.AwaitingResume || s.Idle() {
 		return s
 	}
 	s = s.command(now)
@@ -52,7 +52,7 @@ func (s State) Resume(now time.Time) State {
 		// unhealthy hold leaves a pending gate pending.
 		s.Resumed = true
 	}
-	s.Paused, s.PauseReason = false, ""
+	s.AwaitingResume, s.PauseReason = false, ""
 	return s
 }
 
@@ -103,9 +103,9 @@ func (s *State) beginAbort(reason string, at metav1.MicroTime) {
 		s.Aborted = &AbortStatus{Reason: reason, At: at}
 	}
 	s.Phase = PhaseAborting
-	s.Paused, s.PauseReason, s.Gate = false, "", ""
+	s.AwaitingResume, s.PauseReason, s.Gate = false, "", ""
 	s.PromoteRequested, s.PromoteFullRequested = false, false
-	s.Released = false // a later completion asks for the steady state again
+	s.SteadyRequested = false // a later completion asks for the steady state again
 }
 
 // Promote finishes the current step now: it ends a pause or a gate (timed or
@@ -129,7 +129,7 @@ func (s State) PromoteFull(now time.Time) State {
 	}
 	s = s.command(now)
 	s.PromoteFullRequested = true
-	s.Paused, s.PauseReason = false, ""
+	s.AwaitingResume, s.PauseReason = false, ""
 	return s
 }
 
@@ -158,7 +158,7 @@ func (s State) Retry(now time.Time) State {
 	s.Phase = PhaseProgressing
 	s.FinishedAt = metav1.MicroTime{}
 	s.UnhealthyCount = 0
-	s.Released = false
+	s.SteadyRequested = false
 	s.StepsHash = "" // re-place by weight at the next Step
 	return s
 }
@@ -313,8 +313,8 @@ func (s State) restart(revision string, now time.Time) State {
 	s.StepIndex = 0
 	s.StepsHash = ""
 	s.Aborted = nil
-	s.Paused, s.PauseReason, s.Resumed = false, "", false
-	s.PromoteRequested, s.PromoteFullRequested, s.Released = false, false, false
+	s.AwaitingResume, s.PauseReason, s.Resumed = false, "", false
+	s.PromoteRequested, s.PromoteFullRequested, s.SteadyRequested = false, false, false
 	s.Gate = ""
 	s.UnhealthyCount = 0
 	s.ReachedAt, s.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}

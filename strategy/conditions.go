@@ -16,28 +16,28 @@ const (
 
 // Reasons used in conditions, PauseReason and AbortStatus.Reason.
 const (
-	ReasonProgressing            = "Progressing"
-	ReasonCompleting             = "Completing"
-	ReasonSucceeded              = "Succeeded"
-	ReasonAborting               = "Aborting"
-	ReasonAborted                = "Aborted"
-	ReasonRolledBack             = "RolledBack"
-	ReasonPauseStep              = "PauseStep"
-	ReasonManualPause            = "ManualPause"
-	ReasonGateInconclusive       = "GateInconclusive"
-	ReasonGateFailed             = "GateFailed"
-	ReasonUnhealthy              = "Unhealthy"
-	ReasonProgressDeadline       = "ProgressDeadlineExceeded"
-	ReasonInvalidOptions         = "InvalidOptions"
-	ReasonRetarget               = "Retarget"
-	ReasonAsExpected             = "AsExpected"
-	ReasonTrafficExceedsCapacity = "TrafficExceedsReadyCapacity"
-	ReasonWaitingForObservation  = "WaitingForObservation"
-	ReasonIdle                   = "Idle"
-	ReasonInvalidState           = "InvalidState"
-	ReasonObservationFailed      = "ObservationFailed"
-	ReasonCanaryReadinessLost    = "CanaryReadinessLost"
-	ReasonStableReadinessLost    = "StableReadinessLost"
+	ReasonProgressing                 = "Progressing"
+	ReasonCompleting                  = "Completing"
+	ReasonSucceeded                   = "Succeeded"
+	ReasonAborting                    = "Aborting"
+	ReasonAborted                     = "Aborted"
+	ReasonRolledBack                  = "RolledBack"
+	ReasonPauseStep                   = "PauseStep"
+	ReasonManualPause                 = "ManualPause"
+	ReasonGateInconclusive            = "GateInconclusive"
+	ReasonGateFailed                  = "GateFailed"
+	ReasonUnhealthy                   = "Unhealthy"
+	ReasonProgressDeadlineExceeded    = "ProgressDeadlineExceeded"
+	ReasonInvalidOptions              = "InvalidOptions"
+	ReasonRetarget                    = "Retarget"
+	ReasonAsExpected                  = "AsExpected"
+	ReasonTrafficExceedsReadyCapacity = "TrafficExceedsReadyCapacity"
+	ReasonWaitingForObservation       = "WaitingForObservation"
+	ReasonIdle                        = "Idle"
+	ReasonInvalidState                = "InvalidState"
+	ReasonObservationFailed           = "ObservationFailed"
+	ReasonCanaryReadinessLost         = "CanaryReadinessLost"
+	ReasonStableReadinessLost         = "StableReadinessLost"
 	// ReasonRevisionChanged: the canary side was observed running another
 	// revision than the canary one while it carried traffic or capacity.
 	ReasonRevisionChanged = "RevisionChanged"
@@ -115,7 +115,7 @@ func (r *run) conditions() {
 	default:
 		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonProgressing, ReasonProgressing)
 	}
-	if st.Paused || st.Phase == PhasePaused {
+	if st.AwaitingResume || st.Phase == PhasePaused {
 		reason := st.PauseReason
 		if reason == "" {
 			reason = ReasonPauseStep
@@ -132,9 +132,9 @@ func (r *run) conditions() {
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:
-		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline+": ", st.Observed.Error)
+		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, msgDeadline+": ", st.Observed.Error)
 	case r.overdue:
-		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadline, msgDeadline)
+		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, msgDeadline)
 	case r.failed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonObservationFailed, st.Observed.Error)
 	case r.stableRevision:
@@ -152,7 +152,7 @@ func (r *run) conditions() {
 	if r.e.mode.available(r.facts()) {
 		r.setCond(ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected, msgAvailable)
 	} else {
-		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsCapacity, msgUnavailable)
+		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsReadyCapacity, msgUnavailable)
 	}
 }
 

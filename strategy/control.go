@@ -172,23 +172,23 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 	request(CommandRetry, c.Retry, &s.Handled.Retry, func(s State) State { return s.Retry(now) })
 	request(CommandAbort, c.Abort, &s.Handled.Abort, func(s State) State { return s.Abort(ReasonAborted, now) })
 	request(CommandPromoteFull, c.PromoteFull, &s.Handled.PromoteFull, func(s State) State {
-		held := c.Paused && s.Paused && s.PauseReason == ReasonControlPause
+		held := c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause
 		n := s.PromoteFull(now)
 		if held {
-			n.Paused, n.PauseReason = true, ReasonControlPause // kept until the spec is un-paused
+			n.AwaitingResume, n.PauseReason = true, ReasonControlPause // kept until the spec is un-paused
 		}
 		return n
 	})
 	request(CommandPromote, c.Promote, &s.Handled.Promote, func(s State) State { return s.Promote(now) })
 	request(CommandResume, c.Resume, &s.Handled.Resume, func(s State) State {
-		if c.Paused && s.Paused && s.PauseReason == ReasonControlPause {
+		if c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause {
 			return s // the spec holds the rollout: un-pause it instead
 		}
 		return s.Resume(now)
 	})
 	switch {
-	case c.Paused && !s.Paused:
-		if next := s.pause(ReasonControlPause, now); next.Paused {
+	case c.Paused && !s.AwaitingResume:
+		if next := s.pause(ReasonControlPause, now); next.AwaitingResume {
 			s = next
 			applied = append(applied, Applied{Command: CommandPause})
 		}
@@ -199,8 +199,8 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 		s = s.command(now)
 		s.PauseReason, s.PausedAt = ReasonControlPause, s.LastCommandAt
 		applied = append(applied, Applied{Command: CommandPause})
-	case !c.Paused && s.Paused && s.PauseReason == ReasonControlPause:
-		if next := s.Resume(now); !next.Paused {
+	case !c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause:
+		if next := s.Resume(now); !next.AwaitingResume {
 			s = next
 			applied = append(applied, Applied{Command: CommandResume})
 		}

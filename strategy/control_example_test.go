@@ -59,7 +59,7 @@ func ExampleState_Control() {
 				fmt.Printf(" %s", a.Token)
 			}
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			fmt.Printf(" (paused: %s)", s.PauseReason)
 		}
 		fmt.Println()

@@ -48,7 +48,7 @@ func withoutInstants(s State) State {
 func TestControlIdempotent(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := genState(t)
-		if rapid.Bool().Draw(t, "controlPaused") && s.Paused {
+		if rapid.Bool().Draw(t, "controlPaused") && s.AwaitingResume {
 			s.PauseReason = ReasonControlPause
 		}
 		s.Handled = Requests{Abort: genToken(t, "hAbort"), Retry: genToken(t, "hRetry"), Promote: genToken(t, "hPromote"),
@@ -175,18 +175,18 @@ func TestControlExactlyOnce(t *testing.T) {
 				for _, a := range applied {
 					ended = ended || !a.Ignored && (a.Command == CommandAbort || a.Command == CommandResume || a.Command == CommandPromoteFull)
 				}
-				if !spec.Paused && in.Paused && in.PauseReason != ReasonControlPause && !ended &&
-					(!next.Paused || next.PauseReason != in.PauseReason) {
+				if !spec.Paused && in.AwaitingResume && in.PauseReason != ReasonControlPause && !ended &&
+					(!next.AwaitingResume || next.PauseReason != in.PauseReason) {
 					t.Fatalf("un-paused, the spec ended a pause it did not cause (%s): %+v", in.PauseReason, applied)
 				}
-				if spec.Paused && !next.Paused && !next.Idle() && !next.Phase.Terminal() && next.Phase != PhaseAborting {
+				if spec.Paused && !next.AwaitingResume && !next.Idle() && !next.Phase.Terminal() && next.Phase != PhaseAborting {
 					t.Fatalf("paused, the spec does not hold the rollout in phase %s", next.Phase)
 				}
 				next.Observed = w.observe(now)
 				d := checkStep(t, strat, next, now)
 				// A Promote passes a pause step or an inconclusive gate; no
 				// other pause lets the weight move forward.
-				if next.Paused && next.PauseReason != ReasonPauseStep && next.PauseReason != ReasonGateInconclusive &&
+				if next.AwaitingResume && next.PauseReason != ReasonPauseStep && next.PauseReason != ReasonGateInconclusive &&
 					d.State.Desired.Weight > next.Desired.Weight {
 					t.Fatalf("paused (%s), the weight moved forward from %d to %d", next.PauseReason, next.Desired.Weight, d.State.Desired.Weight)
 				}
@@ -228,7 +228,7 @@ func TestAbortWithNewRevisionHolds(t *testing.T) {
 			}
 			s = d.State
 			w.tick()
-			if s.Paused {
+			if s.AwaitingResume {
 				s = s.Resume(now)
 			}
 			if !d.HasHops() {

@@ -25,8 +25,8 @@ var (
 
 func pausedBy(reason string) func(*strategy.State) string {
 	return func(s *strategy.State) string {
-		if !s.Paused || s.PauseReason != reason {
-			return "want paused by " + reason + ", got paused " + boolStr(s.Paused) + " " + s.PauseReason
+		if !s.AwaitingResume || s.PauseReason != reason {
+			return "want paused by " + reason + ", got paused " + boolStr(s.AwaitingResume) + " " + s.PauseReason
 		}
 		return ""
 	}
@@ -92,14 +92,14 @@ func TestControlTable(t *testing.T) {
 		}},
 		{"succeeded", strategy.Control{Promote: "p1", PromoteFull: "f1"}, applied(ignored("PromoteFull", "f1"), ignored("Promote", "p1")), phase(strategy.PhaseSucceeded)},
 		{"manualPause", strategy.Control{PromoteFull: "f1"}, applied(cmd("PromoteFull", "f1")), func(s *strategy.State) string {
-			if s.Paused || !s.PromoteFullRequested {
+			if s.AwaitingResume || !s.PromoteFullRequested {
 				return "want unpaused with promote-full requested"
 			}
 			return ""
 		}},
 		// Resume ends the pause in force, an unhealthy one too...
 		{"unhealthy", strategy.Control{Resume: "s1"}, applied(cmd("Resume", "s1")), func(s *strategy.State) string {
-			if s.Paused || s.UnhealthyCount != 0 {
+			if s.AwaitingResume || s.UnhealthyCount != 0 {
 				return "want resumed with the unhealthy count reset"
 			}
 			return ""
@@ -152,8 +152,8 @@ func TestControlPausedHoldsPromote(t *testing.T) {
 	c := fixtureCanary
 	pausedStep := fixtures(t)["pausedStep"]
 	held, _ := pausedStep.Control(strategy.Control{Paused: true, Promote: "p1"}, t5)
-	if d := c.Step(held, t6); d.HasHops() || !d.State.Paused || d.State.PauseReason != strategy.ReasonControlPause || d.State.StepIndex != pausedStep.StepIndex {
-		t.Fatalf("paused by the spec, a promote passed the step: step %d, hops %v, paused %v %s", d.State.StepIndex, d.HasHops(), d.State.Paused, d.State.PauseReason)
+	if d := c.Step(held, t6); d.HasHops() || !d.State.AwaitingResume || d.State.PauseReason != strategy.ReasonControlPause || d.State.StepIndex != pausedStep.StepIndex {
+		t.Fatalf("paused by the spec, a promote passed the step: step %d, hops %v, paused %v %s", d.State.StepIndex, d.HasHops(), d.State.AwaitingResume, d.State.PauseReason)
 	} else {
 		held = d.State
 	}
@@ -161,23 +161,23 @@ func TestControlPausedHoldsPromote(t *testing.T) {
 	if diff := cmp.Diff(applied(resumeCmd), as); diff != "" {
 		t.Fatalf("un-pausing (-want +got):\n%s", diff)
 	}
-	if d := c.Step(unpaused, t9); d.State.StepIndex <= pausedStep.StepIndex || d.State.Paused {
-		t.Fatalf("un-paused with a promote pending: step %d, paused %v %s", d.State.StepIndex, d.State.Paused, d.State.PauseReason)
+	if d := c.Step(unpaused, t9); d.State.StepIndex <= pausedStep.StepIndex || d.State.AwaitingResume {
+		t.Fatalf("un-paused with a promote pending: step %d, paused %v %s", d.State.StepIndex, d.State.AwaitingResume, d.State.PauseReason)
 	}
 
 	// The same without a promote: the step pauses again, waiting for one.
 	held, _ = pausedStep.Control(strategy.Control{Paused: true}, t5)
 	unpaused, _ = held.Control(strategy.Control{}, t6)
 	d := c.Step(unpaused, t6)
-	if d.HasHops() || !d.State.Paused || d.State.PauseReason != strategy.ReasonPauseStep || d.State.StepIndex != pausedStep.StepIndex {
-		t.Fatalf("un-paused without a promote: step %d, paused %v %s", d.State.StepIndex, d.State.Paused, d.State.PauseReason)
+	if d.HasHops() || !d.State.AwaitingResume || d.State.PauseReason != strategy.ReasonPauseStep || d.State.StepIndex != pausedStep.StepIndex {
+		t.Fatalf("un-paused without a promote: step %d, paused %v %s", d.State.StepIndex, d.State.AwaitingResume, d.State.PauseReason)
 	}
 	next, as := d.State.Control(strategy.Control{Promote: "p2"}, t9)
 	if diff := cmp.Diff(applied(cmd("Promote", "p2")), as); diff != "" {
 		t.Fatalf("promote (-want +got):\n%s", diff)
 	}
-	if d := c.Step(next, t9); d.State.StepIndex <= pausedStep.StepIndex || d.State.Paused {
-		t.Fatalf("promoted: step %d, paused %v", d.State.StepIndex, d.State.Paused)
+	if d := c.Step(next, t9); d.State.StepIndex <= pausedStep.StepIndex || d.State.AwaitingResume {
+		t.Fatalf("promoted: step %d, paused %v", d.State.StepIndex, d.State.AwaitingResume)
 	}
 }
 

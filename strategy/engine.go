@@ -180,8 +180,8 @@ func (r *run) step() {
 	applied := r.applied()
 	if bad, reason := r.countHealth(); bad && st.Phase != PhaseAborting && st.Phase != PhaseCompleting {
 		if r.e.opts.UnhealthyAction == UnhealthyPause {
-			if !st.Paused {
-				st.Paused, st.PauseReason, st.PausedAt = true, ReasonUnhealthy, micro(r.now)
+			if !st.AwaitingResume {
+				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonUnhealthy, micro(r.now)
 			}
 		} else {
 			r.abort(reason)
@@ -246,7 +246,7 @@ func (r *run) failing() {
 		if !r.now.Before(end) {
 			r.overdue = true
 			if o.AbortOnProgressDeadline {
-				r.abort(ReasonProgressDeadline)
+				r.abort(ReasonProgressDeadlineExceeded)
 			}
 		} else if left := end.Sub(r.now); left < wait {
 			wait = left
@@ -348,7 +348,7 @@ func (r *run) deadline(applied bool) {
 		if !r.now.Before(deadline) {
 			r.overdue = true
 			if o.AbortOnProgressDeadline && st.Phase != PhaseAborting {
-				r.abort(ReasonProgressDeadline)
+				r.abort(ReasonProgressDeadlineExceeded)
 				r.d.RequeueAfter = wait
 				if applied {
 					r.walkBack()
@@ -395,7 +395,7 @@ func (r *run) repair() {
 	}
 	if canary && (want.CanaryCapacity < st.Observed.Canary.Capacity || r.canaryRevisionOK() && r.canaryFromZeroOK()) {
 		c := want.CanaryCapacity
-		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.Released && c == 100}
+		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.SteadyRequested && c == 100}
 	}
 }
 
@@ -486,7 +486,7 @@ func (r *run) enter(i int32) {
 	st.PromoteRequested = false
 	st.Gate = ""
 	if st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive {
-		st.Paused, st.PauseReason = false, ""
+		st.AwaitingResume, st.PauseReason = false, ""
 	}
 	st.Resumed = false
 	if r.e.canary {
@@ -497,7 +497,7 @@ func (r *run) enter(i int32) {
 		}
 		if int(i) < len(r.e.steps) {
 			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil {
-				st.Paused, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
+				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
 			}
 		}
 	}
@@ -540,10 +540,10 @@ func (r *run) checkSteps() {
 
 func (r *run) progress() {
 	st, e := r.st, r.e
-	if st.Paused && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
-		st.Paused, st.PauseReason = false, ""
+	if st.AwaitingResume && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
+		st.AwaitingResume, st.PauseReason = false, ""
 	}
-	if st.Paused {
+	if st.AwaitingResume {
 		st.Phase = PhasePaused
 		switch st.PauseReason {
 		case ReasonPauseStep:
@@ -617,7 +617,7 @@ func (r *run) progress() {
 			}
 		case s.Pause != nil:
 			if !st.PromoteRequested && !st.Resumed {
-				st.Paused, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
+				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
 				st.Phase = PhasePaused
 				st.Message = msgPausedStep
 				return
@@ -637,7 +637,7 @@ func (r *run) progress() {
 					r.walkBack()
 					return
 				case VerdictInconclusive:
-					st.Paused, st.PauseReason, st.PausedAt = true, ReasonGateInconclusive, micro(r.now)
+					st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonGateInconclusive, micro(r.now)
 					st.Phase = PhasePaused
 					st.Message = msgPausedGate
 					return
@@ -669,7 +669,7 @@ func (r *run) holdInconclusive() {
 		if !r.now.Before(end) {
 			r.overdue = true
 			if o.AbortOnProgressDeadline {
-				r.abort(ReasonProgressDeadline)
+				r.abort(ReasonProgressDeadlineExceeded)
 				r.d.RequeueAfter = wait
 				r.walkBack()
 				return
@@ -739,7 +739,7 @@ func (r *run) reached() {
 
 func (r *run) complete() {
 	st, o := r.st, r.e.opts
-	if st.Paused {
+	if st.AwaitingResume {
 		st.Message = msgPausedManual
 		if st.PauseReason == ReasonControlPause {
 			st.Message = msgPausedControl
@@ -755,8 +755,8 @@ func (r *run) complete() {
 		}
 		r.hopStable(0)
 	}
-	if release && !st.Released {
-		st.Released = true
+	if release && !st.SteadyRequested {
+		st.SteadyRequested = true
 		r.d.CanaryCapacity = Target{Set: true, Value: 100, Steady: true}
 		st.Desired.CanaryCapacity = 100
 		r.hopped()
@@ -784,7 +784,7 @@ func (r *run) succeed() {
 	st.Observed.Weight = 100 - st.Observed.Weight
 	st.Observed.Stable, st.Observed.Canary = st.Observed.Canary, st.Observed.Stable
 	st.swapRevisions(oldStable)
-	st.Released = false
+	st.SteadyRequested = false
 	st.Message = msgDone
 }
 

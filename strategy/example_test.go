@@ -359,7 +359,7 @@ func ExampleStrategy() {
 		return
 	}
 	fmt.Println(tl.Duration, tl.Hops, "hops")
-	for _, e := range tl.Events {
+	for _, e := range tl.Entries {
 		if strings.HasPrefix(e.What, "weight") {
 			fmt.Print(e.What, "; ")
 		}

@@ -75,7 +75,7 @@ func fuzzSeeds(t tb) [][]byte {
 				s = s.Abort("fuzz", now)
 			case n == 7 && i%3 == 1:
 				s = s.Retarget("v3", now)
-			case s.Paused:
+			case s.AwaitingResume:
 				s = s.Resume(now)
 			}
 			if !d.HasHops() {

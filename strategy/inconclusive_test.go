@@ -59,15 +59,15 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 		{"a second before the deadline: the requeue meets it", inc, abortAfterMinute, atWeight10, t9.Add(-time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"at the deadline: abort", inc, abortAfterMinute, atWeight10, t9,
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		{"an hour on: abort", inc, abortAfterMinute, atWeight10, t0.Add(time.Hour),
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		{"at the deadline, no abort asked: Degraded, held", inc, strategy.Options{ProgressDeadline: minute}, atWeight10, t9,
-			hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, true, "", strategy.ReasonProgressDeadline},
+			hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, true, "", strategy.ReasonProgressDeadlineExceeded},
 		{"the default deadline (10m), a second before", inc, strategy.Options{AbortOnProgressDeadline: true}, atWeight10, t3.Add(10*time.Minute - time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the default deadline (10m)", inc, strategy.Options{AbortOnProgressDeadline: true}, atWeight10, t3.Add(10 * time.Minute),
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		{"no progress deadline: held for ever", inc, strategy.Options{NoProgressDeadline: true}, atWeight10, t0.Add(24 * time.Hour),
 			hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"in the pause", pausing, abortAfterMinute, inPause, t0.Add(4 * time.Minute),
@@ -75,11 +75,11 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 		{"the pause over, within the deadline", pausing, abortAfterMinute, inPause, t0.Add(6*time.Minute - time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the pause over, at the deadline: abort", pausing, abortAfterMinute, inPause, t0.Add(6 * time.Minute),
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		{"the pause not entered yet counts as ahead", pausing, abortAfterMinute, at20, t0.Add(6*time.Minute - time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the pause not entered yet, at the deadline: abort", pausing, abortAfterMinute, at20, t0.Add(6 * time.Minute),
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadline, strategy.ReasonAborted},
+			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		// Weight 20 reached, a pause until resumed ahead: the rollout would
 		// not move on by itself, so the hold has no deadline, as the
 		// pause has none.
@@ -163,7 +163,7 @@ func TestInconclusiveHoldIsBounded(t *testing.T) {
 			s.Observed.At = mt(now)
 			d := strat.Step(s, now)
 			if d.State.Phase == strategy.PhaseAborting {
-				if d.State.Aborted == nil || d.State.Aborted.Reason != strategy.ReasonProgressDeadline {
+				if d.State.Aborted == nil || d.State.Aborted.Reason != strategy.ReasonProgressDeadlineExceeded {
 					t.Fatalf("aborted %+v, want for the progress deadline", d.State.Aborted)
 				}
 				if holdFrom.IsZero() {

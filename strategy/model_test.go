@@ -75,7 +75,7 @@ func naiveFixedCanary(steps []CanaryStep) ([]string, time.Duration) {
 
 func planHops(tl Timeline) []string {
 	var out []string
-	for _, e := range tl.Events {
+	for _, e := range tl.Entries {
 		if isPause(e.What) || e.What == "resume" || e.What == "pause until resumed" || Phase(e.What).Terminal() {
 			continue
 		}

@@ -89,7 +89,7 @@ const MinPollInterval = 100 * time.Millisecond
 // a hop not observed applied, ready capacity that does not come, a route no
 // gateway reports on, a gate verdict that never arrives, a deploy that never
 // rolls out. When it passes the rollout reports Degraded
-// (ReasonProgressDeadline), and aborts if Options.AbortOnProgressDeadline.
+// (ReasonProgressDeadlineExceeded), and aborts if Options.AbortOnProgressDeadline.
 // Pauses and step intervals are exempt. A canary with traffic whose health is
 // inconclusive (an analysis without data, or whose metrics source is down) is
 // held, and the hold is such a wait: it counts from when the rollout would

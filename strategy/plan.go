@@ -24,9 +24,9 @@ type PlanOptions struct {
 	MaxSteps int
 }
 
-// Event is one moment of a plan: a hop, the start or end of a pause, or the
+// PlanEntry is one moment of a plan: a hop, the start or end of a pause, or the
 // end of the rollout.
-type Event struct {
+type PlanEntry struct {
 	// Offset is the time since PlanOptions.Start.
 	Offset time.Duration
 	// What happened: "deploy canary", "weight 20", "canary capacity 30",
@@ -43,7 +43,7 @@ type Timeline struct {
 	Start time.Time
 	// Initial is the allocation before the first event.
 	Initial Allocation
-	Events  []Event
+	Entries []PlanEntry
 	// Duration is the time from Start to the terminal phase.
 	Duration time.Duration
 	// Hops counts the adapter changes (a decision moving weight and a
@@ -112,7 +112,7 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 		d := s.Step(st, now)
 		st = d.State
 		add := func(what string) {
-			tl.Events = append(tl.Events, Event{Offset: now.Sub(o.Start), What: what, Phase: st.Phase, Allocation: st.Desired})
+			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: what, Phase: st.Phase, Allocation: st.Desired})
 		}
 		if d.HasHops() {
 			applyInstantly(&st, &d)
@@ -145,12 +145,12 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			if st.Phase == PhaseSucceeded { // report the allocation before the swap
 				end.Desired = Allocation{Weight: 100, StableCapacity: st.Desired.CanaryCapacity, CanaryCapacity: st.Desired.StableCapacity}
 			}
-			tl.Events = append(tl.Events, Event{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired})
+			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired})
 			tl.Duration = now.Sub(o.Start)
 			tl.Final = st
 			return tl, nil
 		}
-		if st.Paused {
+		if st.AwaitingResume {
 			add("pause until resumed")
 			now = now.Add(o.ResumeAfter)
 			st = st.Resume(now)
@@ -194,7 +194,7 @@ func applyInstantly(st *State, d *Decision) {
 // "+1m0s weight 20 (100,20) w20".
 func (t Timeline) String() string {
 	var b strings.Builder
-	for _, e := range t.Events {
+	for _, e := range t.Entries {
 		fmt.Fprintf(&b, "+%s %s (%d,%d) w%d\n", e.Offset, e.What,
 			e.Allocation.StableCapacity, e.Allocation.CanaryCapacity, e.Allocation.Weight)
 	}
@@ -208,7 +208,7 @@ func (t Timeline) Capacities() string {
 	var b strings.Builder
 	last := t.Initial
 	fmt.Fprintf(&b, "(%d,%d)", last.StableCapacity, last.CanaryCapacity)
-	for _, e := range t.Events {
+	for _, e := range t.Entries {
 		a := e.Allocation
 		if a.StableCapacity != last.StableCapacity || a.CanaryCapacity != last.CanaryCapacity {
 			fmt.Fprintf(&b, " -> (%d,%d)", a.StableCapacity, a.CanaryCapacity)

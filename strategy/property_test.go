@@ -166,7 +166,7 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 		}
 	}
 	want := d.State.Desired
-	repair := (want == in.Desired || want == kept) && (d.State.Released == in.Released || d.State.Phase == PhaseAborting) &&
+	repair := (want == in.Desired || want == kept) && (d.State.SteadyRequested == in.SteadyRequested || d.State.Phase == PhaseAborting) &&
 		(!d.Weight.Set || d.Weight.Value == want.Weight) &&
 		(!d.StableCapacity.Set || d.StableCapacity.Value == want.StableCapacity) &&
 		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == want.CanaryCapacity)
@@ -390,7 +390,7 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 		if s.Phase.Terminal() {
 			return hops, s, now
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			s = s.Resume(now)
 			continue
 		}
@@ -436,7 +436,7 @@ func TestTerminationAndPlanAgreement(t *testing.T) {
 			t.Fatalf("plan ended %s", tl.Final.Phase)
 		}
 		var planned []string
-		for _, e := range tl.Events {
+		for _, e := range tl.Entries {
 			if e.What != "pause until resumed" && e.What != "resume" && e.What != string(PhaseSucceeded) && !isPause(e.What) {
 				planned = append(planned, e.What)
 			}

@@ -214,7 +214,7 @@ func revisionChain(t *rapid.T, lost bool) {
 				w.checkRevisions(t, &s)
 				tick()
 				w.checkRevisions(t, &s)
-				if s.Paused {
+				if s.AwaitingResume {
 					s = s.Resume(now)
 				}
 				if next := d.RequeueAfter; !d.HasHops() && next > 0 {
@@ -296,7 +296,7 @@ func revisionChain(t *rapid.T, lost bool) {
 		if s.Idle() || s.Phase.Terminal() {
 			break
 		}
-		if s.Paused {
+		if s.AwaitingResume {
 			s = s.Resume(now)
 			continue
 		}

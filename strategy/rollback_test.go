@@ -83,7 +83,7 @@ func TestRollbackMatrix(t *testing.T) {
 							}
 							break
 						}
-						if s.Paused {
+						if s.AwaitingResume {
 							s = s.Resume(now)
 							continue
 						}

@@ -63,9 +63,9 @@ func genState(t *rapid.T) State {
 		WeightChangedAt: genTime(t, "weightChangedAt"),
 		StepStartedAt:   genTime(t, "stepStartedAt"),
 		ReachedAt:       genTime(t, "reachedAt"),
-		Paused:          rapid.Bool().Draw(t, "paused"),
+		AwaitingResume:  rapid.Bool().Draw(t, "paused"),
 		PauseReason:     rapid.SampledFrom([]string{"", ReasonManualPause, ReasonPauseStep, ReasonGateInconclusive, ReasonUnhealthy}).Draw(t, "pauseReason"),
-		Released:        rapid.Bool().Draw(t, "released"),
+		SteadyRequested: rapid.Bool().Draw(t, "released"),
 		UnhealthyCount:  rapid.Int32Range(-1, 5).Draw(t, "unhealthyCount"),
 		FailingSince:    genTime(t, "failingSince"),
 	}
@@ -342,7 +342,7 @@ func neverStuckSilently(t *rapid.T) {
 		observeWorld(&s, w, now)
 		t.Logf("step at %s: %s desired %+v observed %+v", now.Format("15:04:05"), s.Phase, s.Desired, s.Observed)
 		d := checkStep(t, strat, s, now)
-		if d.HasHops() || d.State.Phase != s.Phase || d.State.StepIndex != s.StepIndex || d.State.Paused {
+		if d.HasHops() || d.State.Phase != s.Phase || d.State.StepIndex != s.StepIndex || d.State.AwaitingResume {
 			since = now
 		}
 		w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))

@@ -41,7 +41,7 @@ func TestStallRaisesTheProgressDeadline(t *testing.T) {
 		}
 		now = now.Add(d.RequeueAfter)
 	}
-	if s.Phase != PhaseAborting || s.Aborted == nil || s.Aborted.Reason != ReasonProgressDeadline {
+	if s.Phase != PhaseAborting || s.Aborted == nil || s.Aborted.Reason != ReasonProgressDeadlineExceeded {
 		t.Fatalf("phase %s abort %+v: want an abort for the progress deadline", s.Phase, s.Aborted)
 	}
 	if got := now.Sub(lastHop); got != time.Minute {

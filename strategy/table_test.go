@@ -107,7 +107,7 @@ func fixtures(t tb) map[string]strategy.State {
 	pausedStep, _ := walk(t, c, progressing, t0, phaseIs(strategy.PhasePaused))
 	manual := progressing.Pause(t1)
 	unhealthy := progressing
-	unhealthy.Paused, unhealthy.PauseReason, unhealthy.PausedAt = true, strategy.ReasonUnhealthy, mt(t1)
+	unhealthy.AwaitingResume, unhealthy.PauseReason, unhealthy.PausedAt = true, strategy.ReasonUnhealthy, mt(t1)
 	unhealthy.UnhealthyCount = 3
 	aborting := pausedStep.Abort("p99", t1)
 	aborted, _ := walk(t, c, aborting, t1, phaseIs(strategy.PhaseAborted))
@@ -151,18 +151,18 @@ func TestCommands(t *testing.T) {
 	cmdAt := func(s *strategy.State) { s.LastCommandAt = mt(t9) }
 	paused := func(s *strategy.State) {
 		cmdAt(s)
-		s.Paused, s.PauseReason, s.PausedAt = true, strategy.ReasonManualPause, mt(t9)
+		s.AwaitingResume, s.PauseReason, s.PausedAt = true, strategy.ReasonManualPause, mt(t9)
 	}
 	resumed := func(s *strategy.State) {
 		cmdAt(s)
-		s.Paused, s.PauseReason, s.Resumed = false, "", true
+		s.AwaitingResume, s.PauseReason, s.Resumed = false, "", true
 	}
 	aborted := func(reason string) func(s *strategy.State) {
 		return func(s *strategy.State) {
 			cmdAt(s)
 			s.Aborted = &strategy.AbortStatus{Reason: reason, At: mt(t9)}
 			s.Phase = strategy.PhaseAborting
-			s.Paused, s.PauseReason = false, ""
+			s.AwaitingResume, s.PauseReason = false, ""
 			s.PromoteRequested, s.PromoteFullRequested = false, false
 		}
 	}
@@ -170,7 +170,7 @@ func TestCommands(t *testing.T) {
 	promotedFull := func(s *strategy.State) {
 		cmdAt(s)
 		s.PromoteFullRequested = true
-		s.Paused, s.PauseReason = false, ""
+		s.AwaitingResume, s.PauseReason = false, ""
 	}
 	retried := func(s *strategy.State) {
 		cmdAt(s)
@@ -201,8 +201,8 @@ func TestCommands(t *testing.T) {
 			s.CanaryRevision, s.PendingRevision = rev, ""
 			s.Phase, s.StepIndex, s.StepsHash = "", 0, ""
 			s.Aborted = nil
-			s.Paused, s.PauseReason, s.Resumed = false, "", false
-			s.PromoteRequested, s.PromoteFullRequested, s.Released = false, false, false
+			s.AwaitingResume, s.PauseReason, s.Resumed = false, "", false
+			s.PromoteRequested, s.PromoteFullRequested, s.SteadyRequested = false, false, false
 			s.UnhealthyCount = 0
 			s.ReachedAt, s.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}
 		}
@@ -606,7 +606,7 @@ func TestStepProgressDeadline(t *testing.T) {
 		{"within: requeue at the deadline", withDeadline(false), t1, hopsOf{RequeueAfter: 2 * tick, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
 		{"a second before", withDeadline(false), t3.Add(-time.Second), hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
 		{"exceeded", withDeadline(false), t3, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseProgressing}, metav1.ConditionTrue, ""},
-		{"exceeded, abort", withDeadline(true), t3, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseAborting}, metav1.ConditionTrue, strategy.ReasonProgressDeadline},
+		{"exceeded, abort", withDeadline(true), t3, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseAborting}, metav1.ConditionTrue, strategy.ReasonProgressDeadlineExceeded},
 		{"within, abort", withDeadline(true), t2, hopsOf{RequeueAfter: tick, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
 		{"no deadline", noDeadline, t9, hopsOf{RequeueAfter: time.Hour, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
 		{"default deadline, within", defaultDeadline, t0.Add(strategy.DefaultProgressDeadline - time.Minute), hopsOf{RequeueAfter: time.Minute, Phase: strategy.PhaseProgressing}, metav1.ConditionFalse, ""},
@@ -1033,7 +1033,7 @@ func TestStepFixed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, e := range tl.Events {
+			for _, e := range tl.Entries {
 				if e.Allocation.StableCapacity != 100 || e.Allocation.CanaryCapacity != 0 {
 					t.Errorf("%v %s: capacities moved: %+v", e.Offset, e.What, e.Allocation)
 				}
@@ -1099,7 +1099,7 @@ func TestStepReplicas(t *testing.T) {
 			if diff := cmp.Diff(tt.wantCaps, tl.Capacities()); diff != "" {
 				t.Errorf("capacities (-want +got):\n%s", diff)
 			}
-			for _, e := range tl.Events {
+			for _, e := range tl.Entries {
 				a := e.Allocation
 				if len(e.What) > 6 && e.What[:6] == "weight" {
 					t.Errorf("%v: a weight hop in the Replicas mode: %s", e.Offset, e.What)
@@ -1270,13 +1270,13 @@ func TestStepCompletion(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 // TestBug_RetryAfterAbortWhileCompletingSkipsSteady: an abort that arrives
-// after completion asked the canary for its steady state (State.Released)
+// after completion asked the canary for its steady state (State.SteadyRequested)
 // leaves Released set through the walk back and Retry, so the retried
 // rollout never returns the winner to its steady state (PhaseCompleting:
 // the canary is asked to return to its steady state).
 func TestRetryAfterAbortWhileCompletingAsksSteadyAgain(t *testing.T) {
 	bg := strategy.BlueGreen{}
-	s, now := walk(t, bg, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Released })
+	s, now := walk(t, bg, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.SteadyRequested })
 	if s.Phase != strategy.PhaseCompleting {
 		t.Fatalf("fixture: phase %s", s.Phase)
 	}
@@ -1373,8 +1373,8 @@ func TestIdleStatesPlanNothing(t *testing.T) {
 		"NewState(v,v)": strategy.NewState("v1", "v1"),
 	} {
 		tl, err := strategy.Plan(inc, strategy.PlanOptions{Start: t0, State: &s})
-		if err != nil || tl.Hops != 0 || len(tl.Events) != 0 || !tl.Final.Idle() && !tl.Final.Unobserved {
-			t.Errorf("%s: Plan = %d hops, %d events, idle %v, err %v", name, tl.Hops, len(tl.Events), tl.Final.Idle(), err)
+		if err != nil || tl.Hops != 0 || len(tl.Entries) != 0 || !tl.Final.Idle() && !tl.Final.Unobserved {
+			t.Errorf("%s: Plan = %d hops, %d events, idle %v, err %v", name, tl.Hops, len(tl.Entries), tl.Final.Idle(), err)
 		}
 		for _, strat := range []strategy.Strategy{inc, fixtureCanary, strategy.BlueGreen{}} {
 			// An unobserved state adopts the world (the idle state here)

@@ -343,11 +343,13 @@ type State struct {
 	// RolledBack).
 	FinishedAt metav1.MicroTime `json:"finishedAt,omitzero"`
 
-	// The rollout is held: by a pause command or the spec's control (paused), a
+	// The rollout is held until someone lets it go: by a pause command
+	// (until Resume), the spec's control (until paused is false again), a
 	// pause step without a duration, an inconclusive gate or an unhealthy
-	// canary; pauseReason says which. (A timed pause step holds the
-	// rollout without setting it.)
-	Paused bool `json:"paused,omitempty"`
+	// canary (until Resume or Promote); pauseReason says which. A timed
+	// pause step holds the rollout too but ends by itself, so it leaves
+	// this false: phase is Paused in both cases.
+	AwaitingResume bool `json:"awaitingResume,omitempty"`
 	// Why the rollout is held: ManualPause (the Pause command),
 	// ControlPause (the spec's control, paused), PauseStep (a pause step
 	// without a duration, until resumed), GateInconclusive or Unhealthy.
@@ -365,7 +367,7 @@ type State struct {
 	Resumed bool `json:"resumed,omitempty"`
 	// The winner was asked to return to its steady state (full capacity,
 	// nothing pinned) during completion.
-	Released bool `json:"released,omitempty"`
+	SteadyRequested bool `json:"steadyRequested,omitempty"`
 
 	// Why and when the rollout was aborted; absent unless it was.
 	Aborted *AbortStatus `json:"aborted,omitempty"`
@@ -447,8 +449,8 @@ type Target struct {
 // Revisions on sides: each physical side runs a revision, the stable side
 // the stable revision, the canary side the canary one. When the observation
 // reports what each side runs (Observation.Revisions, with
-// SideObservation.Revision and Updated; the Runner sets them from its DeployA
-// and DeployB), Step puts each revision on its side itself, with a
+// SideObservation.Revision and Updated; the Runner sets them from its RevisionA
+// and RevisionB), Step puts each revision on its side itself, with a
 // DeployTarget, and keeps rules 6 to 8 of the package's invariants:
 //
 //   - 6: traffic only ever reaches a side observed running the revision its

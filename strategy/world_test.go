@@ -283,9 +283,20 @@ func (w *world) scale(sd *side, c int32, lag int) {
 // a Retarget to the revision the spec asks for (spec). The world is kept in
 // the roles of the state (its StableSide), so a state whose stable side was
 // B swaps the world's roles: the new state names A stable.
+//
+// What the sides carry at that moment is the world's doing until the engine
+// has reacted (see revisionBreach): the wiped state remembers nothing, so
+// the revisions it adopts for the roles may not be what the sides run (a
+// canary side running another revision under traffic, a stable side part
+// way through someone else's rollout).
 func (w *world) wipe(s *State, spec string, now time.Time) State {
 	n := State{}.Retarget(spec, now)
 	w.follow(s, &n)
+	for _, sd := range []*side{&w.stable, &w.canary} {
+		if routed, asked := w.carries(sd); routed || asked {
+			sd.foreign = true
+		}
+	}
 	return n
 }
 

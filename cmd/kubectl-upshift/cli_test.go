@@ -72,7 +72,7 @@ func TestEnded(t *testing.T) {
 		{"aborted", rollout{found: true, state: strategy.State{Phase: strategy.PhaseAborted, StableRevision: "v1", CanaryRevision: "v2"}}, exitAborted, true},
 		{"rolled back", rollout{found: true, state: strategy.State{Phase: strategy.PhaseRolledBack, StableRevision: "v1", CanaryRevision: "v1"}}, exitRolledBk, true},
 		{"past the deadline", rollout{found: true, state: strategy.State{Phase: strategy.PhaseProgressing, StableRevision: "v1", CanaryRevision: "v2",
-			Conditions: degraded(strategy.ReasonProgressDeadline)}}, exitDegraded, true},
+			Conditions: degraded(strategy.ReasonProgressDeadlineExceeded)}}, exitDegraded, true},
 		{"adapters failing", rollout{found: true, state: strategy.State{Phase: strategy.PhaseProgressing, StableRevision: "v1", CanaryRevision: "v2",
 			Conditions: degraded(strategy.ReasonObservationFailed)}}, 0, false},
 	}

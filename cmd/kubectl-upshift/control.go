@@ -119,7 +119,7 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 	}
 	u, r, err = t.await(wctx, u, func(r *rollout) bool {
 		if cc.command == strategy.CommandPause {
-			return r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause || !holdable(&r.state)
+			return r.state.AwaitingResume && r.state.PauseReason == strategy.ReasonControlPause || !holdable(&r.state)
 		}
 		return cc.handled(&r.state.Handled) == token
 	})
@@ -160,12 +160,12 @@ func unpause(ctx, wctx context.Context, o *options, t *target) (done bool, err e
 		return false, nil
 	}
 	_, r, err = t.await(wctx, u, func(r *rollout) bool {
-		return !r.stale && !(r.state.Paused && r.state.PauseReason == strategy.ReasonControlPause)
+		return !r.stale && !(r.state.AwaitingResume && r.state.PauseReason == strategy.ReasonControlPause)
 	})
 	if err != nil {
 		return false, timedOut(ctx, o, t, "control.paused cleared", err)
 	}
-	if r.state.Paused {
+	if r.state.AwaitingResume {
 		return false, nil // the step's pause (or another): resume it too
 	}
 	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(controlCmd{command: strategy.CommandResume}, &r.state, false, "unpaused"))
@@ -226,7 +226,7 @@ func outcome(cc controlCmd, s *strategy.State, ignored bool, note string) string
 		head = cc.command + " seen by the rollout"
 	}
 	line := fmt.Sprintf("%s; now %s, canary weight %d", head, phaseOf(s), s.Observed.Weight)
-	if s.Paused {
+	if s.AwaitingResume {
 		line += ", paused (" + s.PauseReason + ")"
 	}
 	if s.Message != "" && s.Message != string(s.Phase) {

@@ -117,7 +117,7 @@ func ended(r rollout) (int, bool) {
 	}
 	if c := meta.FindStatusCondition(s.Conditions, strategy.ConditionDegraded); c != nil && c.Status == "True" {
 		switch c.Reason {
-		case strategy.ReasonProgressDeadline, strategy.ReasonInvalidState, strategy.ReasonInvalidOptions:
+		case strategy.ReasonProgressDeadlineExceeded, strategy.ReasonInvalidState, strategy.ReasonInvalidOptions:
 			return exitDegraded, true
 		}
 	}

@@ -194,10 +194,10 @@ func eventSelector(u *unstructured.Unstructured) string {
 }
 
 // renderEvents converts Events for the screen.
-func renderEvents(evs map[types.UID]corev1.Event) []render.Event {
-	out := make([]render.Event, 0, len(evs))
+func renderEvents(evs map[types.UID]corev1.Event) []render.RecentEvent {
+	out := make([]render.RecentEvent, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, render.Event{Time: eventTime(&e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: eventCount(&e)})
+		out = append(out, render.RecentEvent{Time: eventTime(&e), Type: e.Type, Reason: e.Reason, Message: e.Message, Count: eventCount(&e)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	return out

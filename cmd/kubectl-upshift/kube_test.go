@@ -287,7 +287,7 @@ func stepInstantly(strat strategy.Strategy, st strategy.State, now time.Time) (s
 			o.Canary.Revision, o.Canary.Updated = d.Deploy.Revision, true
 		}
 		if !d.HasHops() {
-			if d.RequeueAfter <= 0 || st.Paused || st.Phase == strategy.PhasePaused || st.Phase.Terminal() {
+			if d.RequeueAfter <= 0 || st.AwaitingResume || st.Phase == strategy.PhasePaused || st.Phase.Terminal() {
 				break
 			}
 			now = now.Add(d.RequeueAfter)

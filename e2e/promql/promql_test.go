@@ -169,8 +169,8 @@ func TestChecksWithHostileNames(t *testing.T) {
 	}
 	a := &analysis.Analysis{
 		Source: src, Namespace: namespace, Route: route,
-		A:      analysis.Backend{Namespace: namespace, Name: stable, Port: port},
-		B:      analysis.Backend{Namespace: namespace, Name: canary, Port: port},
+		A:      analysis.ServiceRef{Namespace: namespace, Name: stable, Port: port},
+		B:      analysis.ServiceRef{Namespace: namespace, Name: canary, Port: port},
 		Checks: checks(),
 		Policy: analysis.Policy{Interval: time.Second, Window: 2 * time.Second, Lag: time.Second, MinRequests: 10, ConsecutiveErrorLimit: analysis.NoConsecutiveErrors},
 	}
@@ -259,8 +259,8 @@ func TestPrometheusStopped(t *testing.T) {
 	clk := fake.NewClock(time.Now())
 	a := &analysis.Analysis{
 		Source: src, Namespace: namespace, Route: route,
-		A:      analysis.Backend{Namespace: namespace, Name: stable, Port: port},
-		B:      analysis.Backend{Namespace: namespace, Name: canary, Port: port},
+		A:      analysis.ServiceRef{Namespace: namespace, Name: stable, Port: port},
+		B:      analysis.ServiceRef{Namespace: namespace, Name: canary, Port: port},
 		Checks: checks(),
 		Policy: analysis.Policy{Interval: time.Second, Window: 2 * time.Second, Lag: time.Second, MinRequests: 10, ConsecutiveErrorLimit: analysis.NoConsecutiveErrors},
 		Clock:  clk,

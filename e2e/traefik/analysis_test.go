@@ -45,8 +45,8 @@ func newAnalysisWorld(t *testing.T, checks ...analysis.Check) *analysisWorld {
 	ns := w.route.Namespace
 	a := &analysis.Analysis{
 		Source: src, Namespace: ns, Route: w.route.Name,
-		A:      analysis.Backend{Namespace: ns, Name: nameStable, Port: servicePort},
-		B:      analysis.Backend{Namespace: ns, Name: nameCanary, Port: servicePort},
+		A:      analysis.ServiceRef{Namespace: ns, Name: nameStable, Port: servicePort},
+		B:      analysis.ServiceRef{Namespace: ns, Name: nameCanary, Port: servicePort},
 		Checks: checks,
 		// One evaluation every 2 s over the last 4 s (8 scrapes), at
 		// least 20 canary requests each; one failed evaluation is
@@ -86,7 +86,7 @@ type analysisRun struct {
 
 func (w *analysisWorld) start(t *testing.T, strat strategy.Strategy) *analysisRun {
 	r := &analysisRun{t: t, w: w, rec: &recordingRouter{TrafficRouter: w.router(t, analysisSettle)}, l: &load{}, began: time.Now()}
-	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
+	a, b := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	r.runner = &rollout.Runner{Strategy: strat, Router: r.rec, A: a, B: b, Health: w.a}
 	if err := r.runner.Validate(); err != nil {
 		t.Fatal(err)

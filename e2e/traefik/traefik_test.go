@@ -196,7 +196,7 @@ func TestIncrementalUpgradeThroughTraefik(t *testing.T) {
 	t.Logf("throughput %.0f requests/s through traefik: step interval %v", rate, interval)
 
 	rec := &recordingRouter{TrafficRouter: w.router(t, settle)}
-	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
+	a, b := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	strat := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: 30}
 	runner := &rollout.Runner{Strategy: strat, Router: rec, A: a, B: b}
 	if err := runner.Validate(); err != nil {
@@ -384,7 +384,7 @@ func TestCanaryAbortThroughTraefik(t *testing.T) {
 	time.Sleep(time.Second)
 
 	rec := &recordingRouter{TrafficRouter: w.router(t, settle)}
-	a, b := fake.NewCapacity(nil, 10, 100), fake.NewCapacity(nil, 10, 0)
+	a, b := fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(nil, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 		strategy.SetWeight(10), strategy.Pause(hold), strategy.SetWeight(30), strategy.Pause(hold),
 		strategy.SetWeight(50), strategy.PauseUntilResumed(),

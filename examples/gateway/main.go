@@ -244,7 +244,7 @@ func run(ctx context.Context, cfg Config, stdin io.Reader, out io.Writer) error 
 		}),
 	}
 	if image != nil {
-		if runner.DeployA, runner.DeployB, err = deployers(ctx, rc, cfg, image, store); err != nil {
+		if runner.RevisionA, runner.RevisionB, err = deployers(ctx, rc, cfg, image, store); err != nil {
 			return err
 		}
 	}
@@ -290,7 +290,7 @@ func deployers(ctx context.Context, rc *rest.Config, cfg Config, image func(stri
 	template := replicas.Image(cfg.Container, image)
 	var ds [2]*replicas.Deployer
 	for i, name := range []string{cfg.StableDeployment, cfg.CanaryDeployment} {
-		d, err := replicas.ForDeployment(cs, cfg.Namespace, name, 0).Deployer(template)
+		d, err := replicas.ForDeployment(cs, replicas.Workload{Namespace: cfg.Namespace, Name: name, FullReplicas: 0}).Deployer(template)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -129,15 +129,15 @@ func TestControls(t *testing.T) {
 	// spec's, and handed back when the spec is un-paused.
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Paused = true })
 	w.waitFor("held by spec.control.paused", 30*time.Second, func(rel *v1alpha1.Release) bool {
-		return rel.Status.Rollout.Paused && rel.Status.Rollout.PauseReason == strategy.ReasonControlPause &&
+		return rel.Status.Rollout.AwaitingResume && rel.Status.Rollout.PauseReason == strategy.ReasonControlPause &&
 			condition(rel, strategy.ConditionPaused, metav1.ConditionTrue)
 	})
 	// A promote asked while paused is kept until the spec is un-paused.
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Promote = "p2" })
 	w.waitFor("p2 seen", 30*time.Second, func(rel *v1alpha1.Release) bool { return rel.Status.Rollout.Handled.Promote == "p2" })
 	time.Sleep(time.Second)
-	if rel := w.get(); !rel.Status.Rollout.Paused || rel.Status.Rollout.Desired.Weight != 50 {
-		t.Fatalf("a promote moved a paused rollout: weight %d, paused %v", rel.Status.Rollout.Desired.Weight, rel.Status.Rollout.Paused)
+	if rel := w.get(); !rel.Status.Rollout.AwaitingResume || rel.Status.Rollout.Desired.Weight != 50 {
+		t.Fatalf("a promote moved a paused rollout: weight %d, paused %v", rel.Status.Rollout.Desired.Weight, rel.Status.Rollout.AwaitingResume)
 	}
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Paused = false })
 	w.waitFor("un-paused, promoted to the 1h pause at 75", 30*time.Second, at(75, strategy.PhasePaused))

@@ -389,7 +389,7 @@ func run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			StepPercent: int32(cfg.Step), Interval: metav1.Duration{Duration: cfg.Interval}, MaxSurgePercent: int32(cfg.Surge),
 			Options: strategy.Options{PollInterval: metav1.Duration{Duration: cfg.Poll}},
 		},
-		Router: router, A: a, B: b, DeployA: da, DeployB: db,
+		Router: router, A: a, B: b, RevisionA: da, RevisionB: db,
 		Observer: obs,
 		Store:    &fake.Store{},
 	}

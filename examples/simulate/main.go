@@ -7,7 +7,7 @@
 //
 // Each side runs a revision: side A starts with v1. The Runner deploys each
 // rollout's revision on the canary side itself (the fake sides are its
-// DeployA and DeployB), at weight 0 and capacity 0: the deploy hop comes
+// RevisionA and RevisionB), at weight 0 and capacity 0: the deploy hop comes
 // first ("deploy v2 on side B"), then the line where the side is observed
 // running it fully rolled out, and only then do capacity and weight move.
 // The program exits 1 when a rollout ends in an unexpected phase, drops or

@@ -343,7 +343,7 @@ func TestCheck(t *testing.T) {
 		{name: "aborted on request before the analysis", abortAsked: true, peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted,
 			surge: 20, expect: expectAnalysisAbort, aborted: true, abortReason: "requested by -abort-at"}},
 		{name: "aborted, not by the analysis", peak: 120, res: result{name: "canary", phase: strategy.PhaseAborted, surge: 20,
-			expect: expectAnalysisAbort, aborted: true, abortReason: strategy.ReasonProgressDeadline},
+			expect: expectAnalysisAbort, aborted: true, abortReason: strategy.ReasonProgressDeadlineExceeded},
 			want: []string{"canary: aborted (ProgressDeadlineExceeded), not by the analysis"}},
 		{name: "let through by the analysis", peak: 120, res: result{name: "incremental", phase: strategy.PhaseSucceeded, surge: 20,
 			expect: expectAnalysisAbort, canaryErrors: 0.1},

@@ -147,8 +147,8 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 	sim.metrics = fake.NewMetrics(sim.clock)
 	sim.metrics.SetLag(metricsLag)
 	sim.router = fake.NewRouter(sim.clock)
-	sim.a = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 100)
-	sim.b = fake.NewCapacity(sim.clock, int32(cfg.Replicas), 0)
+	sim.a = fake.NewCapacity(sim.clock, fake.CapacityOptions{Replicas: int32(cfg.Replicas), Percent: 100})
+	sim.b = fake.NewCapacity(sim.clock, fake.CapacityOptions{Replicas: int32(cfg.Replicas), Percent: 0})
 	// Realistic lag: a data plane takes a moment to program a route; new
 	// replicas take a while to become ready.
 	sim.router.SetLag(fake.Lag{Duration: 300 * time.Millisecond})
@@ -227,8 +227,8 @@ func (sim *simulation) analysis(strat strategy.Strategy) (*analysis.Analysis, er
 	checks := []analysis.Check{analysis.SuccessRate(minSuccess)}
 	a := &analysis.Analysis{
 		Source: sim.metrics, Namespace: "sim", Route: "web",
-		A:      analysis.Backend{Namespace: "sim", Name: "web-a", Port: 80},
-		B:      analysis.Backend{Namespace: "sim", Name: "web-b", Port: 80},
+		A:      analysis.ServiceRef{Namespace: "sim", Name: "web-a", Port: 80},
+		B:      analysis.ServiceRef{Namespace: "sim", Name: "web-b", Port: 80},
 		Checks: checks,
 		// Evaluated every second over 3s; one failed evaluation is
 		// tolerated, a second fails the canary; fewer than 100 of its
@@ -277,7 +277,7 @@ func (sim *simulation) sides() (stable, canary *fake.Capacity) {
 }
 
 // runner builds the Runner, with fault injection when asked. The fake sides
-// are also its DeployA and DeployB: the Runner reads the revision each side
+// are also its RevisionA and RevisionB: the Runner reads the revision each side
 // runs and deploys the canary revision itself.
 func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rollout.Runner {
 	var router rollout.TrafficRouter = sim.router
@@ -313,7 +313,7 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rol
 		deployB = &flakyDeployer{side: sim.b, failed: func() { sim.faults.errors++ }}
 	}
 	return &rollout.Runner{
-		Strategy: strat, Router: router, A: a, B: b, DeployA: deployA, DeployB: deployB, Clock: sim.clock,
+		Strategy: strat, Router: router, A: a, B: b, RevisionA: deployA, RevisionB: deployB, Clock: sim.clock,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			*hops = append(*hops, e.Applied...)
 		}),
@@ -407,7 +407,7 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 			s = s.Abort("requested by -abort-at", now)
 			sim.line(now.Sub(began), &s, "abort requested")
 		}
-		if !s.Paused || s.PauseReason != strategy.ReasonPauseStep {
+		if !s.AwaitingResume || s.PauseReason != strategy.ReasonPauseStep {
 			resumeAt = time.Time{} // not (or no longer) waiting for the operator: an abort ends the pause
 		} else {
 			if resumeAt.IsZero() {
@@ -666,7 +666,7 @@ func (sim *simulation) record(res *result, began time.Time, s *strategy.State) {
 		canary:      cs.Capacity,
 		readyStable: st.Ready,
 		readyCanary: cs.Ready,
-		paused:      s.Phase == strategy.PhasePaused || s.Paused,
+		paused:      s.Phase == strategy.PhasePaused || s.AwaitingResume,
 	})
 }
 

@@ -32,14 +32,14 @@ func run() error {
 	ctx := context.Background()
 	clk := fake.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	router := fake.NewRouter(clk)
-	a, b := fake.NewCapacity(clk, 10, 100), fake.NewCapacity(clk, 10, 0)
+	a, b := fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clk, fake.CapacityOptions{Replicas: 10, Percent: 0})
 	a.SetRevision("v1") // side A runs the first revision
 	a.ServingFunc(router.Serving(strategy.SideA))
 	b.ServingFunc(router.Serving(strategy.SideB))
 	runner := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 25},
 		Router:   router,
-		A:        a, B: b, DeployA: a, DeployB: b,
+		A:        a, B: b, RevisionA: a, RevisionB: b,
 		Clock: clk,
 	}
 	// The operator's own object: its status embeds the rollout state.

@@ -91,8 +91,8 @@ type Check struct {
 	Quantile float64
 }
 
-// Backend is one side's backend as the route names it.
-type Backend struct {
+// ServiceRef is one side's backend as the route names it.
+type ServiceRef struct {
 	Namespace string
 	Name      string // the Service
 	Port      int32
@@ -113,7 +113,7 @@ type Vars struct {
 	Namespace, Route string
 	// Canary and Stable are the backends of the canary and the stable
 	// side at the time of the evaluation (they swap with each rollout).
-	Canary, Stable Backend
+	Canary, Stable ServiceRef
 	// CanarySide is the canary's side.
 	CanarySide strategy.Side
 	// Window is Policy.Window in PromQL's notation ("30s").
@@ -283,7 +283,7 @@ type Analysis struct {
 	// Namespace and Route name the route; A and B are the backends of
 	// the two sides.
 	Namespace, Route string
-	A, B             Backend
+	A, B             ServiceRef
 	// Checks are run continuously while traffic moves (Health).
 	Checks []Check
 	// Gates are the checks of each gate step, by gate name.

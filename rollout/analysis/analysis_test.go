@@ -49,7 +49,7 @@ func progressing() strategy.State {
 func newAnalysis(src analysis.Source, clk *fake.Clock) *analysis.Analysis {
 	return &analysis.Analysis{
 		Source: src, Namespace: "shop", Route: "web",
-		A: analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80}, B: analysis.Backend{Namespace: "shop", Name: "web-b", Port: 80},
+		A: analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80}, B: analysis.ServiceRef{Namespace: "shop", Name: "web-b", Port: 80},
 		Checks: []analysis.Check{analysis.SuccessRate(0.95)},
 		Gates:  map[string][]analysis.Check{"smoke": {analysis.SuccessRate(0.95)}},
 		Policy: analysis.Policy{Interval: 10 * time.Second, Window: 30 * time.Second, FailureLimit: 1, MinRequests: 10, Lag: 2 * time.Second},

@@ -63,7 +63,7 @@ func TestRenderedQueriesHostileNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAnalysis(nil, fake.NewClock(t0.Add(5*time.Second)))
 			a.Namespace, a.Route = tc.ns, tc.route
-			a.B = analysis.Backend{Namespace: tc.cns, Name: tc.backend, Port: 80}
+			a.B = analysis.ServiceRef{Namespace: tc.cns, Name: tc.backend, Port: 80}
 			a.Checks = []analysis.Check{analysis.SuccessRate(0.99), analysis.LatencyQuantile(0.9, 300*time.Millisecond)}
 			qs, rqs := rendered(t, a)
 			s := tc.service
@@ -90,7 +90,7 @@ func TestRenderedQueriesCustom(t *testing.T) {
 	one := 1.0
 	a := newAnalysis(nil, fake.NewClock(t0.Add(5*time.Second)))
 	a.Namespace, a.Route = "shop-prod", "web.v2"
-	a.B = analysis.Backend{Namespace: "shop-prod", Name: "web-v2", Port: 80}
+	a.B = analysis.ServiceRef{Namespace: "shop-prod", Name: "web-v2", Port: 80}
 	a.Checks = []analysis.Check{
 		{Name: "label", Max: &one, Query: `sum(up{route="{{str .Route}}",service="{{str .Namespace}}-{{str .Canary.Name}}-{{.Canary.Port}}@kubernetes"})`},
 		{Name: "regexp", Max: &one, Query: `sum(up{route=~"{{re .Route}}",pod=~"{{re .Canary.Name}}-.*"})`},

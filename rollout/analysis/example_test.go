@@ -38,8 +38,8 @@ func Example() {
 			return analysis.Measurement{Value: 0}, nil
 		}),
 		Namespace: "shop", Route: "web",
-		A:      analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80},
-		B:      analysis.Backend{Namespace: "shop", Name: "web-b", Port: 80},
+		A:      analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80},
+		B:      analysis.ServiceRef{Namespace: "shop", Name: "web-b", Port: 80},
 		Checks: []analysis.Check{analysis.SuccessRate(0.99), analysis.LatencyQuantile(0.9, 300*time.Millisecond), restarts},
 		Policy: analysis.Policy{Interval: 10 * time.Second, FailureLimit: 1, MinRequests: 20},
 		Clock:  fake.NewClock(time.Date(2026, 12, 1, 10, 1, 0, 0, time.UTC)),

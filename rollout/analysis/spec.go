@@ -516,7 +516,7 @@ type Target struct {
 	// Namespace and Route name the route.
 	Namespace, Route string
 	// A and B are the backends of the sides A and B.
-	A, B Backend
+	A, B ServiceRef
 }
 
 // Build returns the Analysis that s declares, querying src, for t: its

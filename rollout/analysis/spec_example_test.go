@@ -43,8 +43,8 @@ func ExampleSpec_Build() {
 		return analysis.Measurement{Value: 0.12, Requests: 400}, nil
 	})
 	a, err := spec.Build(source, analysis.Target{Namespace: "shop", Route: "web",
-		A: analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80},
-		B: analysis.Backend{Namespace: "shop", Name: "web-b", Port: 80}})
+		A: analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80},
+		B: analysis.ServiceRef{Namespace: "shop", Name: "web-b", Port: 80}})
 	if err != nil {
 		fmt.Println(err)
 		return

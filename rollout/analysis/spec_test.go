@@ -320,7 +320,7 @@ func TestBuildProperty(t *testing.T) {
 		}
 		spec := analysis.Spec{}
 		want := &analysis.Analysis{Source: nopSource, Namespace: "shop", Route: "web",
-			A: analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80}, B: analysis.Backend{Namespace: "shop", Name: "web-b"}}
+			A: analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80}, B: analysis.ServiceRef{Namespace: "shop", Name: "web-b"}}
 		for _, c := range checks {
 			spec.Checks = append(spec.Checks, c.spec())
 			want.Checks = append(want.Checks, c.check())

@@ -21,14 +21,14 @@
 //
 // To let the Runner put each revision on its cluster, give both adapters the
 // same [Config].Revisions ([RevisionMap] makes one from a Go map) and set the
-// Runner's DeployA and DeployB to their Deployers ([Ray.Deployer]):
+// Runner's RevisionA and RevisionB to their Deployers ([Ray.Deployer]):
 //
 //	revs := ray.RevisionMap(map[string]json.RawMessage{"v1": cfgV1, "v2": cfgV2})
 //	a, err := ray.New(ray.Config{Dashboard: "http://blue-head-svc:8265", Revisions: revs})
 //	b, err := ray.New(ray.Config{Dashboard: "http://green-head-svc:8265", Revisions: revs})
 //	da, err := a.Deployer()
 //	db, err := b.Deployer()
-//	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b, DeployA: da, DeployB: db}
+//	r := &rollout.Runner{Strategy: s, Router: route, A: a, B: b, RevisionA: da, RevisionB: db}
 //
 // What to know:
 //   - the Serve config is the user's own (Ray's ServeDeploySchema as JSON),

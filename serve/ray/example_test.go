@@ -16,7 +16,7 @@ import (
 // A cluster that follows revisions: each revision is deployed at
 // target_capacity 0, recognised from the config Ray reports as deployed,
 // and then given capacity. In a Runner, the Deployers of the two clusters
-// are DeployA and DeployB, and the Runner makes these calls itself.
+// are RevisionA and RevisionB, and the Runner makes these calls itself.
 func ExampleRay_Deployer() {
 	ctx := context.Background()
 	srv := httptest.NewServer(raytest.New(raytest.Options{})) // an emulated Ray dashboard
@@ -32,7 +32,7 @@ func ExampleRay_Deployer() {
 	if err != nil {
 		panic(err)
 	}
-	deployer, err := side.Deployer() // rollout.Runner{A: side, DeployA: deployer, ...}
+	deployer, err := side.Deployer() // rollout.Runner{A: side, RevisionA: deployer, ...}
 	if err != nil {
 		panic(err)
 	}

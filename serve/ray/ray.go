@@ -650,16 +650,16 @@ func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 // set, the managed applications are those of the revision the cluster
 // runs, or while the adapter does not know it (after a restart, before
 // Deployer.Revision recognised it) every application the cluster runs.
-func (r *Ray) Observe(ctx context.Context) (Observation, error) {
+func (r *Ray) Observe(ctx context.Context) (ServeStatus, error) {
 	d, err := rollout.ReadOnce(ctx, r, r.get) // shared with the Deployer's read in one reconcile
 	if err != nil {
-		return Observation{}, err
+		return ServeStatus{}, err
 	}
 	return r.observe(d), nil
 }
 
 // observe is Observe from a GET answer.
-func (r *Ray) observe(d *instanceDetails) Observation {
+func (r *Ray) observe(d *instanceDetails) ServeStatus {
 	r.mu.Lock()
 	c, a := r.cur, r.asked
 	r.mu.Unlock()

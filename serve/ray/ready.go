@@ -49,19 +49,19 @@ func CapacityAdjusted(n int64, targetCapacity *float64) int64 {
 	return max(q, 1)
 }
 
-// Observation is what one GET of a cluster's Serve applications says about
+// ServeStatus is what one GET of a cluster's Serve applications says about
 // the applications an adapter manages, with the readiness upshift derives
 // from it. Embedded CapacityStatus is what Capacity returns.
-type Observation struct {
+type ServeStatus struct {
 	rollout.CapacityStatus
 	// TargetCapacity is the cluster's target_capacity (nil for null).
 	TargetCapacity *float64
 	// Applications are the managed applications, in the config's order.
-	Applications []AppObservation
+	Applications []AppStatus
 }
 
-// AppObservation is one managed application.
-type AppObservation struct {
+// AppStatus is one managed application.
+type AppStatus struct {
 	Name string
 	// Found reports the application is live on the cluster.
 	Found   bool
@@ -71,11 +71,11 @@ type AppObservation struct {
 	Ready int32
 	// Settled: the application is RUNNING and every deployment settled.
 	Settled     bool
-	Deployments []DeploymentObservation
+	Deployments []DeploymentStatus
 }
 
-// DeploymentObservation is one deployment of a managed application.
-type DeploymentObservation struct {
+// DeploymentStatus is one deployment of a managed application.
+type DeploymentStatus struct {
 	Name        string
 	Status      string
 	Message     string
@@ -115,13 +115,13 @@ type DeploymentObservation struct {
 //     its application; an application with no such constraint is as ready
 //     as the capacity it is set to.
 //   - Settled needs every application found, RUNNING, and every deployment
-//     settled (see DeploymentObservation).
+//     settled (see DeploymentStatus).
 //   - When none of the applications is live, the side holds nothing:
 //     Capacity 0, Ready 0, Settled.
 //   - Health is Unhealthy when an application or deployment is
 //     DEPLOY_FAILED or UNHEALTHY, with Ray's messages; Healthy otherwise.
-func evaluate(d *instanceDetails, apps []string) Observation {
-	var o Observation
+func evaluate(d *instanceDetails, apps []string) ServeStatus {
+	var o ServeStatus
 	if d == nil {
 		d = &instanceDetails{}
 	}
@@ -134,7 +134,7 @@ func evaluate(d *instanceDetails, apps []string) Observation {
 	var problems []string
 	found := 0
 	for _, name := range apps {
-		a := AppObservation{Name: name}
+		a := AppStatus{Name: name}
 		app, ok := d.Applications[name]
 		if !ok {
 			o.Ready, o.Settled = 0, false
@@ -175,12 +175,12 @@ func evaluate(d *instanceDetails, apps []string) Observation {
 	return o
 }
 
-func observeDeployment(name string, dep *deploymentDetails, tc *float64) DeploymentObservation {
+func observeDeployment(name string, dep *deploymentDetails, tc *float64) DeploymentStatus {
 	full, auto, err := dep.DeploymentConfig.full("")
 	if err != nil {
 		full = 0 // decodeInstanceDetails rejects this; evaluate stays total
 	}
-	do := DeploymentObservation{
+	do := DeploymentStatus{
 		Name: name, Status: dep.Status, Message: dep.Message, Autoscaling: auto,
 		Full: full, Target: CapacityAdjusted(full, tc), ReportedTarget: dep.TargetNumReplicas,
 	}

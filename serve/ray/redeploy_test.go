@@ -142,7 +142,7 @@ func walkBackRedeployedCanary(t *testing.T, otherTC string, after []string) {
 			MaxSurgePercent: 40,
 			Options:         strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}},
 		},
-		Router: router, A: a.r, B: b.r, DeployA: a.dep, DeployB: b.dep, Clock: clock,
+		Router: router, A: a.r, B: b.r, RevisionA: a.dep, RevisionB: b.dep, Clock: clock,
 	}
 	if err := runner.Validate(); err != nil {
 		t.Fatal(err)

@@ -27,7 +27,7 @@ func RevisionMap(m map[string]json.RawMessage) func(revision string) (json.RawMe
 }
 
 // Deployer is the rollout.Deployer of one Ray cluster, for
-// rollout.Runner's DeployA or DeployB: Deploy puts a revision's Serve
+// rollout.Runner's RevisionA or RevisionB: Deploy puts a revision's Serve
 // config on the cluster at target_capacity 0, and Revision reports the
 // revision whose config the cluster runs. It shares what it learns with
 // the Ray it came from, whose SetCapacity then writes that revision's

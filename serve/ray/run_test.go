@@ -261,13 +261,13 @@ func runRayUpgrade(t *testing.T, st strategy.Strategy, pace [2]raytest.Options, 
 	if notify {
 		runner.Router = router
 		runner.A, runner.B = loud{a.cap, a.r}, loud{b.cap, b.r}
-		runner.DeployA, runner.DeployB = a.dep, b.dep
+		runner.RevisionA, runner.RevisionB = a.dep, b.dep
 	} else {
 		runner.Router = quietRouter{router}
 		runner.A, runner.B = a.cap, b.cap
-		runner.DeployA, runner.DeployB = quietDeployer{a.dep}, quietDeployer{b.dep}
+		runner.RevisionA, runner.RevisionB = quietDeployer{a.dep}, quietDeployer{b.dep}
 	}
-	for _, x := range []any{runner.Router, runner.A, runner.B, runner.DeployA, runner.DeployB} {
+	for _, x := range []any{runner.Router, runner.A, runner.B, runner.RevisionA, runner.RevisionB} {
 		if _, ok := x.(rollout.Notifier); ok != notify {
 			t.Fatalf("%T: Notifier %v, want %v", x, ok, notify)
 		}

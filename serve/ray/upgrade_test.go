@@ -197,7 +197,7 @@ func TestRevisionUpgradesBetweenRayClusters(t *testing.T) {
 		return &rollout.Runner{
 			Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 5 * time.Second}, MaxSurgePercent: 30,
 				Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}},
-			Router: router, A: a.cap, B: b.cap, DeployA: a.dep, DeployB: b.dep, Clock: clock,
+			Router: router, A: a.cap, B: b.cap, RevisionA: a.dep, RevisionB: b.dep, Clock: clock,
 		}
 	}
 	r := runner()

@@ -186,12 +186,12 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	if err != nil {
 		b.Fatal(err)
 	}
-	a := replicas.ForDeployment(cl.Kube, ns, "web-a", fullReplicas)
-	bs := replicas.ForDeployment(cl.Kube, ns, "web-b", fullReplicas)
+	a := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: fullReplicas})
+	bs := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: fullReplicas})
 	store := &countingStore{Store: gateway.NewAnnotationStore(wc, ref)}
 	var hops, reconciles int
 	runner := &rollout.Runner{Strategy: strat, Router: router, A: a, B: bs,
-		DeployA: deployer(b, a), DeployB: deployer(b, bs), Store: store,
+		RevisionA: deployer(b, a), RevisionB: deployer(b, bs), Store: store,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			reconciles++
 			hops += len(e.Applied)
@@ -199,7 +199,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	if !notify {
 		runner.Router = pollRouter{router}
 		runner.A, runner.B = pollSetter{a}, pollSetter{bs}
-		runner.DeployA, runner.DeployB = pollDeployer{runner.DeployA.(rollout.Deployer)}, pollDeployer{runner.DeployB.(rollout.Deployer)}
+		runner.RevisionA, runner.RevisionB = pollDeployer{runner.RevisionA.(rollout.Deployer)}, pollDeployer{runner.RevisionB.(rollout.Deployer)}
 	}
 	if err := runner.Validate(); err != nil {
 		b.Fatal(err)

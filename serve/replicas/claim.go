@@ -23,7 +23,7 @@ var (
 
 // holder returns the owner of w's claim, the zero Owner when there is
 // none.
-func (s *Setter) holder(w *workload) (rollout.Owner, error) {
+func (s *Setter) holder(w *liveWorkload) (rollout.Owner, error) {
 	raw, ok := w.meta.Annotations[ClaimAnnotation]
 	if !ok {
 		return rollout.Owner{}, nil
@@ -52,7 +52,7 @@ func (s *Setter) Claim(ctx context.Context, owner, replace rollout.Owner) error 
 			return nil
 		}
 	}
-	return s.write(ctx, func(w *workload) error {
+	return s.write(ctx, func(w *liveWorkload) error {
 		h, err := s.holder(w)
 		switch {
 		case err != nil:
@@ -79,7 +79,7 @@ func (s *Setter) Claim(ctx context.Context, owner, replace rollout.Owner) error 
 // owner claims, or none, is not written, and one that no longer exists
 // counts as released.
 func (s *Setter) Release(ctx context.Context, owner rollout.Owner) error {
-	err := s.write(ctx, func(w *workload) error {
+	err := s.write(ctx, func(w *liveWorkload) error {
 		if h, err := s.holder(w); err != nil || h != owner {
 			return nil
 		}
@@ -108,7 +108,7 @@ func (d *Deployer) Release(ctx context.Context, owner rollout.Owner) error {
 // checkWriter refuses a write for ctx's owner (rollout.OwnerFrom) to a
 // workload another owner claims: SetCapacity and Deploy write nothing
 // then.
-func (s *Setter) checkWriter(ctx context.Context, w *workload) error {
+func (s *Setter) checkWriter(ctx context.Context, w *liveWorkload) error {
 	o, ok := rollout.OwnerFrom(ctx)
 	if !ok {
 		return nil

@@ -109,17 +109,17 @@ var errNoWatch = fmt.Errorf("%w: the controller-runtime client is not a client.W
 
 // crTyped is ForClient for a Deployment or a StatefulSet.
 func crTyped[T client.Object](c client.Client, kind, ns, name string, full int32,
-	newObj func() T, newList func() client.ObjectList, read func(T) *workload, setReplicas func(T, int32)) *Setter {
+	newObj func() T, newList func() client.ObjectList, read func(T) *liveWorkload, setReplicas func(T, int32)) *Setter {
 	s := &Setter{ref: kind + " " + ns + "/" + name, name: name, full: full, templated: true, ns: ns, kind: kind, group: "apps"}
 	key := types.NamespacedName{Namespace: ns, Name: name}
 	s.watch = crWatch(c, ns, newList)
-	s.from = func(obj runtime.Object) *workload {
+	s.from = func(obj runtime.Object) *liveWorkload {
 		if o, ok := obj.(T); ok {
 			return read(o)
 		}
 		return nil
 	}
-	s.get = func(ctx context.Context) (*workload, error) {
+	s.get = func(ctx context.Context) (*liveWorkload, error) {
 		o := newObj()
 		if err := c.Get(ctx, key, o); err != nil {
 			return nil, err
@@ -164,13 +164,13 @@ func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, f
 		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		return l
 	})
-	s.from = func(obj runtime.Object) *workload {
+	s.from = func(obj runtime.Object) *liveWorkload {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			return scalableWorkload(u)
 		}
 		return nil
 	}
-	s.get = func(ctx context.Context) (*workload, error) {
+	s.get = func(ctx context.Context) (*liveWorkload, error) {
 		u := newObj()
 		if err := c.Get(ctx, key, u); err != nil {
 			return nil, err

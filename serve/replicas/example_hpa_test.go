@@ -39,8 +39,8 @@ func exampleCluster() kubernetes.Interface {
 func ExampleAutoscale() {
 	ctx := context.Background()
 	cs := exampleCluster()
-	a := replicas.ForDeployment(cs, "shop", "web-a", 0)
-	b := replicas.ForDeployment(cs, "shop", "web-b", 0)
+	a := replicas.ForDeployment(cs, replicas.Workload{Namespace: "shop", Name: "web-a", FullReplicas: 0})
+	b := replicas.ForDeployment(cs, replicas.Workload{Namespace: "shop", Name: "web-b", FullReplicas: 0})
 	if err := replicas.Autoscale(cs, a, b, replicas.AutoscaleConfig{}); err != nil {
 		fmt.Println(err)
 		return

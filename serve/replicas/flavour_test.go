@@ -83,14 +83,14 @@ func (k kinds) Deployment(ns, name string, full int32) *replicas.Setter {
 	if k.c != nil {
 		return k.forClient(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, full)
 	}
-	return replicas.ForDeployment(k.cs, ns, name, full)
+	return replicas.ForDeployment(k.cs, replicas.Workload{Namespace: ns, Name: name, FullReplicas: full})
 }
 
 func (k kinds) StatefulSet(ns, name string, full int32) *replicas.Setter {
 	if k.c != nil {
 		return k.forClient(&appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}, full)
 	}
-	return replicas.ForStatefulSet(k.cs, ns, name, full)
+	return replicas.ForStatefulSet(k.cs, replicas.Workload{Namespace: ns, Name: name, FullReplicas: full})
 }
 
 // Scalable manages a Deployment as a kind known only by its scale
@@ -104,5 +104,5 @@ func (k kinds) Scalable(ns, name string, full int32) *replicas.Setter {
 		u.SetName(name)
 		return k.forClient(u, full)
 	}
-	return replicas.ForScalable(k.dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, ns, name, full)
+	return replicas.ForScalable(k.dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, replicas.Workload{Namespace: ns, Name: name, FullReplicas: full})
 }

@@ -83,8 +83,8 @@ func (e *AutoscalerError) Is(target error) bool { return target == ErrInvalid }
 // ForScalable Setter whose HorizontalPodAutoscaler is not named
 // (*AutoscalerError).
 //
-//	a := replicas.ForDeployment(cs, ns, "web-a", 0)
-//	b := replicas.ForDeployment(cs, ns, "web-b", 0)
+//	a := replicas.ForDeployment(cs, replicas.Workload{Namespace: ns, Name: "web-a"})
+//	b := replicas.ForDeployment(cs, replicas.Workload{Namespace: ns, Name: "web-b"})
 //	err := replicas.Autoscale(cs, a, b, replicas.AutoscaleConfig{})
 //
 // One HorizontalPodAutoscaler per side: each workload keeps its own, found
@@ -421,7 +421,7 @@ func (d *autoSide) setCapacity(ctx context.Context, r rollout.CapacityRequest) e
 	case r.Percent == 0:
 		// The workload first: the HPA controller does not scale a
 		// workload at 0 replicas, so then its bounds can go back.
-		if err := s.update(ctx, func(w *workload) error { return d.record(ctx, w, 0, "0", 0) }); err != nil {
+		if err := s.update(ctx, func(w *liveWorkload) error { return d.record(ctx, w, 0, "0", 0) }); err != nil {
 			return err
 		}
 		if err := d.restore(ctx); err != nil {
@@ -463,7 +463,7 @@ func (d *autoSide) release(ctx context.Context) error {
 	if err := d.restore(ctx); err != nil {
 		return err
 	}
-	return d.s.update(ctx, func(w *workload) error { return d.record(ctx, w, -1, "steady", 0) })
+	return d.s.update(ctx, func(w *liveWorkload) error { return d.record(ctx, w, -1, "steady", 0) })
 }
 
 // setShare gives the side p percent (1..100) of the full count: the
@@ -501,7 +501,7 @@ func (d *autoSide) setShare(ctx context.Context, p int32) error {
 	if err := d.pin(ctx, want, hi); err != nil {
 		return err
 	}
-	return s.update(ctx, func(w *workload) error {
+	return s.update(ctx, func(w *liveWorkload) error {
 		n := int32(-1)
 		if w.replicas == 0 {
 			n = want
@@ -513,7 +513,7 @@ func (d *autoSide) setShare(ctx context.Context, p int32) error {
 // record writes the workload's CapacityAnnotation (mark) and the full count
 // it was set for (none when full is 0), and its replicas when n >= 0; it
 // writes nothing when all is in place.
-func (d *autoSide) record(ctx context.Context, w *workload, n int32, mark string, full int32) error {
+func (d *autoSide) record(ctx context.Context, w *liveWorkload, n int32, mark string, full int32) error {
 	fullMark := ""
 	if full > 0 {
 		fullMark = strconv.Itoa(int(full))
@@ -538,7 +538,7 @@ func (d *autoSide) record(ctx context.Context, w *workload, n int32, mark string
 }
 
 // percentMark is the numeric CapacityAnnotation of w, if it has one.
-func percentMark(w *workload) (int32, bool) {
+func percentMark(w *liveWorkload) (int32, bool) {
 	p, err := strconv.Atoi(w.meta.Annotations[CapacityAnnotation])
 	if err != nil || p < 0 || p > 100 {
 		return 0, false
@@ -547,7 +547,7 @@ func percentMark(w *workload) (int32, bool) {
 }
 
 // recordedFull is the full count w's capacity was last set for, 0 if none.
-func recordedFull(w *workload) int32 {
+func recordedFull(w *liveWorkload) int32 {
 	n, err := strconv.Atoi(w.meta.Annotations[fullAnnotation])
 	if err != nil || n <= 0 {
 		return 0
@@ -606,7 +606,7 @@ func (a *autoscale) full(ctx context.Context, asking *autoSide) (int32, error) {
 // at a share p of a recorded full count, that count, raised when the HPA
 // scaled the side above its share (fullFor); otherwise what the HPA
 // desires, or the workload's replicas.
-func (d *autoSide) asks(w *workload, h *autoscalingv2.HorizontalPodAutoscaler) int32 {
+func (d *autoSide) asks(w *liveWorkload, h *autoscalingv2.HorizontalPodAutoscaler) int32 {
 	want := desired(h)
 	p, numeric := percentMark(w)
 	_, moved := h.Annotations[BoundsAnnotation]
@@ -629,7 +629,7 @@ func (d *autoSide) asks(w *workload, h *autoscalingv2.HorizontalPodAutoscaler) i
 }
 
 // capacityOf is Setter.Capacity of w on a side with a HorizontalPodAutoscaler.
-func (d *autoSide) capacityOf(ctx context.Context, w *workload) (rollout.CapacityStatus, error) {
+func (d *autoSide) capacityOf(ctx context.Context, w *liveWorkload) (rollout.CapacityStatus, error) {
 	h, err := rollout.ReadOnce(ctx, d, d.hpa)
 	if err != nil {
 		return rollout.CapacityStatus{}, err

@@ -276,7 +276,7 @@ func (g *hpaWorld) newRunner(t *testing.T, strat strategy.Strategy) *rollout.Run
 		t.Fatal(err)
 	}
 	a, b := g.setters(t)
-	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, DeployA: deployer(t, a), DeployB: deployer(t, b), Clock: g.clock}
+	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, RevisionA: deployer(t, a), RevisionB: deployer(t, b), Clock: g.clock}
 	if err := r.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -647,7 +647,7 @@ func TestAutoscaleLinkErrors(t *testing.T) {
 	env := kubetest.Get(t)
 	k := newKinds(t, env, clientset, env.Config)
 	side := func(name string) *replicas.Setter { return k.Deployment("ns", name, 0) }
-	scalable := replicas.ForScalable(k.dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, "ns", "web-b", 0)
+	scalable := replicas.ForScalable(k.dyn, schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, replicas.Workload{Namespace: "ns", Name: "web-b", FullReplicas: 0})
 	linked, other := side("web-a"), side("web-b")
 	if err := replicas.Autoscale(env.Kube, linked, other, replicas.AutoscaleConfig{}); err != nil {
 		t.Fatal(err)

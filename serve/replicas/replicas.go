@@ -4,11 +4,11 @@
 // share of the full count that the workload's status reports available.
 // Its [Deployer] puts each revision on its side by changing the pod template.
 //
-//	a := replicas.ForDeployment(cs, ns, "web-a", 10)
-//	b := replicas.ForDeployment(cs, ns, "web-b", 10)
+//	a := replicas.ForDeployment(cs, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: 10})
+//	b := replicas.ForDeployment(cs, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: 10})
 //	image := replicas.Image("app", func(rev string) string { return "registry.example/app:" + rev })
 //	da, err := a.Deployer(image) // and db from b
-//	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, DeployA: da, DeployB: db}
+//	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, RevisionA: da, RevisionB: db}
 //
 // Entry points, in the order a caller meets them:
 //   - [ForDeployment] and [ForStatefulSet] (the typed clientset),
@@ -68,8 +68,8 @@ const CapacityAnnotation = "upshift.dev/capacity"
 // ErrInvalid is matched by configuration errors.
 var ErrInvalid = errors.New("replicas: invalid")
 
-// workload is the part of a workload the setter reads and writes.
-type workload struct {
+// liveWorkload is the part of a liveWorkload the setter reads and writes.
+type liveWorkload struct {
 	meta     *metav1.ObjectMeta
 	replicas int32 // spec
 	status   status
@@ -140,10 +140,10 @@ type Setter struct {
 	// auto follows the workload's HorizontalPodAutoscaler (hpa.go); nil
 	// until Autoscale links the Setter.
 	auto *autoSide
-	get  func(ctx context.Context) (*workload, error)
+	get  func(ctx context.Context) (*liveWorkload, error)
 	// from reads a workload from an object of the watch (nil if it is not
 	// one), without the write functions.
-	from func(obj runtime.Object) *workload
+	from func(obj runtime.Object) *liveWorkload
 	// templated: the workload has a pod template (a Deployment or a
 	// StatefulSet), so a Deployer can be built.
 	templated bool
@@ -171,21 +171,32 @@ var (
 	_ rollout.Notifier       = (*Setter)(nil)
 )
 
-// ForDeployment manages a Deployment. full is the replica count at 100
-// percent; 0 reads it once from the Deployment's spec at the first call.
-func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
+// Workload names the object a Setter manages and its size.
+type Workload struct {
+	// Namespace and Name name the object.
+	Namespace, Name string
+	// FullReplicas is the replica count at 100 percent; 0 reads it once
+	// from the object's spec.replicas at the Setter's first call.
+	FullReplicas int32
+}
+
+// ForDeployment manages the Deployment w names:
+//
+//	a := replicas.ForDeployment(cs, replicas.Workload{Namespace: "shop", Name: "web-a", FullReplicas: 10})
+func ForDeployment(cs kubernetes.Interface, w Workload) *Setter {
+	namespace, name, full := w.Namespace, w.Name, w.FullReplicas
 	s := &Setter{ref: "Deployment " + namespace + "/" + name, name: name, full: full, templated: true,
 		ns: namespace, kind: "Deployment", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().Deployments(namespace).Watch(ctx, opts)
 	}
-	s.from = func(obj runtime.Object) *workload {
+	s.from = func(obj runtime.Object) *liveWorkload {
 		if d, ok := obj.(*appsv1.Deployment); ok {
 			return deploymentWorkload(d)
 		}
 		return nil
 	}
-	s.get = func(ctx context.Context) (*workload, error) {
+	s.get = func(ctx context.Context) (*liveWorkload, error) {
 		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -204,8 +215,8 @@ func ForDeployment(cs kubernetes.Interface, namespace, name string, full int32) 
 }
 
 // deploymentWorkload reads a Deployment (without the write functions).
-func deploymentWorkload(d *appsv1.Deployment) *workload {
-	w := &workload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas), template: &d.Spec.Template, paused: d.Spec.Paused}
+func deploymentWorkload(d *appsv1.Deployment) *liveWorkload {
+	w := &liveWorkload{meta: &d.ObjectMeta, replicas: replicasOf(d.Spec.Replicas), template: &d.Spec.Template, paused: d.Spec.Paused}
 	w.status = status{
 		observedGeneration: d.Status.ObservedGeneration, replicas: d.Status.Replicas,
 		updated: d.Status.UpdatedReplicas, ready: d.Status.ReadyReplicas, available: d.Status.AvailableReplicas,
@@ -224,8 +235,8 @@ func deploymentWorkload(d *appsv1.Deployment) *workload {
 }
 
 // statefulSetWorkload reads a StatefulSet (without the write functions).
-func statefulSetWorkload(ss *appsv1.StatefulSet) *workload {
-	w := &workload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas), template: &ss.Spec.Template}
+func statefulSetWorkload(ss *appsv1.StatefulSet) *liveWorkload {
+	w := &liveWorkload{meta: &ss.ObjectMeta, replicas: replicasOf(ss.Spec.Replicas), template: &ss.Spec.Template}
 	w.status = status{
 		observedGeneration: ss.Status.ObservedGeneration, replicas: ss.Status.Replicas,
 		updated: ss.Status.UpdatedReplicas, ready: ss.Status.ReadyReplicas, available: ss.Status.AvailableReplicas,
@@ -236,12 +247,12 @@ func statefulSetWorkload(ss *appsv1.StatefulSet) *workload {
 
 // scalableWorkload reads a workload of any kind with a scale subresource
 // (without the write functions).
-func scalableWorkload(u *unstructured.Unstructured) *workload {
+func scalableWorkload(u *unstructured.Unstructured) *liveWorkload {
 	meta := &metav1.ObjectMeta{Generation: u.GetGeneration(), Annotations: u.GetAnnotations(), ResourceVersion: u.GetResourceVersion()}
 	spec, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	st := func(f string) int32 { v, _, _ := unstructured.NestedInt64(u.Object, "status", f); return int32(v) }
 	og, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
-	w := &workload{meta: meta, replicas: int32(spec)}
+	w := &liveWorkload{meta: meta, replicas: int32(spec)}
 	w.status = status{observedGeneration: og, replicas: st("replicas"), updated: st("updatedReplicas"),
 		ready: st("readyReplicas"), available: st("availableReplicas"), revisionsMatch: true}
 	if _, found, _ := unstructured.NestedInt64(u.Object, "status", "availableReplicas"); !found {
@@ -253,20 +264,21 @@ func scalableWorkload(u *unstructured.Unstructured) *workload {
 	return w
 }
 
-// ForStatefulSet manages a StatefulSet, like ForDeployment.
-func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32) *Setter {
+// ForStatefulSet manages the StatefulSet w names, like ForDeployment.
+func ForStatefulSet(cs kubernetes.Interface, w Workload) *Setter {
+	namespace, name, full := w.Namespace, w.Name, w.FullReplicas
 	s := &Setter{ref: "StatefulSet " + namespace + "/" + name, name: name, full: full, templated: true,
 		ns: namespace, kind: "StatefulSet", group: "apps"}
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return cs.AppsV1().StatefulSets(namespace).Watch(ctx, opts)
 	}
-	s.from = func(obj runtime.Object) *workload {
+	s.from = func(obj runtime.Object) *liveWorkload {
 		if ss, ok := obj.(*appsv1.StatefulSet); ok {
 			return statefulSetWorkload(ss)
 		}
 		return nil
 	}
-	s.get = func(ctx context.Context) (*workload, error) {
+	s.get = func(ctx context.Context) (*liveWorkload, error) {
 		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -288,19 +300,20 @@ func ForStatefulSet(cs kubernetes.Interface, namespace, name string, full int32)
 // dynamic client: replicas at spec.replicas, readiness from
 // status.observedGeneration, status.readyReplicas and
 // status.availableReplicas (the ready count when available is absent).
-func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, namespace, name string, full int32) *Setter {
+func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, w Workload) *Setter {
+	namespace, name, full := w.Namespace, w.Name, w.FullReplicas
 	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full, ns: namespace, group: gvr.Group}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
 	}
-	s.from = func(obj runtime.Object) *workload {
+	s.from = func(obj runtime.Object) *liveWorkload {
 		if u, ok := obj.(*unstructured.Unstructured); ok {
 			return scalableWorkload(u)
 		}
 		return nil
 	}
-	s.get = func(ctx context.Context) (*workload, error) {
+	s.get = func(ctx context.Context) (*liveWorkload, error) {
 		u, err := res.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return nil, err
@@ -377,7 +390,7 @@ func (s *Setter) wrap(err error) error {
 
 // fullCount returns the full replica count, reading it from w the first
 // time when it was not given.
-func (s *Setter) fullCount(w *workload) (int32, error) {
+func (s *Setter) fullCount(w *liveWorkload) (int32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.full == 0 {
@@ -411,7 +424,7 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 	if s.auto != nil {
 		return s.auto.setCapacity(ctx, r)
 	}
-	return s.update(ctx, func(w *workload) error {
+	return s.update(ctx, func(w *liveWorkload) error {
 		full, err := s.fullCount(w)
 		if err != nil {
 			return err
@@ -441,8 +454,8 @@ func (s *Setter) SetCapacity(ctx context.Context, r rollout.CapacityRequest) err
 //
 // A workload that another owner claims than ctx's (rollout.OwnerFrom) is
 // refused with a *rollout.ClaimedError before fn sees it (claim.go).
-func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
-	return s.write(ctx, func(w *workload) error {
+func (s *Setter) update(ctx context.Context, fn func(w *liveWorkload) error) error {
+	return s.write(ctx, func(w *liveWorkload) error {
 		if err := s.checkWriter(ctx, w); err != nil {
 			return err
 		}
@@ -451,7 +464,7 @@ func (s *Setter) update(ctx context.Context, fn func(w *workload) error) error {
 }
 
 // write is update without the claim check, for the claim itself.
-func (s *Setter) write(ctx context.Context, fn func(w *workload) error) error {
+func (s *Setter) write(ctx context.Context, fn func(w *liveWorkload) error) error {
 	retries := s.MaxConflictRetries
 	if retries == 0 {
 		retries = 5
@@ -481,7 +494,7 @@ func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 }
 
 // capacityOf is what Capacity reports of w.
-func (s *Setter) capacityOf(w *workload) (rollout.CapacityStatus, error) {
+func (s *Setter) capacityOf(w *liveWorkload) (rollout.CapacityStatus, error) {
 	full, err := s.fullCount(w)
 	if err != nil {
 		return rollout.CapacityStatus{}, err

@@ -227,7 +227,7 @@ func TestStalledCanaryEndsDegraded(t *testing.T) {
 		strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20,
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: metav1.Duration{Duration: 2 * time.Minute}, AbortOnProgressDeadline: true}}
 		end, n := upgradeReplicas(t, env, k, ns, strat, 0)
-		if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadline {
+		if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadlineExceeded {
 			t.Fatalf("ended %s (%+v) after %d reconciles", end.Phase, end.Aborted, n)
 		}
 		degraded := false

@@ -72,7 +72,7 @@ func Image(container string, image func(revision string) string) TemplateFunc {
 // Deployer is the rollout.Deployer of one Deployment or StatefulSet: it
 // puts a revision on the workload by changing its pod template with a
 // TemplateFunc, and reports the revision the workload runs. Build it with
-// Setter.Deployer, and give it to a Runner as DeployA or DeployB next to
+// Setter.Deployer, and give it to a Runner as RevisionA or RevisionB next to
 // the Setter of the same side. Safe for concurrent use.
 //
 // The Runner then deploys the canary revision on the canary side only
@@ -206,7 +206,7 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 	if revision == "" {
 		return rollout.Permanent(fmt.Errorf("%w: %s: deploy: the revision is empty", ErrInvalid, s.ref))
 	}
-	return s.update(ctx, func(w *workload) error {
+	return s.update(ctx, func(w *liveWorkload) error {
 		if w.template == nil {
 			return rollout.Permanent(fmt.Errorf("%w: %s has no pod template", ErrInvalid, s.ref))
 		}
@@ -248,7 +248,7 @@ func (d *Deployer) Deploy(ctx context.Context, revision string) error {
 // refuse returns the Permanent refusal of a Deploy, once the read it rests
 // on is confirmed current (ForClient: a cache may serve a stale one); a
 // stale read is a conflict, and the Deploy is retried from a fresh read.
-func (s *Setter) refuse(ctx context.Context, w *workload, refused *DeployRefusedError) error {
+func (s *Setter) refuse(ctx context.Context, w *liveWorkload, refused *DeployRefusedError) error {
 	if w.confirm != nil {
 		if err := w.confirm(ctx); err != nil {
 			return s.wrap(err)
@@ -299,7 +299,7 @@ func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisio
 
 // running is the revision w's template runs: expect, else the one its
 // annotation records, else "" (see Revision).
-func (d *Deployer) running(w *workload, expect string) string {
+func (d *Deployer) running(w *liveWorkload, expect string) string {
 	if d.runs(w.template, expect) {
 		return expect
 	}
@@ -311,7 +311,7 @@ func (d *Deployer) running(w *workload, expect string) string {
 
 // rolledOut reports that the workload's controller has rolled its current
 // template out to every replica the spec asks for, and left no other pod.
-func (w *workload) rolledOut() bool {
+func (w *liveWorkload) rolledOut() bool {
 	st := &w.status
 	return !w.paused && st.observedGeneration >= w.meta.Generation && st.revisionsMatch &&
 		st.replicas == w.replicas && st.updated == w.replicas && st.available >= w.replicas && st.terminating == 0

@@ -254,12 +254,12 @@ func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := replicas.ForDeployment(env.Kube, ns, "web-a", fullReplicas)
-	b := replicas.ForDeployment(env.Kube, ns, "web-b", fullReplicas)
+	a := replicas.ForDeployment(env.Kube, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: fullReplicas})
+	b := replicas.ForDeployment(env.Kube, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: fullReplicas})
 	clock := fake.NewClock(t0)
 	g := &e2e{env: env, ns: ns, clock: clock,
 		runner: &rollout.Runner{Strategy: strat, Router: router, A: a, B: b,
-			DeployA: deployer(t, a), DeployB: deployer(t, b), Clock: clock},
+			RevisionA: deployer(t, a), RevisionB: deployer(t, b), Clock: clock},
 		ctrl: &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}},
 	}
 	if err := g.runner.Validate(); err != nil {

@@ -34,7 +34,7 @@ type PlanGate struct {
 	Offset time.Duration
 	// Verdict is the verdict the plan gives it.
 	Verdict strategy.Verdict
-	// Event is, for an inconclusive gate, the index in Timeline.Events of
+	// Event is, for an inconclusive gate, the index in Timeline.Entries of
 	// the "pause until resumed" that waits for a person; -1 otherwise.
 	Event int
 }
@@ -86,13 +86,13 @@ func PlanGates(s strategy.Strategy, o strategy.PlanOptions, tl strategy.Timeline
 	// The plan's waits for a person, in order: each is a pause step without
 	// end or an inconclusive gate.
 	var waits []int
-	for i, e := range tl.Events {
+	for i, e := range tl.Entries {
 		if e.What == whatUntilResumed {
 			waits = append(waits, i)
 		}
 	}
 	resumed := func(i int) (time.Duration, bool) {
-		for _, e := range tl.Events[i+1:] {
+		for _, e := range tl.Entries[i+1:] {
 			if e.What == whatResume {
 				return e.Offset, true
 			}
@@ -138,7 +138,7 @@ func PlanGates(s strategy.Strategy, o strategy.PlanOptions, tl strategy.Timeline
 				if !ok {
 					return gates
 				}
-				g.Event, g.Offset = waits[0], tl.Events[waits[0]].Offset
+				g.Event, g.Offset = waits[0], tl.Entries[waits[0]].Offset
 				at, waits = end, waits[1:]
 			}
 			gates = append(gates, g)
@@ -184,16 +184,16 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	n := len(tl.Events)
+	n := len(tl.Entries)
 	total := tl.Duration
 
 	// x of every point: the initial allocation, then each event. A point
 	// at the same instant as the one before it takes one gap more.
 	gaps := make([]int, n+1)
-	for i, e := range tl.Events {
+	for i, e := range tl.Entries {
 		prev := time.Duration(0)
 		if i > 0 {
-			prev = tl.Events[i-1].Offset
+			prev = tl.Entries[i-1].Offset
 		}
 		gaps[i+1] = gaps[i]
 		if e.Offset == prev {
@@ -216,7 +216,7 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	// xAt is where instant t starts: the gaps of the points before it.
 	xAt := func(t time.Duration) float64 {
 		g := 0
-		for i := 1; i <= n && tl.Events[i-1].Offset < t; i++ {
+		for i := 1; i <= n && tl.Entries[i-1].Offset < t; i++ {
 			g = gaps[i]
 		}
 		x := float64(plotLeft) + hop*float64(g)
@@ -227,7 +227,7 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	}
 	xs := make([]float64, n+1)
 	xs[0] = plotLeft
-	for i, e := range tl.Events {
+	for i, e := range tl.Entries {
 		xs[i+1] = float64(plotLeft) + hop*float64(gaps[i+1])
 		if total > 0 {
 			xs[i+1] += timeW * float64(e.Offset) / float64(total)
@@ -246,16 +246,16 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 			gateWait[g.Event] = g
 		}
 	}
-	for i, e := range tl.Events {
+	for i, e := range tl.Entries {
 		switch {
 		case e.What == whatUntilResumed:
 			j := i + 1
-			for j < n && tl.Events[j].What != whatResume {
+			for j < n && tl.Entries[j].What != whatResume {
 				j++
 			}
 			end, endX := total, xEnd
 			if j < n {
-				end, endX = tl.Events[j].Offset, xs[j+1]
+				end, endX = tl.Entries[j].Offset, xs[j+1]
 			}
 			s := span{x0: xs[i+1], x1: endX, fill: fillResume, label: "until resumed",
 				tip: fmt.Sprintf("a pause until a person resumes it, %s to %s", offset(e.Offset), offset(end))}
@@ -266,12 +266,12 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 			spans = append(spans, s)
 		case strings.HasPrefix(e.What, whatTimedPrefix):
 			j := i + 1
-			for j < n && tl.Events[j].Offset == e.Offset {
+			for j < n && tl.Entries[j].Offset == e.Offset {
 				j++
 			}
 			end, endX := total, xEnd
 			if j < n {
-				end, endX = tl.Events[j].Offset, xs[j+1]
+				end, endX = tl.Entries[j].Offset, xs[j+1]
 			}
 			spans = append(spans, span{x0: xs[i+1], x1: endX, fill: fillTimed, label: "pause " + readable(end-e.Offset),
 				tip: fmt.Sprintf("a timed pause, %s to %s", offset(e.Offset), offset(end))})
@@ -371,7 +371,7 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	for _, l := range lines {
 		pts := []string{pt(xs[0], yAt(l.v(tl.Initial)))}
 		last := l.v(tl.Initial)
-		for i, e := range tl.Events {
+		for i, e := range tl.Entries {
 			v := l.v(e.Allocation)
 			if v == last {
 				continue
@@ -388,7 +388,7 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	var endCol string
 	if n > 0 {
 		endCol = phaseColour(tl.Final.Phase)
-		last := tl.Events[n-1]
+		last := tl.Entries[n-1]
 		y := yAt(last.Allocation.Weight)
 		label := fmt.Sprintf("%s at %s", orDash(string(tl.Final.Phase)), offset(total))
 		fmt.Fprintf(&b, `<line x1="%s" y1="%d" x2="%s" y2="%d" stroke="%s" stroke-width="1.5"/>`+"\n", num(xEnd), plotTop, num(xEnd), plotBottom, endCol)
@@ -464,8 +464,8 @@ func (c *PlanChart) check() error {
 		return err
 	}
 	prev := time.Duration(0)
-	for i, e := range tl.Events {
-		field := fmt.Sprintf("Timeline.Events[%d]", i)
+	for i, e := range tl.Entries {
+		field := fmt.Sprintf("Timeline.Entries[%d]", i)
 		if e.Offset < prev {
 			return bad(field+".Offset", "%s is before the offset before it (%s)", e.Offset, prev)
 		}
@@ -483,7 +483,7 @@ func (c *PlanChart) check() error {
 			return bad(field+".Offset", "%s is not within the plan (0 to %s)", g.Offset, tl.Duration)
 		}
 		if g.Verdict == strategy.VerdictInconclusive && g.Event >= 0 &&
-			(g.Event >= len(tl.Events) || tl.Events[g.Event].What != whatUntilResumed) {
+			(g.Event >= len(tl.Entries) || tl.Entries[g.Event].What != whatUntilResumed) {
 			return bad(field+".Event", "%d is not the index of a %q event", g.Event, whatUntilResumed)
 		}
 	}

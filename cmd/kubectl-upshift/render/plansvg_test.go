@@ -276,7 +276,7 @@ func TestPlanSVGPolylines(t *testing.T) {
 }
 
 func TestPlanSVGBadTimeline(t *testing.T) {
-	good := strategy.Timeline{Duration: time.Minute, Events: []strategy.Event{
+	good := strategy.Timeline{Duration: time.Minute, Entries: []strategy.PlanEntry{
 		{Offset: 0, What: "weight 10", Allocation: strategy.Allocation{Weight: 10, StableCapacity: 100, CanaryCapacity: 10}},
 		{Offset: time.Minute, What: "Succeeded", Allocation: strategy.Allocation{Weight: 100, CanaryCapacity: 100}},
 	}}
@@ -285,8 +285,8 @@ func TestPlanSVGBadTimeline(t *testing.T) {
 		edit  func(c *PlanChart)
 		field string
 	}{
-		{"offset back", func(c *PlanChart) { c.Timeline.Events[1].Offset = -time.Second }, "Timeline.Events[1].Offset"},
-		{"weight", func(c *PlanChart) { c.Timeline.Events[0].Allocation.Weight = 101 }, "Timeline.Events[0].Allocation.Weight"},
+		{"offset back", func(c *PlanChart) { c.Timeline.Entries[1].Offset = -time.Second }, "Timeline.Entries[1].Offset"},
+		{"weight", func(c *PlanChart) { c.Timeline.Entries[0].Allocation.Weight = 101 }, "Timeline.Entries[0].Allocation.Weight"},
 		{"initial", func(c *PlanChart) { c.Timeline.Initial.StableCapacity = -1 }, "Timeline.Initial.StableCapacity"},
 		{"duration", func(c *PlanChart) { c.Timeline.Duration = time.Second }, "Timeline.Duration"},
 		{"gate offset", func(c *PlanChart) { c.Gates = []PlanGate{{Name: "g", Offset: time.Hour}} }, "Gates[0].Offset"},
@@ -297,7 +297,7 @@ func TestPlanSVGBadTimeline(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			ch := PlanChart{Timeline: good}
-			ch.Timeline.Events = append([]strategy.Event(nil), good.Events...)
+			ch.Timeline.Entries = append([]strategy.PlanEntry(nil), good.Entries...)
 			c.edit(&ch)
 			var b bytes.Buffer
 			err := ch.WriteSVG(&b)
@@ -475,7 +475,7 @@ func checkGates(t *rapid.T, s strategy.Strategy, o strategy.PlanOptions, tl stra
 		// after it.
 		g := gates[len(gates)-1]
 		w := tl.Initial.Weight
-		for _, e := range tl.Events {
+		for _, e := range tl.Entries {
 			if e.Offset > g.Offset && e.Allocation.Weight > w {
 				t.Fatalf("weight rises to %d at %v, after gate %s failed at %v", e.Allocation.Weight, e.Offset, g.Name, g.Offset)
 			}

@@ -44,7 +44,7 @@ type View struct {
 	// spec is shown.
 	Control *strategy.Control
 	// Events are recent Events about the object, in any order.
-	Events []Event
+	Events []RecentEvent
 	// Now is the instant the screen is drawn at: ages and remaining times
 	// count from it.
 	Now time.Time
@@ -53,8 +53,8 @@ type View struct {
 	MaxEvents int
 }
 
-// Event is one Kubernetes Event about the rollout's object.
-type Event struct {
+// RecentEvent is one Kubernetes RecentEvent about the rollout's object.
+type RecentEvent struct {
 	// Time is when it last happened.
 	Time time.Time
 	// Type is Normal or Warning.
@@ -151,7 +151,7 @@ func phase(s *strategy.State) string {
 		return "Adopting (not observed yet)"
 	case s.Idle():
 		return "Idle"
-	case s.Paused && s.Phase != strategy.PhasePaused:
+	case s.AwaitingResume && s.Phase != strategy.PhasePaused:
 		return string(s.Phase) + " (paused)"
 	}
 	return string(s.Phase)
@@ -292,7 +292,7 @@ func waitsFor(v *View) string {
 		return what
 	case s.Observed.Error != "":
 		return "the adapters to answer: " + oneLine(s.Observed.Error)
-	case s.Paused:
+	case s.AwaitingResume:
 		since := ""
 		if !s.PausedAt.IsZero() {
 			since = ", paused " + ago(s.PausedAt.Time, v.Now)
@@ -402,7 +402,7 @@ func remaining(v *View) string {
 	if gates := v.Strategy.Gates(); len(gates) > 0 && s.Phase != strategy.PhaseAborting {
 		out += " and every gate passes"
 	}
-	if s.Paused || pausesAhead(v) {
+	if s.AwaitingResume || pausesAhead(v) {
 		out += ", plus the wait for a resume"
 	}
 	if tl.Final.Phase != strategy.PhaseSucceeded {
@@ -447,14 +447,14 @@ func landed(s strategy.State) strategy.State {
 }
 
 // recent returns the newest max events, oldest first.
-func recent(evs []Event, max int) []Event {
+func recent(evs []RecentEvent, max int) []RecentEvent {
 	if max == 0 {
 		max = DefaultMaxEvents
 	}
 	if max < 0 || len(evs) == 0 {
 		return nil
 	}
-	out := append([]Event(nil), evs...)
+	out := append([]RecentEvent(nil), evs...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(out[j].Time) })
 	if len(out) > max {
 		out = out[len(out)-max:]

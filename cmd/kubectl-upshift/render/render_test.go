@@ -84,7 +84,7 @@ func atStep(i int32, p strategy.Phase) func(*strategy.State) bool {
 
 func TestRender(t *testing.T) {
 	start := strategy.NewState("v1", "v2")
-	events := []Event{
+	events := []RecentEvent{
 		{Time: t0.Add(-time.Hour), Type: "Normal", Reason: "Old", Message: "dropped: only the newest are kept"},
 		{Time: t0.Add(2 * time.Second), Type: "Normal", Reason: "Retarget", Message: "v1 -> v2"},
 		{Time: t0.Add(5 * time.Second), Type: "Normal", Reason: "Hop", Message: "weight 20", Count: 2},
@@ -111,7 +111,7 @@ func TestRender(t *testing.T) {
 			return View{Kind: "Release", Name: "web", State: st, Strategy: canary, Now: at.Add(3 * time.Second)}
 		}},
 		{"canary-pause-until-resumed", func(t *testing.T) View {
-			st, at := drive(t, canary, start, t0, strategy.VerdictPass, func(s *strategy.State) bool { return s.Paused })
+			st, at := drive(t, canary, start, t0, strategy.VerdictPass, func(s *strategy.State) bool { return s.AwaitingResume })
 			return View{Kind: "Release", Name: "web", State: st, Strategy: canary, Now: at.Add(time.Hour)}
 		}},
 		{"canary-control-paused", func(t *testing.T) View {

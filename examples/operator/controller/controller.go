@@ -328,7 +328,7 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 	if err != nil {
 		return nil, err
 	}
-	runner.DeployA, runner.DeployB = a.deployer, b.deployer
+	runner.RevisionA, runner.RevisionB = a.deployer, b.deployer
 	if !fixed {
 		runner.A, runner.B = a.setter, b.setter
 	}
@@ -377,8 +377,8 @@ func (r *Reconciler) withAnalysis(rel *v1alpha1.Release, runner *rollout.Runner)
 	if err != nil {
 		return fmt.Errorf("spec.analysis.prometheus: %w", err)
 	}
-	backend := func(s v1alpha1.Side) analysis.Backend {
-		return analysis.Backend{Namespace: rel.Namespace, Name: s.Service, Port: s.Port}
+	backend := func(s v1alpha1.Side) analysis.ServiceRef {
+		return analysis.ServiceRef{Namespace: rel.Namespace, Name: s.Service, Port: s.Port}
 	}
 	a, err := spec.Build(src, analysis.Target{Namespace: rel.Namespace, Route: rel.Spec.Route.Name,
 		A: backend(rel.Spec.A), B: backend(rel.Spec.B)})

@@ -71,7 +71,7 @@ func step(s *strategy.State, st v1alpha1.ReleaseStrategy) string {
 	} else {
 		d = fmt.Sprintf("to weight %d", s.Desired.Weight)
 	}
-	if s.Paused && s.PauseReason != strategy.ReasonPauseStep {
+	if s.AwaitingResume && s.PauseReason != strategy.ReasonPauseStep {
 		if d != "" {
 			d += ", "
 		}

@@ -110,8 +110,8 @@ func TestAnalysis(t *testing.T) {
 			}
 			a := &analysis.Analysis{
 				Source: src, Namespace: "shop", Route: "web",
-				A:      analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80},
-				B:      analysis.Backend{Namespace: "shop", Name: "web-b", Port: 80},
+				A:      analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80},
+				B:      analysis.ServiceRef{Namespace: "shop", Name: "web-b", Port: 80},
 				Checks: []analysis.Check{analysis.SuccessRate(0.95)},
 				Policy: analysis.Policy{Interval: 10 * time.Second, Lag: time.Second, Window: 30 * time.Second, FailureLimit: 1, MinRequests: 10},
 				Clock:  fake.NewClock(t0.Add(5 * time.Second)),

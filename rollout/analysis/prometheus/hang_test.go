@@ -49,8 +49,8 @@ func hungAnalysis(src analysis.Source, clk *fake.Clock) *analysis.Analysis {
 	zero := 0.0
 	return &analysis.Analysis{
 		Source: src, Namespace: "shop", Route: "web",
-		A: analysis.Backend{Namespace: "shop", Name: "web-a", Port: 80},
-		B: analysis.Backend{Namespace: "shop", Name: "web-b", Port: 80},
+		A: analysis.ServiceRef{Namespace: "shop", Name: "web-a", Port: 80},
+		B: analysis.ServiceRef{Namespace: "shop", Name: "web-b", Port: 80},
 		Checks: []analysis.Check{
 			analysis.SuccessRate(0.99),
 			analysis.LatencyQuantile(0.9, 300*time.Millisecond),

@@ -6,9 +6,9 @@ import (
 	"github.com/upshift-dev/upshift/rollout"
 )
 
-// Deployment is one side of the fixed capacity mode (a Runner with a Router
+// FixedSide is one side of the fixed capacity mode (a Runner with a Router
 // and no CapacitySetter) that runs a revision: a workload that stays fully
-// provisioned, and a rollout.Deployer for the Runner's DeployA or DeployB.
+// provisioned, and a rollout.Deployer for the Runner's RevisionA or RevisionB.
 //
 // A deploy of another revision restarts the side's replicas: they stop at
 // once and come back with the new revision after the side's Lag (all
@@ -25,105 +25,105 @@ import (
 //
 // Test-only controls: SetLag, SetPartial, FailWith, SetRevision,
 // Redeploy, StallDeploys, ServingFunc, DropNotifications, History.
-// NewDeploymentTraffic simulates requests on two of them. It is a
+// NewFixedTraffic simulates requests on two of them. It is a
 // rollout.Notifier (see Notify) and a rollout.Claimer (see Claim).
 //
-// The zero value is not usable: use NewDeployment. Safe for concurrent
+// The zero value is not usable: use NewFixedSide. Safe for concurrent
 // use.
-type Deployment struct {
+type FixedSide struct {
 	c *Capacity
 }
 
 var (
-	_ rollout.Deployer = (*Deployment)(nil)
-	_ rollout.Notifier = (*Deployment)(nil)
+	_ rollout.Deployer = (*FixedSide)(nil)
+	_ rollout.Notifier = (*FixedSide)(nil)
 )
 
-// NewDeployment returns a side of the given replica count (at least 1),
+// NewFixedSide returns a side of the given replica count (at least 1),
 // fully ready and running revision ("" for none). clock may be nil when no
 // Lag uses a Duration.
-func NewDeployment(clock *Clock, replicas int32, revision string) *Deployment {
-	c := NewCapacity(clock, replicas, 100)
+func NewFixedSide(clock *Clock, replicas int32, revision string) *FixedSide {
+	c := NewCapacity(clock, CapacityOptions{Replicas: replicas, Percent: 100})
 	c.steady, c.fixed, c.rev = true, true, revision
-	return &Deployment{c: c}
+	return &FixedSide{c: c}
 }
 
 // Deploy puts revision on the side. It fails with the error set by
 // FailWith, with ctx's error, and with a Permanent error matching
 // rollout.ErrInvalid for an empty revision.
-func (d *Deployment) Deploy(ctx context.Context, revision string) error {
+func (d *FixedSide) Deploy(ctx context.Context, revision string) error {
 	return d.c.Deploy(ctx, revision)
 }
 
 // Revision reports the revision the side runs; expect is ignored. Each call
 // counts as one observation.
-func (d *Deployment) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+func (d *FixedSide) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
 	return d.c.Revision(ctx, expect)
 }
 
 // RevisionStatus returns what Revision would report, without counting a
 // read or recording a call.
-func (d *Deployment) RevisionStatus() rollout.RevisionStatus { return d.c.RevisionStatus() }
+func (d *FixedSide) RevisionStatus() rollout.RevisionStatus { return d.c.RevisionStatus() }
 
 // Status reports the side's capacity: always 100 and steady, Ready the
 // share of replicas ready. It counts no read.
-func (d *Deployment) Status() rollout.CapacityStatus { return d.c.Status() }
+func (d *FixedSide) Status() rollout.CapacityStatus { return d.c.Status() }
 
 // SetLag sets the lag of later deploys.
-func (d *Deployment) SetLag(l Lag) { d.c.SetLag(l) }
+func (d *FixedSide) SetLag(l Lag) { d.c.SetLag(l) }
 
 // SetPartial makes the replicas of a deploy become ready one per
 // observation.
-func (d *Deployment) SetPartial(on bool) { d.c.SetPartial(on) }
+func (d *FixedSide) SetPartial(on bool) { d.c.SetPartial(on) }
 
 // FailWith makes every Deploy and Revision call fail with err until
 // FailWith(nil).
-func (d *Deployment) FailWith(err error) { d.c.FailWith(err) }
+func (d *FixedSide) FailWith(err error) { d.c.FailWith(err) }
 
 // SetRevision makes the side run revision at once, fully rolled out (see
 // Capacity.SetRevision).
-func (d *Deployment) SetRevision(revision string) { d.c.SetRevision(revision) }
+func (d *FixedSide) SetRevision(revision string) { d.c.SetRevision(revision) }
 
 // Redeploy makes another writer put revision on the side, leaving the
 // revision upshift recorded in place (see Capacity.Redeploy): the
 // replicas restart with it, as for a deploy.
-func (d *Deployment) Redeploy(revision string) { d.c.Redeploy(revision) }
+func (d *FixedSide) Redeploy(revision string) { d.c.Redeploy(revision) }
 
 // Recorded returns the revision the last Deploy recorded (see
 // Capacity.Recorded).
-func (d *Deployment) Recorded() string { return d.c.Recorded() }
+func (d *FixedSide) Recorded() string { return d.c.Recorded() }
 
 // StallDeploys makes deploys never roll out until StallDeploys(false) (see
 // Capacity.StallDeploys).
-func (d *Deployment) StallDeploys(on bool) { d.c.StallDeploys(on) }
+func (d *FixedSide) StallDeploys(on bool) { d.c.StallDeploys(on) }
 
 // ServingFunc sets the func that reports the share of traffic (0..100) the
 // side serves, read at every Deploy: Router.Serving(side) for a side behind
 // a Router. nil counts as serving nothing.
-func (d *Deployment) ServingFunc(f func() int32) { d.c.ServingFunc(f) }
+func (d *FixedSide) ServingFunc(f func() int32) { d.c.ServingFunc(f) }
 
 // Violations returns the deploys of another revision made while the side
 // served traffic, one line each; nil when there were none.
-func (d *Deployment) Violations() []string { return d.c.Violations() }
+func (d *FixedSide) Violations() []string { return d.c.Violations() }
 
 // Deploys counts successful Deploy calls, those that changed nothing
 // included.
-func (d *Deployment) Deploys() int { return d.c.Deploys() }
+func (d *FixedSide) Deploys() int { return d.c.Deploys() }
 
 // KeepHistory turns the recording of calls on (the default) or off.
-func (d *Deployment) KeepHistory(on bool) { d.c.KeepHistory(on) }
+func (d *FixedSide) KeepHistory(on bool) { d.c.KeepHistory(on) }
 
 // History returns every Deploy and Revision call so far.
-func (d *Deployment) History() []Call { return d.c.History() }
+func (d *FixedSide) History() []Call { return d.c.History() }
 
 // Notify calls wake whenever what Revision (and Status) report may have
 // changed, until ctx ends (see Capacity.Notify).
-func (d *Deployment) Notify(ctx context.Context, wake func()) error { return d.c.Notify(ctx, wake) }
+func (d *FixedSide) Notify(ctx context.Context, wake func()) error { return d.c.Notify(ctx, wake) }
 
 // DropNotifications stops (true) or resumes (false) the delivery of wakes
 // (see Capacity.DropNotifications).
-func (d *Deployment) DropNotifications(on bool) { d.c.DropNotifications(on) }
+func (d *FixedSide) DropNotifications(on bool) { d.c.DropNotifications(on) }
 
 // Subscriptions returns the number of Notify subscriptions still live (see
 // Capacity.Subscriptions; a Deployment shares its Capacity's).
-func (d *Deployment) Subscriptions() int { return d.c.Subscriptions() }
+func (d *FixedSide) Subscriptions() int { return d.c.Subscriptions() }
