@@ -28,7 +28,7 @@ func FuzzDecodeStatus(f *testing.F) {
 		f.Fatal(err)
 	}
 	get := func() []byte {
-		resp, err := http.Get(srv.URL + ApplicationsPath + "?api_type=declarative")
+		resp, err := http.Get(srv.URL + applicationsPath + "?api_type=declarative")
 		if err != nil {
 			f.Fatal(err)
 		}

@@ -118,7 +118,7 @@ func TestCapacityAdjustedAgreesWithEmulator(t *testing.T) {
 		tc := float64(i) / 10
 		body := fmt.Sprintf(config, strconv.FormatFloat(tc, 'f', -1, 64))
 		w := httptest.NewRecorder()
-		rs.ServeHTTP(w, httptest.NewRequest(http.MethodPut, ray.ApplicationsPath, strings.NewReader(body)))
+		rs.ServeHTTP(w, httptest.NewRequest(http.MethodPut, "/api/serve/applications/", strings.NewReader(body)))
 		if w.Code != http.StatusOK {
 			t.Fatalf("PUT at %v: %d %s", tc, w.Code, w.Body)
 		}

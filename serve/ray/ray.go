@@ -25,9 +25,9 @@ import (
 const (
 	DefaultTimeout          = 10 * time.Second
 	DefaultMaxResponseBytes = 16 << 20
-	// ApplicationsPath is the Serve REST endpoint, relative to the
+	// applicationsPath is the Serve REST endpoint, relative to the
 	// dashboard's URL.
-	ApplicationsPath = "/api/serve/applications/"
+	applicationsPath = "/api/serve/applications/"
 )
 
 // The headers Config.TokenHeader can name; Ray's dashboard reads the first,
@@ -408,8 +408,8 @@ func New(c Config) (*Ray, error) {
 	}
 	base := strings.TrimSuffix(u.String(), "/")
 	r := &Ray{
-		putURL:    base + ApplicationsPath,
-		getURL:    base + ApplicationsPath + "?api_type=declarative",
+		putURL:    base + applicationsPath,
+		getURL:    base + applicationsPath + "?api_type=declarative",
 		cur:       sc,
 		revisions: c.Revisions,
 		token:     c.Token,

@@ -97,14 +97,14 @@ func TestRunningIsNotReady(t *testing.T) {
 		t.Fatal(err)
 	}
 	app := o.Applications[0]
-	if app.Status != ray.AppRunning {
+	if app.Status != "RUNNING" {
 		t.Fatalf("application status %s, want RUNNING while scaling", app.Status)
 	}
 	if o.Ready != 20 || o.Settled {
 		t.Errorf("ready %d settled %v while scaling from 20 to 80; want 20 and not settled", o.Ready, o.Settled)
 	}
 	for _, d := range app.Deployments {
-		if d.Status != ray.DeploymentUpscaling {
+		if d.Status != "UPSCALING" {
 			t.Errorf("deployment %s status %s, want UPSCALING", d.Name, d.Status)
 		}
 	}
@@ -130,7 +130,7 @@ func TestNoPutWhenApplied(t *testing.T) {
 	}
 	// The cluster loses its config (Serve restarted): the same request is
 	// written again, because the comparison is with the cluster, not memory.
-	req, _ := http.NewRequest(http.MethodDelete, srv.URL+ray.ApplicationsPath, nil)
+	req, _ := http.NewRequest(http.MethodDelete, srv.URL+"/api/serve/applications/", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -305,7 +305,7 @@ func TestUnhealthy(t *testing.T) {
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if err := rs.FailDeployment("llm", "Model", ray.DeploymentDeployFailed, "ImportError: no module named vllm"); err != nil {
+	if err := rs.FailDeployment("llm", "Model", "DEPLOY_FAILED", "ImportError: no module named vllm"); err != nil {
 		t.Fatal(err)
 	}
 	st, err := r.Capacity(ctx)
@@ -323,7 +323,7 @@ func TestUnhealthy(t *testing.T) {
 	if st, _ := r.Capacity(ctx); st.Health != strategy.HealthHealthy || !st.Settled || st.Ready != 50 {
 		t.Fatalf("healed: %+v", st)
 	}
-	if err := rs.FailDeployment("llm", "Ingress", ray.DeploymentUnhealthy, "health check failed"); err != nil {
+	if err := rs.FailDeployment("llm", "Ingress", "UNHEALTHY", "health check failed"); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := r.Capacity(ctx); st.Health != strategy.HealthUnhealthy || !strings.Contains(st.HealthMessage, "health check failed") {

@@ -11,28 +11,28 @@ import (
 
 // Application statuses Ray Serve reports for an application.
 const (
-	AppNotStarted   = "NOT_STARTED"
-	AppDeploying    = "DEPLOYING"
-	AppDeployFailed = "DEPLOY_FAILED"
-	AppRunning      = "RUNNING"
-	AppUnhealthy    = "UNHEALTHY"
-	AppDeleting     = "DELETING"
+	appNotStarted   = "NOT_STARTED"
+	appDeploying    = "DEPLOYING"
+	appDeployFailed = "DEPLOY_FAILED"
+	appRunning      = "RUNNING"
+	appUnhealthy    = "UNHEALTHY"
+	appDeleting     = "DELETING"
 )
 
 // Deployment statuses Ray Serve reports for a deployment.
 const (
-	DeploymentUpdating     = "UPDATING"
-	DeploymentHealthy      = "HEALTHY"
-	DeploymentUnhealthy    = "UNHEALTHY"
-	DeploymentDeployFailed = "DEPLOY_FAILED"
-	DeploymentUpscaling    = "UPSCALING"
-	DeploymentDownscaling  = "DOWNSCALING"
+	deploymentUpdating     = "UPDATING"
+	deploymentHealthy      = "HEALTHY"
+	deploymentUnhealthy    = "UNHEALTHY"
+	deploymentDeployFailed = "DEPLOY_FAILED"
+	deploymentUpscaling    = "UPSCALING"
+	deploymentDownscaling  = "DOWNSCALING"
 )
 
-// ReplicaRunning is the one replica state that serves requests. The others
+// replicaRunning is the one replica state that serves requests. The others
 // Ray reports (STARTING, UPDATING, RECOVERING, STOPPING, PENDING_MIGRATION)
 // count as not ready.
-const ReplicaRunning = "RUNNING"
+const replicaRunning = "RUNNING"
 
 // maxReplicas bounds every replica count the decoder accepts, so that the
 // arithmetic on them cannot overflow.

@@ -64,7 +64,10 @@ type ServeStatus struct {
 type AppStatus struct {
 	Name string
 	// Found reports the application is live on the cluster.
-	Found   bool
+	Found bool
+	// Status and Message are Ray's, as reported: Status is one of
+	// NOT_STARTED, DEPLOYING, DEPLOY_FAILED, RUNNING, UNHEALTHY and
+	// DELETING.
 	Status  string
 	Message string
 	// Ready is the least Ready of its deployments, in percent.
@@ -76,7 +79,10 @@ type AppStatus struct {
 
 // DeploymentStatus is one deployment of a managed application.
 type DeploymentStatus struct {
-	Name        string
+	Name string
+	// Status and Message are Ray's, as reported: Status is one of
+	// UPDATING, HEALTHY, UNHEALTHY, DEPLOY_FAILED, UPSCALING and
+	// DOWNSCALING.
 	Status      string
 	Message     string
 	Autoscaling bool
@@ -143,17 +149,17 @@ func evaluate(d *instanceDetails, apps []string) ServeStatus {
 		}
 		found++
 		a.Found, a.Status, a.Message = true, app.Status, app.Message
-		if app.Status == AppDeployFailed || app.Status == AppUnhealthy {
+		if app.Status == appDeployFailed || app.Status == appUnhealthy {
 			problems = append(problems, fmt.Sprintf("application %q is %s: %s", name, app.Status, app.Message))
 		}
-		a.Ready, a.Settled = o.Capacity, app.Status == AppRunning
-		if app.Status == AppDeleting || len(app.Deployments) == 0 {
+		a.Ready, a.Settled = o.Capacity, app.Status == appRunning
+		if app.Status == appDeleting || len(app.Deployments) == 0 {
 			a.Ready = 0
 		}
 		for _, dn := range slices.Sorted(maps.Keys(app.Deployments)) {
 			dep := app.Deployments[dn]
 			do := observeDeployment(dn, &dep, d.TargetCapacity)
-			if dep.Status == DeploymentDeployFailed || dep.Status == DeploymentUnhealthy {
+			if dep.Status == deploymentDeployFailed || dep.Status == deploymentUnhealthy {
 				problems = append(problems, fmt.Sprintf("application %q deployment %q is %s: %s", name, dn, dep.Status, dep.Message))
 			}
 			if do.Full > 0 {
@@ -185,7 +191,7 @@ func observeDeployment(name string, dep *deploymentDetails, tc *float64) Deploym
 		Full: full, Target: CapacityAdjusted(full, tc), ReportedTarget: dep.TargetNumReplicas,
 	}
 	for _, r := range dep.Replicas {
-		if r.State == ReplicaRunning {
+		if r.State == replicaRunning {
 			do.Running++
 		} else {
 			do.NotRunning++
@@ -200,6 +206,6 @@ func observeDeployment(name string, dep *deploymentDetails, tc *float64) Deploym
 	if auto {
 		targetOK = do.ReportedTarget >= do.Target // the autoscaler may want more than the floor
 	}
-	do.Settled = dep.Status == DeploymentHealthy && do.NotRunning == 0 && do.Running == do.ReportedTarget && targetOK
+	do.Settled = dep.Status == deploymentHealthy && do.NotRunning == 0 && do.Running == do.ReportedTarget && targetOK
 	return do
 }

@@ -216,7 +216,7 @@ func (r *Ray) setCurrent(c *serveConfig) {
 func liveApps(d *instanceDetails) []string {
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(d.Applications)) {
-		if d.Applications[name].Status != AppDeleting {
+		if d.Applications[name].Status != appDeleting {
 			out = append(out, name)
 		}
 	}
@@ -228,7 +228,7 @@ func liveApps(d *instanceDetails) []string {
 // and no other application live.
 func runs(d *instanceDetails, c *serveConfig) bool {
 	for _, a := range c.apps {
-		if !deployedAs(d, a) || d.Applications[a.name].Status == AppDeleting {
+		if !deployedAs(d, a) || d.Applications[a.name].Status == appDeleting {
 			return false
 		}
 	}
@@ -241,13 +241,13 @@ func runs(d *instanceDetails, c *serveConfig) bool {
 // updating or failed.
 func rolledOut(d *instanceDetails, c *serveConfig) bool {
 	for _, app := range d.Applications {
-		if app.Status == AppDeleting {
+		if app.Status == appDeleting {
 			return false
 		}
 	}
 	for _, a := range c.apps {
 		app := d.Applications[a.name]
-		if app.Status != AppRunning || len(app.Deployments) == 0 {
+		if app.Status != appRunning || len(app.Deployments) == 0 {
 			return false
 		}
 		for _, name := range a.deployments {
@@ -257,7 +257,7 @@ func rolledOut(d *instanceDetails, c *serveConfig) bool {
 		}
 		for _, dep := range app.Deployments {
 			switch dep.Status {
-			case DeploymentHealthy, DeploymentUpscaling, DeploymentDownscaling:
+			case deploymentHealthy, deploymentUpscaling, deploymentDownscaling:
 			default:
 				return false
 			}

@@ -50,7 +50,7 @@ func FuzzRevisionConfig(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			echo.Applications[a.name] = applicationDetails{Name: a.name, Status: AppRunning, DeployedAppConfig: raw}
+			echo.Applications[a.name] = applicationDetails{Name: a.name, Status: appRunning, DeployedAppConfig: raw}
 		}
 		if !runs(echo, c) {
 			t.Fatalf("an echo of the config does not run it")
@@ -69,7 +69,7 @@ func FuzzRevisionConfig(f *testing.F) {
 				}
 			}
 			for _, a := range c.apps {
-				if updated && d.Applications[a.name].Status != AppRunning {
+				if updated && d.Applications[a.name].Status != appRunning {
 					t.Fatalf("updated with application %q %s", a.name, d.Applications[a.name].Status)
 				}
 			}

@@ -263,7 +263,7 @@ func fmtTC(tc *float64) any {
 // put writes a config by hand, as another client would.
 func put(t *testing.T, dashboard, config string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPut, dashboard+ray.ApplicationsPath, strings.NewReader(config))
+	req, err := http.NewRequest(http.MethodPut, dashboard+"/api/serve/applications/", strings.NewReader(config))
 	if err != nil {
 		t.Fatal(err)
 	}

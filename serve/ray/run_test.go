@@ -139,7 +139,7 @@ type sentGETs struct {
 }
 
 func (s *sentGETs) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Method == http.MethodGet && req.URL.Path == ray.ApplicationsPath {
+	if req.Method == http.MethodGet && req.URL.Path == "/api/serve/applications/" {
 		s.n.Add(1)
 	}
 	return s.base.RoundTrip(req)
