@@ -155,23 +155,29 @@ type Applied struct {
 // the spec is un-paused; an Abort acts at once and ends the pause.
 func (s State) Control(c Control, now time.Time) (State, []Applied) {
 	var applied []Applied
-	request := func(command, token string, last *string, apply func(State) State) {
+	request := func(command, token string, field func(*Requests) *string, apply func(State) State) {
+		last := field(&s.Handled)
 		if token == *last {
 			return
 		}
 		*last = token
+		*field(&s.Ignored) = "" // the record is of the last request seen
 		if token == "" {
 			return // a cleared request asks for nothing
 		}
 		next := apply(s)
-		applied = append(applied, Applied{Command: command, Token: token, Ignored: !commandChanged(&s, &next)})
+		ignored := !commandChanged(&s, &next)
+		applied = append(applied, Applied{Command: command, Token: token, Ignored: ignored})
 		s = next
+		if ignored {
+			*field(&s.Ignored) = token
+		}
 	}
 	// The records are written into the local copy, which every command
 	// then carries along (commands only ever copy the state).
-	request(CommandRetry, c.Retry, &s.Handled.Retry, func(s State) State { return s.Retry(now) })
-	request(CommandAbort, c.Abort, &s.Handled.Abort, func(s State) State { return s.Abort(ReasonAborted, now) })
-	request(CommandPromoteFull, c.PromoteFull, &s.Handled.PromoteFull, func(s State) State {
+	request(CommandRetry, c.Retry, func(r *Requests) *string { return &r.Retry }, func(s State) State { return s.Retry(now) })
+	request(CommandAbort, c.Abort, func(r *Requests) *string { return &r.Abort }, func(s State) State { return s.Abort(ReasonAborted, now) })
+	request(CommandPromoteFull, c.PromoteFull, func(r *Requests) *string { return &r.PromoteFull }, func(s State) State {
 		held := c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause
 		n := s.PromoteFull(now)
 		if held {
@@ -179,8 +185,8 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 		}
 		return n
 	})
-	request(CommandPromote, c.Promote, &s.Handled.Promote, func(s State) State { return s.Promote(now) })
-	request(CommandResume, c.Resume, &s.Handled.Resume, func(s State) State {
+	request(CommandPromote, c.Promote, func(r *Requests) *string { return &r.Promote }, func(s State) State { return s.Promote(now) })
+	request(CommandResume, c.Resume, func(r *Requests) *string { return &r.Resume }, func(s State) State {
 		if c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause {
 			return s // the spec holds the rollout: un-pause it instead
 		}

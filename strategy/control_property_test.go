@@ -99,7 +99,8 @@ func TestControlIdempotent(t *testing.T) {
 //
 //   - each request acts exactly once per edit to a new non-empty value (an
 //     Applied, Ignored or not, on the first reconcile after the edit, and
-//     never again), also across restarts and rollouts;
+//     never again), also across restarts and rollouts, and the state
+//     records the value of an ignored one (State.Ignored);
 //   - un-paused, the spec resumes no pause it did not cause;
 //   - paused, the rollout is held (when it can be: not idle, finished or
 //     walking back) and Step moves no weight forward (a pause step or an
@@ -160,6 +161,9 @@ func TestControlExactlyOnce(t *testing.T) {
 							n++
 							if a.Token != token {
 								t.Fatalf("%s applied with token %q, the spec holds %q", a.Command, a.Token, token)
+							}
+							if rec := *fields(&next.Ignored)[k]; (rec == token) != a.Ignored {
+								t.Fatalf("%s %q: ignored %v, but the state's ignored record is %q", a.Command, token, a.Ignored, rec)
 							}
 						}
 					}

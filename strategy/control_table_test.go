@@ -131,6 +131,18 @@ func TestControlTable(t *testing.T) {
 			if msg := tt.check(&got); msg != "" {
 				t.Fatal(msg)
 			}
+			// The state says which requests were ignored, for the client
+			// that wrote them (State.Ignored).
+			for _, a := range as {
+				if a.Token == "" {
+					continue
+				}
+				rec := map[string]string{"Abort": got.Ignored.Abort, "Retry": got.Ignored.Retry, "Promote": got.Ignored.Promote,
+					"PromoteFull": got.Ignored.PromoteFull, "Resume": got.Ignored.Resume}[a.Command]
+				if (rec == a.Token) != a.Ignored {
+					t.Fatalf("%s %s: ignored %v, state.ignored records %q", a.Command, a.Token, a.Ignored, rec)
+				}
+			}
 			if err := got.Validate(strategy.CapacityManaged); err != nil && fx[tt.fixture].Validate(strategy.CapacityManaged) == nil {
 				t.Fatalf("Control made a valid state invalid: %v", err)
 			}

@@ -395,6 +395,11 @@ type State struct {
 	// the state is stored and read back. Commands keep it, across rollouts
 	// too.
 	Handled Requests `json:"handled,omitzero"`
+	// For each one-shot request, its value in handled when that request
+	// did not apply to the rollout as it stood (Applied.Ignored), else
+	// empty: a client that wrote a request finds its value in handled once
+	// the rollout has seen it, and also here when it was ignored.
+	Ignored Requests `json:"ignored,omitzero"`
 
 	// When the latest command was applied. Like every other recorded time
 	// it bounds the clock from below: a now earlier than any recorded time

@@ -126,12 +126,16 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 	if err != nil {
 		return timedOut(ctx, o, t, what, err)
 	}
-	// The state records that the request was seen; an Event of the
-	// controller, when it records one naming the token, says whether it
-	// applied.
+	// The state records that the request was seen, and whether it was
+	// ignored (status.ignored); an Event of the controller naming the
+	// token, when it records one, adds its words (and says whether it was
+	// ignored for a controller whose states predate that record).
 	ignored, note := false, ""
 	if token != "" {
-		ignored, note = t.controlEvent(wctx, u, token)
+		ignored = cc.handled(&r.state.Ignored) == token
+		var warned bool
+		warned, note = t.controlEvent(wctx, u, token)
+		ignored = ignored || warned
 	}
 	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(cc, &r.state, ignored, note))
 	if ignored {
