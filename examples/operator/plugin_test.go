@@ -26,9 +26,11 @@ import (
 
 // Exit codes of the plugin (its package doc).
 const (
-	exitOK      = 0
-	exitAborted = 2
-	exitIgnored = 6
+	exitOK         = 0
+	exitAborted    = 2
+	exitRolledBack = 3
+	exitTimeout    = 5
+	exitIgnored    = 6
 )
 
 // pluginPackage is the plugin's package, a tool of this module (go.mod).
@@ -396,5 +398,41 @@ func TestPluginAbort(t *testing.T) {
 	}
 	if h := w.history(); h[len(h)-1] != "0/100" {
 		t.Errorf("route %v: want all traffic on side B at the end", h)
+	}
+}
+
+// TestPluginRollback: get --watch --timeout gives up on a rollout held at a
+// pause step (exit 5); spec.revision set back to the stable revision
+// mid-rollout walks the canary back, and get --watch exits 3
+// (RolledBack).
+func TestPluginRollback(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.start("operator")
+	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{
+		MaxSurgePercent: 25,
+		Steps:           []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed()},
+		Options:         strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
+	create(t, w.c, w.release("v1", canary))
+	w.waitFor("v1 released", time.Minute, released)
+	p := newPlugin(t, w)
+	ref, _ := refs()
+
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	w.waitFor("the pause step at 25", time.Minute, at(25, strategy.PhasePaused))
+	// The pause step holds the rollout until a promote: it cannot end
+	// within the --timeout.
+	r := p.expect(exitTimeout, "get", ref, "--watch", "--timeout", "3s")
+	if !strings.Contains(r.errOut, ref+": the rollout did not end within --timeout 3s") {
+		t.Errorf("no timeout message in\n%s", r)
+	}
+
+	watched := p.watch(ref, "--timeout", "10m")
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v1" })
+	r = p.wait(watched, exitRolledBack)
+	outputMatches(t, r, field("Phase", "Paused"), sideRow("B", "canary", id("v2"), 25),
+		field("Phase", "RolledBack"), sideRow("A", "stable", id("v1"), 100))
+	if s := w.get().Status.Rollout; s.Phase != strategy.PhaseRolledBack || s.StableRevision != id("v1") || s.StableSide != strategy.SideA {
+		t.Fatalf("get --watch exited %d with the Release %s, stable %s on side %s", exitRolledBack, s.Phase, s.StableRevision, s.StableSide)
 	}
 }
