@@ -49,7 +49,8 @@ sources | xargs -0 perl -pi -e 's/(?<!LeaderElection)(?<!runner\.)Release(?!d)/S
 
 step "5: point the upshift modules at this checkout"
 # Every upshift module the copy's go.mod replaces (the root, gateway,
-# serve/replicas, rollout/analysis/prometheus, internal, kubetest...).
+# serve/replicas, rollout/analysis/prometheus, internal, kubetest, and
+# cmd/kubectl-upshift, the plugin the tests run as a tool of the module...).
 mapfile -t upshift_modules < <(go mod edit -json | grep -o '"Path": "github.com/upshift-dev/upshift[^"]*"' | sed 's/.*"\(github[^"]*\)"/\1/' | grep -v /examples/ | sort -u)
 (( ${#upshift_modules[@]} > 0 )) || { echo "copy-operator: no upshift module in go.mod" >&2; exit 1; }
 for mod in "${upshift_modules[@]}"; do

@@ -4,6 +4,7 @@ go 1.26.0
 
 replace (
 	github.com/upshift-dev/upshift => ../../
+	github.com/upshift-dev/upshift/cmd/kubectl-upshift => ../../cmd/kubectl-upshift
 	github.com/upshift-dev/upshift/gateway => ../../gateway
 	github.com/upshift-dev/upshift/internal => ../../internal
 	github.com/upshift-dev/upshift/rollout/analysis/prometheus => ../../rollout/analysis/prometheus
@@ -26,7 +27,12 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/cobra v1.10.2 // indirect
+	github.com/upshift-dev/upshift/cmd/kubectl-upshift v0.0.0-00010101000000-000000000000 // indirect
+	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -86,3 +92,6 @@ require (
 )
 
 replace github.com/upshift-dev/upshift/kubetest => ../../kubetest
+
+// The kubectl plugin, at this module's upshift version: go tool kubectl-upshift.
+tool github.com/upshift-dev/upshift/cmd/kubectl-upshift
