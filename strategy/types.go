@@ -348,8 +348,9 @@ type State struct {
 	// pause step without a duration, an inconclusive gate or an unhealthy
 	// canary (until Resume or Promote); pauseReason says which. A timed
 	// pause step holds the rollout too but ends by itself, so it leaves
-	// this false: phase is Paused in both cases.
-	AwaitingResume bool `json:"awaitingResume,omitempty"`
+	// this false: phase is Paused in both cases. (Stored as paused, the
+	// name states written by earlier versions use.)
+	AwaitingResume bool `json:"paused,omitempty"`
 	// Why the rollout is held: ManualPause (the Pause command),
 	// ControlPause (the spec's control, paused), PauseStep (a pause step
 	// without a duration, until resumed), GateInconclusive or Unhealthy.
@@ -366,8 +367,9 @@ type State struct {
 	// duration or an inconclusive gate. Entering a step clears it.
 	Resumed bool `json:"resumed,omitempty"`
 	// The winner was asked to return to its steady state (full capacity,
-	// nothing pinned) during completion.
-	SteadyRequested bool `json:"steadyRequested,omitempty"`
+	// nothing pinned) during completion. (Stored as released, the name
+	// states written by earlier versions use.)
+	SteadyRequested bool `json:"released,omitempty"`
 
 	// Why and when the rollout was aborted; absent unless it was.
 	Aborted *AbortStatus `json:"aborted,omitempty"`
