@@ -65,6 +65,7 @@ func populated() strategy.State {
 		Gate:                 "errors",
 		Message:              "walking",
 		Handled:              strategy.Requests{Abort: "a1", Retry: "r1", Promote: "p1", PromoteFull: "f1", Resume: "s1"},
+		Ignored:              strategy.Requests{Abort: "a0", Retry: "r0", Promote: "p0", PromoteFull: "f0", Resume: "s0"},
 		LastCommandAt:        at(13),
 		FailingSince:         at(14),
 		Conditions: []metav1.Condition{
