@@ -238,6 +238,20 @@ func refs() (short, qualified string) {
 	return kind + "/web", kind + "s." + v1alpha1.Group + "/web"
 }
 
+// pluginWorld starts the operator on a world of its own, with a Release
+// whose canary steps are steps (a 25% surge, polled every second)
+// released at v1, and returns the world and the plugin for it.
+func pluginWorld(t *testing.T, steps ...strategy.CanaryStep) (*world, *plugin) {
+	t.Parallel()
+	w := newWorld(t)
+	w.start("operator")
+	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{MaxSurgePercent: 25, Steps: steps,
+		Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
+	create(t, w.c, w.release("v1", canary))
+	w.waitFor("v1 released", time.Minute, released)
+	return w, newPlugin(t, w)
+}
+
 const ignoredReason = "ignored: it does not apply to the rollout as it stands"
 
 // TestPluginRollout: the plugin's get shows the idle Release; get --watch
@@ -246,17 +260,8 @@ const ignoredReason = "ignored: it does not apply to the rollout as it stands"
 // each control command says what the operator did with its request, and
 // exits 6 when the operator used it up without effect.
 func TestPluginRollout(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t)
-	w.start("operator")
-	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{
-		MaxSurgePercent: 25,
-		Steps: []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed(),
-			strategy.SetWeight(50), strategy.PauseUntilResumed(), strategy.SetWeight(75), strategy.Pause(time.Hour)},
-		Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
-	create(t, w.c, w.release("v1", canary))
-	w.waitFor("v1 released", time.Minute, released)
-	p := newPlugin(t, w)
+	w, p := pluginWorld(t, strategy.SetWeight(25), strategy.PauseUntilResumed(),
+		strategy.SetWeight(50), strategy.PauseUntilResumed(), strategy.SetWeight(75), strategy.Pause(time.Hour))
 	ref, _ := refs()
 	title := v1alpha1.Kind + " " + w.ns + "/web"
 
@@ -344,17 +349,8 @@ func TestPluginRollout(t *testing.T) {
 // get --watch exits 2 (Aborted); retry starts the rollout again, which
 // resume and promote take to success, and get --watch exits 0.
 func TestPluginAbort(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t)
-	w.start("operator")
-	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{
-		MaxSurgePercent: 25,
-		Steps: []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed(),
-			strategy.SetWeight(50), strategy.PauseUntilResumed()},
-		Options: strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
-	create(t, w.c, w.release("v1", canary))
-	w.waitFor("v1 released", time.Minute, released)
-	p := newPlugin(t, w)
+	w, p := pluginWorld(t, strategy.SetWeight(25), strategy.PauseUntilResumed(),
+		strategy.SetWeight(50), strategy.PauseUntilResumed())
 	ref, qualified := refs()
 
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
@@ -406,16 +402,7 @@ func TestPluginAbort(t *testing.T) {
 // mid-rollout walks the canary back, and get --watch exits 3
 // (RolledBack).
 func TestPluginRollback(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t)
-	w.start("operator")
-	canary := v1alpha1.ReleaseStrategy{Canary: &strategy.Canary{
-		MaxSurgePercent: 25,
-		Steps:           []strategy.CanaryStep{strategy.SetWeight(25), strategy.PauseUntilResumed()},
-		Options:         strategy.Options{PollInterval: metav1.Duration{Duration: time.Second}}}}
-	create(t, w.c, w.release("v1", canary))
-	w.waitFor("v1 released", time.Minute, released)
-	p := newPlugin(t, w)
+	w, p := pluginWorld(t, strategy.SetWeight(25), strategy.PauseUntilResumed())
 	ref, _ := refs()
 
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
