@@ -21,6 +21,7 @@ func (in *Observation) DeepCopyInto(out *Observation) {
 			in.Gates[i].DeepCopyInto(&out.Gates[i])
 		}
 	}
+	in.Extras.DeepCopyInto(&out.Extras)
 }
 
 // DeepCopy returns a deep copy of the receiver, nil for nil.
@@ -53,6 +54,7 @@ func (in *AbortStatus) DeepCopy() *AbortStatus {
 func (in *State) DeepCopyInto(out *State) {
 	*out = *in
 	in.Observed.DeepCopyInto(&out.Observed)
+	in.DesiredExtras.DeepCopyInto(&out.DesiredExtras)
 	for _, t := range [...]struct{ from, to *metav1.MicroTime }{
 		{&in.StartedAt, &out.StartedAt}, {&in.HopAt, &out.HopAt}, {&in.WeightChangedAt, &out.WeightChangedAt},
 		{&in.StepStartedAt, &out.StepStartedAt}, {&in.ReachedAt, &out.ReachedAt}, {&in.FinishedAt, &out.FinishedAt},

@@ -15,6 +15,20 @@ import (
 // populated returns a State with every field set to a non-zero value that a
 // JSON round trip preserves (times in UTC microseconds, condition times in
 // seconds).
+// extras sets every field of TrafficExtras, each pointer and slice its own.
+func extras(pct int32) strategy.TrafficExtras {
+	return strategy.TrafficExtras{
+		HeaderRoute: &strategy.HeaderRoute{
+			Matches:         []strategy.HeaderMatch{{Type: strategy.HeaderCookie, Name: "beta", Value: "1"}},
+			ExpectedPercent: &pct,
+		},
+		MirrorPercent: pct,
+		Sticky: &strategy.Sticky{Run: "0badf00d", Grid: []int32{pct, 50, 100}, Cookie: strategy.SessionAffinity{
+			CookieName: "s", MaxAge: &metav1.Duration{Duration: time.Hour}, Path: "/", Domain: "example.com", Secure: true, SameSite: "Strict",
+		}},
+	}
+}
+
 func populated() strategy.State {
 	at := func(n int) metav1.MicroTime {
 		return mt(t0.Add(time.Duration(n)*time.Second + 123456*time.Microsecond))
@@ -29,7 +43,9 @@ func populated() strategy.State {
 		StepIndex:       2,
 		StepsHash:       "0123456789abcdef",
 		Desired:         strategy.Allocation{Weight: 20, StableCapacity: 90, CanaryCapacity: 30, CanaryRevision: "v2"},
+		DesiredExtras:   extras(5),
 		Observed: strategy.Observation{
+			Extras:        extras(7),
 			At:            at(1),
 			Weight:        10,
 			WeightApplied: true,

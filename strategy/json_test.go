@@ -24,6 +24,9 @@ func allOptions(mode strategy.CapacityMode) strategy.Options {
 		ProgressDeadline: dur(5*time.Minute + 30*time.Second), AbortOnProgressDeadline: true,
 		ScaleDownDelay: dur(90 * time.Second), PollInterval: dur(3 * time.Second), InitialPollInterval: dur(250 * time.Millisecond),
 	}
+	if mode != strategy.CapacityReplicas {
+		o.SessionAffinity = &strategy.SessionAffinity{CookieName: "s", MaxAge: &metav1.Duration{Duration: time.Hour}, Path: "/app", Domain: "example.com", Secure: true, SameSite: "None"}
+	}
 	if mode == strategy.CapacityReplicas {
 		o.MaxUnavailablePercent = 25
 	}
@@ -59,7 +62,8 @@ func TestStrategyJSONRoundTrip(t *testing.T) {
 				// Every option is set but NoProgressDeadline, and those the
 				// capacity mode excludes or has as its zero value.
 				for _, f := range zeroFields(reflect.ValueOf(tc.strat.Shared()), "") {
-					if f != ".NoProgressDeadline" && f != ".Capacity" && f != ".MaxUnavailablePercent" {
+					if f != ".NoProgressDeadline" && f != ".Capacity" && f != ".MaxUnavailablePercent" &&
+						(f != ".SessionAffinity" || tc.strat.Shared().Capacity != strategy.CapacityReplicas) {
 						t.Errorf("option %s left zero", f)
 					}
 				}
@@ -112,12 +116,19 @@ func TestStrategyDeepCopy(t *testing.T) {
 		t.Errorf("changing the copy changed the original: %+v", c.Steps)
 	}
 	inc := strategy.Incremental{StepPercent: 10, Interval: dur(time.Minute), MaxSurgePercent: 10, Options: allOptions(strategy.CapacityManaged)}
-	if ic := inc.DeepCopy(); *ic != inc {
-		t.Errorf("Incremental copy %+v", *ic)
+	ic := inc.DeepCopy()
+	if diff := cmp.Diff(inc, *ic); diff != "" {
+		t.Errorf("Incremental copy differs:\n%s", diff)
 	}
+	ic.SessionAffinity.CookieName = "changed"
 	bg := strategy.BlueGreen{Options: allOptions(strategy.CapacityFixed)}
-	if bc := bg.DeepCopy(); *bc != bg {
-		t.Errorf("BlueGreen copy %+v", *bc)
+	bc := bg.DeepCopy()
+	if diff := cmp.Diff(bg, *bc); diff != "" {
+		t.Errorf("BlueGreen copy differs:\n%s", diff)
+	}
+	bc.SessionAffinity.MaxAge.Duration = time.Minute
+	if inc.SessionAffinity.CookieName != "s" || bg.SessionAffinity.MaxAge.Duration != time.Hour {
+		t.Error("changing a copy's session affinity changed the original")
 	}
 	if (*strategy.Canary)(nil).DeepCopy() != nil || (*strategy.Options)(nil).DeepCopy() != nil {
 		t.Error("DeepCopy of nil is not nil")

@@ -228,6 +228,11 @@ type Options struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('100ms')",message="must be 0 (the default) or at least 100ms",reason="FieldValueInvalid"
 	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitzero"`
+	// Keeps each client session on one side while the weight moves (see
+	// SessionAffinity). Needs a router that programs extras
+	// (rollout.RouteShaper); not in the Replicas capacity mode.
+	// +optional
+	SessionAffinity *SessionAffinity `json:"sessionAffinity,omitempty"`
 }
 
 // progressDeadline is the deadline in force; 0 when disabled.
@@ -334,6 +339,12 @@ func (o *Options) validate(root string, surge int32) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must be 0 (the default) or at least "+MinPollInterval.String()))
 	case o.PollInterval.Duration >= 0 && ip > o.pollInterval():
 		errs = append(errs, field.Invalid(p.Child("initialPollInterval"), ip.String(), "must not exceed pollInterval ("+o.pollInterval().String()+")"))
+	}
+	if o.SessionAffinity != nil {
+		errs = append(errs, o.SessionAffinity.validate(p.Child("sessionAffinity"))...)
+		if o.Capacity == CapacityReplicas {
+			errs = append(errs, field.Invalid(p.Child("sessionAffinity"), "set", "needs a traffic router; the Replicas mode has none"))
+		}
 	}
 	if o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxUnavailablePercent"), o.MaxUnavailablePercent,

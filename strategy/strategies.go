@@ -129,7 +129,23 @@ func (in *Incremental) validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("incremental", "stepPercent"), in.StepPercent,
 			"must not exceed maxSurgePercent ("+strconv.Itoa(int(in.MaxSurgePercent))+"): traffic could never catch up with capacity"))
 	}
+	if in.SessionAffinity != nil && in.StepPercent >= 1 && in.StepPercent <= 100 {
+		if grid, ok := stickyGrid(in.weights()); !ok {
+			errs = append(errs, field.Invalid(field.NewPath("incremental", "stepPercent"), in.StepPercent,
+				"sessionAffinity allows at most 16 weights: a step of at least 7 ("+strconv.Itoa(len(grid))+" weights now)"))
+		}
+	}
 	return append(errs, in.Options.validate("incremental", in.MaxSurgePercent)...)
+}
+
+// weights are the weights an Incremental rollout walks through: multiples
+// of StepPercent, and 100.
+func (in *Incremental) weights() []int32 {
+	var ws []int32
+	for w := in.StepPercent; w < 100 && in.StepPercent > 0; w += in.StepPercent {
+		ws = append(ws, w)
+	}
+	return append(ws, 100)
 }
 
 func validateSurge(root string, surge int32, mode CapacityMode) field.ErrorList {
@@ -145,7 +161,7 @@ func validateSurge(root string, surge int32, mode CapacityMode) field.ErrorList 
 
 // optionsLookValid is the allocation-free fast path of Options.validate.
 func optionsLookValid(o *Options, surge int32) bool {
-	return (o.Capacity == CapacityManaged && surge >= 1 || o.Capacity == CapacityFixed ||
+	return o.SessionAffinity == nil && (o.Capacity == CapacityManaged && surge >= 1 || o.Capacity == CapacityFixed ||
 		o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent >= 1) &&
 		o.MaxUnavailablePercent >= 0 && o.MaxUnavailablePercent <= 100 &&
 		(o.MaxUnavailablePercent == 0 || o.Capacity == CapacityReplicas) &&
@@ -205,10 +221,11 @@ func (b BlueGreen) Step(s State, now time.Time) Decision {
 }
 
 // CanaryStep is one step of a Canary strategy. Exactly one field is set;
-// build steps with SetWeight, Pause, PauseUntilResumed and Gate.
+// build steps with SetWeight, Pause, PauseUntilResumed, Gate, SetHeaderRoute
+// and SetMirror.
 //
 // +kubebuilder:object:generate=true
-// +kubebuilder:validation:XValidation:rule="(has(self.setWeight) ? 1 : 0) + (has(self.pause) ? 1 : 0) + (has(self.gate) ? 1 : 0) == 1",message="exactly one of setWeight, pause and gate must be set",reason="FieldValueInvalid"
+// +kubebuilder:validation:XValidation:rule="(has(self.setWeight) ? 1 : 0) + (has(self.pause) ? 1 : 0) + (has(self.gate) ? 1 : 0) + (has(self.setHeaderRoute) ? 1 : 0) + (has(self.setMirror) ? 1 : 0) == 1",message="exactly one of setWeight, pause, gate, setHeaderRoute and setMirror must be set",reason="FieldValueInvalid"
 type CanaryStep struct {
 	// Walks traffic (and capacity, safely) to this canary weight.
 	// +optional
@@ -223,6 +240,16 @@ type CanaryStep struct {
 	// abort, inconclusive -> pause until a resume.
 	// +optional
 	Gate *GateStep `json:"gate,omitempty"`
+	// Sends the requests that match to the canary from this step on (no
+	// matches: stops). A hop like a weight's: applied only once the
+	// canary's ready capacity covers the load (see HeaderRoute), observed
+	// before the next step, cleared by an abort and at completion.
+	// +optional
+	SetHeaderRoute *HeaderRoute `json:"setHeaderRoute,omitempty"`
+	// Copies a share of the stable side's requests to the canary from this
+	// step on (0: stops), under the same rules.
+	// +optional
+	SetMirror *MirrorStep `json:"setMirror,omitempty"`
 }
 
 // PauseStep is a pause; a nil Duration waits until Resume.
@@ -303,6 +330,8 @@ func (c *Canary) stepsLookValid() bool {
 			if st.Gate.Name == "" {
 				return false
 			}
+		case st.SetHeaderRoute != nil || st.SetMirror != nil:
+			return false // checked in full by validate
 		default:
 			return false
 		}
@@ -339,8 +368,33 @@ func (c *Canary) validate() field.ErrorList {
 				errs = append(errs, field.Required(p.Child("gate", "name"), "a gate needs a name"))
 			}
 		}
+		if st.SetHeaderRoute != nil {
+			n++
+			errs = append(errs, st.SetHeaderRoute.validate(p.Child("setHeaderRoute"))...)
+		}
+		if st.SetMirror != nil {
+			n++
+			if e := validPercent(p.Child("setMirror", "percent"), st.SetMirror.Percent, 0); e != nil {
+				errs = append(errs, e)
+			}
+		}
+		if (st.SetHeaderRoute != nil || st.SetMirror != nil) && c.Capacity == CapacityReplicas {
+			errs = append(errs, field.Invalid(p, "set", "needs a traffic router; the Replicas mode has none"))
+		}
 		if n != 1 {
-			errs = append(errs, field.Invalid(p, n, "exactly one of setWeight, pause and gate must be set"))
+			errs = append(errs, field.Invalid(p, n, "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror must be set"))
+		}
+	}
+	if c.SessionAffinity != nil {
+		ws := make([]int32, 0, len(c.Steps))
+		for i := range c.Steps {
+			if w := c.Steps[i].SetWeight; w != nil {
+				ws = append(ws, *w)
+			}
+		}
+		if grid, ok := stickyGrid(ws); !ok {
+			errs = append(errs, field.TooMany(field.NewPath("canary", "steps"), len(grid),
+				maxStickyGrid-1).WithOrigin("sessionAffinity allows at most 15 distinct weights between 0 and 100"))
 		}
 	}
 	errs = append(errs, validateSurge("canary", c.MaxSurgePercent, c.Capacity)...)
@@ -386,6 +440,21 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 				h ^= uint64(st.Gate.Name[j])
 				h *= prime
 			}
+		case st.SetHeaderRoute != nil:
+			mix(4)
+			mix(uint64(st.SetHeaderRoute.share()))
+			for _, m := range st.SetHeaderRoute.Matches {
+				for _, str := range [...]string{string(m.Type), m.Name, m.Value} {
+					mix(uint64(len(str)))
+					for j := 0; j < len(str); j++ {
+						h ^= uint64(str[j])
+						h *= prime
+					}
+				}
+			}
+		case st.SetMirror != nil:
+			mix(5)
+			mix(uint64(st.SetMirror.Percent))
 		}
 	}
 	const hex = "0123456789abcdef"

@@ -215,6 +215,11 @@ type Observation struct {
 	// revision on its side. The Runner sets it when both sides have a
 	// rollout.RevisionReader.
 	Revisions bool `json:"revisions,omitempty"`
+	// The extras the router reports as programmed (a header route, a
+	// mirror, sticky sessions), pointed at the canary side; the zero value
+	// when it programs none. Extras are applied when they equal
+	// desiredExtras on a route whose weight is applied.
+	Extras TrafficExtras `json:"extras,omitzero"`
 	// The canary's health: Healthy, Unhealthy, Inconclusive, or empty
 	// (unknown, treated as healthy).
 	Health Health `json:"health,omitempty"`
@@ -321,6 +326,8 @@ type State struct {
 
 	// The allocation last asked of the adapters.
 	Desired Allocation `json:"desired"`
+	// The extras last asked of the router, written with the weight.
+	DesiredExtras TrafficExtras `json:"desiredExtras,omitzero"`
 	// The latest observation of the route and the sides, written by the
 	// caller.
 	Observed Observation `json:"observed"`
@@ -514,6 +521,11 @@ type Decision struct {
 	// while that side carries weight 0 (and, with capacity setters, is at
 	// capacity 0), and never together with another hop.
 	Deploy DeployTarget
+	// Extras asks the router to program State.DesiredExtras, set when they
+	// changed. A router writes them in the same update as the weight
+	// (State.Desired.Weight, set or not): with sticky sessions the weight
+	// is also the sessions' threshold.
+	Extras bool
 	// RequeueAfter is when to call Step again: the exact time until the next
 	// time-gated event, or a poll while waiting for the world to show a hop.
 	// That poll starts at Options.InitialPollInterval after the hop and
@@ -540,5 +552,5 @@ type Decision struct {
 
 // HasHops reports whether the decision asks any adapter for anything.
 func (d *Decision) HasHops() bool {
-	return d.Weight.Set || d.StableCapacity.Set || d.CanaryCapacity.Set || d.Deploy.Set
+	return d.Weight.Set || d.StableCapacity.Set || d.CanaryCapacity.Set || d.Deploy.Set || d.Extras
 }
