@@ -405,7 +405,7 @@ func (w *world) adopt(st *State) {
 func (w *world) observe(now time.Time) Observation {
 	o := Observation{
 		At:            micro(now),
-		Weight:        w.askedWeight,                                         // the route's spec, as a router reads it; w.weight is what the data plane does
+		Weight:        w.askedWeight,                                                                          // the route's spec, as a router reads it; w.weight is what the data plane does
 		WeightApplied: w.accepted && w.weight == w.askedWeight && w.extras.Equal(w.askedExtras) && !w.invalid, // accepted: the data plane routes by the spec
 		Extras:        *w.askedExtras.DeepCopy(),
 		WeightInvalid: w.invalid,
