@@ -247,6 +247,34 @@ func (x TrafficExtras) String() string {
 	return strings.Join(parts, ", ")
 }
 
+// UsesExtras reports whether s asks a router for extras: a header route or
+// mirror step, or session affinity. A router that programs them
+// (rollout.RouteShaper) is then required.
+func UsesExtras(s Strategy) bool {
+	if s == nil {
+		return false
+	}
+	if s.Shared().SessionAffinity != nil {
+		return true
+	}
+	var steps []CanaryStep
+	switch c := s.(type) {
+	case Canary:
+		steps = c.Steps
+	case *Canary:
+		steps = c.Steps
+	}
+	{
+		c := Canary{Steps: steps}
+		for i := range c.Steps {
+			if c.Steps[i].SetHeaderRoute != nil || c.Steps[i].SetMirror != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // IsZero reports whether x programs nothing.
 func (x TrafficExtras) IsZero() bool {
 	return (x.HeaderRoute == nil || len(x.HeaderRoute.Matches) == 0) && x.MirrorPercent == 0 && x.Sticky == nil
