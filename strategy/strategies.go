@@ -529,14 +529,26 @@ func (c *Canary) validateLoad() field.ErrorList {
 	return errs
 }
 
-// gridGap is the widest gap between two ticket values: MaxSurgePercent in
-// the managed mode (a weight hop reaches no further while capacity moves
-// within the surge budget), none otherwise.
+// gridGap is the widest gap between two ticket values: in the managed mode,
+// MaxSurgePercent less the most load a header route or mirror of the steps
+// adds at weight 0 (a weight hop reaches no further while capacity moves
+// within the surge budget); none in the fixed mode.
 func (c *Canary) gridGap() int32 {
-	if c.Capacity == CapacityManaged {
-		return max(c.MaxSurgePercent, 1)
+	if c.Capacity != CapacityManaged {
+		return 0
 	}
-	return 0
+	var x TrafficExtras
+	over := int32(0)
+	for i := range c.Steps {
+		if h := c.Steps[i].SetHeaderRoute; h != nil {
+			x.HeaderRoute = h
+		}
+		if m := c.Steps[i].SetMirror; m != nil {
+			x.MirrorPercent = m.Percent
+		}
+		over = max(over, x.CanaryLoad(0))
+	}
+	return max(c.MaxSurgePercent-over, 1)
 }
 
 // weights are the weights the steps name.
