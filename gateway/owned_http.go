@@ -268,9 +268,10 @@ func cookieName(st *strategy.Sticky) string {
 func ticketCond(st *strategy.Sticky, tickets []int32) headerMatch {
 	vals := make([]string, len(tickets))
 	for i, t := range tickets {
-		vals[i] = st.Run + "." + strconv.Itoa(int(t))
+		vals[i] = strconv.Itoa(int(t))
 	}
-	return headerMatch{regex: true, name: "Cookie", value: cookieRE(cookieName(st), vals...), field: "extras.sticky"}
+	re := `(^|;\s*)` + regexp.QuoteMeta(cookieName(st)+"="+st.Run+".") + "(" + strings.Join(vals, "|") + `)(;|$)`
+	return headerMatch{regex: true, name: "Cookie", value: re, field: "extras.sticky"}
 }
 
 // addSetCookie adds a Set-Cookie header to a ref's responses, in its
