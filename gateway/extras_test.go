@@ -52,10 +52,10 @@ func extrasRoute(t testing.TB) *gwv1.HTTPRoute {
 	exact, prefix := gwv1.PathMatchExact, gwv1.PathMatchPathPrefix
 	admin := gwv1.HTTPRouteRule{Name: ptr(gwv1.SectionName("admin")),
 		Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &exact, Value: ptr("/admin")}}},
-		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "admin"}}}}}
+		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "admin", Port: ptr(gwv1.PortNumber(80))}}}}}
 	static := gwv1.HTTPRouteRule{
 		Matches:     []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: &prefix, Value: ptr("/static")}}},
-		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "static"}}}}}
+		BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "static", Port: ptr(gwv1.PortNumber(80))}}}}}
 	rt.Spec.Rules = []gwv1.HTTPRouteRule{admin, *R, static}
 	return rt
 }
