@@ -15,7 +15,8 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// MirrorMode says how a Router programs a mirror (Config.Mirror).
+// MirrorMode says how a Router programs a mirror (Config.Mirror). The zero
+// value is MirrorGatewayAPI.
 type MirrorMode string
 
 const (
