@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -450,6 +451,18 @@ func TestRefusals(t *testing.T) {
 				var l *gateway.RuleLimitError
 				return errors.As(err, &l) && l.Need == 17
 			}, field: "spec.rules[1].matches[0].headers"},
+		{name: "too many matches in the route", class: "mirroring", extras: strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun},
+			edit: func(rt *gwv1.HTTPRoute) {
+				for i := 0; i < 39; i++ {
+					m := *rt.Spec.Rules[1].Matches[0].DeepCopy()
+					m.Path.Value = ptr(fmt.Sprintf("/shop/%d", i))
+					rt.Spec.Rules[1].Matches = append(rt.Spec.Rules[1].Matches, m)
+				}
+			},
+			check: func(err error) bool {
+				var l *gateway.RuleLimitError
+				return errors.As(err, &l) && l.Need == 5*40+2 && l.Max == 128
+			}, field: "spec.rules[*].matches"},
 		{name: "R matches the header", class: "mirroring", extras: strategy.TrafficExtras{HeaderRoute: betaHeader},
 			edit: func(rt *gwv1.HTTPRoute) {
 				rt.Spec.Rules[1].Matches[0].Headers = []gwv1.HTTPHeaderMatch{{Name: "x-beta", Value: "0"}}
