@@ -10,14 +10,41 @@ import (
 // wrapped router, so it can fail, delay, alter or pass the call on. A nil
 // func passes the call through, so the zero value intercepts nothing. The
 // wrapper is as safe for concurrent use as the wrapped router and the funcs.
+// SetRoutes and Routes intercept a rollout.RouteShaper's calls; they are
+// used only when the wrapped router is one.
 type RouterFuncs struct {
 	SetWeights func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error
 	Weights    func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error)
+	SetRoutes  func(ctx context.Context, next rollout.RouteShaper, r rollout.Routes) error
+	Routes     func(ctx context.Context, next rollout.RouteShaper) (rollout.RoutesStatus, error)
 }
 
-// InterceptRouter wraps next with funcs.
+// InterceptRouter wraps next with funcs. When next is a rollout.RouteShaper
+// (as a Router is) the wrapper is one too.
 func InterceptRouter(next rollout.TrafficRouter, funcs RouterFuncs) rollout.TrafficRouter {
+	if rs, ok := next.(rollout.RouteShaper); ok {
+		return &interceptedShaper{interceptedRouter{next: next, f: funcs}, rs}
+	}
 	return &interceptedRouter{next: next, f: funcs}
+}
+
+type interceptedShaper struct {
+	interceptedRouter
+	shaper rollout.RouteShaper
+}
+
+func (r *interceptedShaper) SetRoutes(ctx context.Context, rt rollout.Routes) error {
+	if r.f.SetRoutes != nil {
+		return r.f.SetRoutes(ctx, r.shaper, rt)
+	}
+	return r.shaper.SetRoutes(ctx, rt)
+}
+
+func (r *interceptedShaper) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
+	if r.f.Routes != nil {
+		return r.f.Routes(ctx, r.shaper)
+	}
+	return r.shaper.Routes(ctx)
 }
 
 type interceptedRouter struct {
