@@ -168,6 +168,7 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 
 // write puts w into the spec; the data plane takes it after the lag.
 func (r *Router) write(w rollout.Weights) {
+	r.settle() // a change whose lag is over was applied before this one
 	r.spec = w
 	r.change = &pending{reads: r.lag.Reads}
 	if r.lag.Duration > 0 {
@@ -211,8 +212,7 @@ func (r *Router) Create(w rollout.Weights) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = false
-	r.extras = programmed{}
-	r.write(w)
+	r.writeRoutes(w, programmed{})
 }
 
 // settle applies a pending change whose lag has passed.

@@ -121,8 +121,7 @@ func (r *Router) SetRoutes(ctx context.Context, rt rollout.Routes) error {
 	if w == r.spec && want.equal(r.extras) {
 		return nil
 	}
-	r.extras = want
-	r.write(w)
+	r.writeRoutes(w, want)
 	return nil
 }
 
@@ -285,8 +284,15 @@ func (r *Router) DropExtras() {
 	if r.deleted || r.extras.extras.IsZero() {
 		return
 	}
-	r.extras = programmed{}
-	r.write(r.spec)
+	r.writeRoutes(r.spec, programmed{})
+}
+
+// writeRoutes puts w and x into the spec; the data plane takes them after
+// the lag.
+func (r *Router) writeRoutes(w rollout.Weights, x programmed) {
+	r.settle() // a change whose lag is over was applied before this one
+	r.extras = x
+	r.write(w)
 }
 
 // Unsupported makes the data plane refuse the extras named, as a gateway

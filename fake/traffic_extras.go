@@ -71,6 +71,9 @@ type user struct {
 type jarCookie struct {
 	name, value string
 	expires     time.Time // zero: never
+	// The ticket the value holds, and its run.
+	run    string
+	ticket int32
 }
 
 // extrasModel is the part of Traffic that models the data plane's extras
@@ -375,19 +378,23 @@ func cookieName(s *strategy.Sticky) string {
 	return s.Cookie.CookieName
 }
 
-// ticketIn finds a ticket of sticky's run on the Cookie line: a grid
-// value, as the router's pin rules enumerate them. Another run's cookie, or
-// a value off the grid, is no ticket.
+// ticketIn finds a ticket of sticky's run on the Cookie line, where the
+// router's pin rules find it (name=run.T at a cookie boundary, followed by
+// ";" or the end): a grid value, as the pin rules enumerate them. Another
+// run's cookie, or a value off the grid, is no ticket.
 func (m *extrasModel) ticketIn(cookies string, s *strategy.Sticky) (int32, bool) {
-	if cookies == "" {
-		return 0, false
+	prefix := cookieName(s) + "=" + s.Run + "."
+	for i, part := range strings.Split(cookies, ";") {
+		if i > 0 {
+			part = strings.TrimLeft(part, " \t\n\v\f\r")
+		}
+		v, ok := strings.CutPrefix(part, prefix)
+		if !ok || v == "" || strings.Trim(v, "0123456789") != "" {
+			continue
+		}
+		return onGridValue(v, s.Grid)
 	}
-	expr := `(?:^|;\s*)` + regexp.QuoteMeta(cookieName(s)) + `=` + regexp.QuoteMeta(s.Run) + `\.(\d+)(?:;|$)`
-	sub := m.re(expr).FindStringSubmatch(cookies)
-	if sub == nil {
-		return 0, false
-	}
-	return onGridValue(sub[1], s.Grid)
+	return 0, false
 }
 
 func onGridValue(v string, grid []int32) (int32, bool) {
@@ -421,7 +428,7 @@ func (m *extrasModel) setCookie(u int, s *strategy.Sticky, ticket int32, now tim
 	if u < 0 || m.users[u].refuses {
 		return
 	}
-	c := jarCookie{name: cookieName(s), value: s.Run + "." + strconv.Itoa(int(ticket))}
+	c := jarCookie{name: cookieName(s), value: s.Run + "." + strconv.Itoa(int(ticket)), run: s.Run, ticket: ticket}
 	if !now.IsZero() {
 		age := strategy.DefaultSessionMaxAge
 		if s.Cookie.MaxAge != nil {
@@ -446,21 +453,21 @@ func (m *extrasModel) snapshot(s *strategy.Sticky, theta int32, now time.Time) {
 	if s == nil {
 		return
 	}
-	name, prefix := cookieName(s), s.Run+"."
+	name := cookieName(s)
+	var onGrid [101]bool
+	for _, g := range s.Grid {
+		if g >= 1 && g <= 100 {
+			onGrid[g] = true
+		}
+	}
 	for i := range m.users {
 		for _, c := range m.users[i].jar {
-			if c.name != name || !(c.expires.IsZero() || now.Before(c.expires)) {
+			if c.name != name || c.run != s.Run || !onGrid[c.ticket] || !(c.expires.IsZero() || now.Before(c.expires)) {
 				continue
 			}
-			v, ok := strings.CutPrefix(c.value, prefix)
-			if !ok {
-				continue
-			}
-			if ticket, ok := onGridValue(v, s.Grid); ok {
-				m.sessions++
-				if ticket <= theta {
-					m.canarySessions++
-				}
+			m.sessions++
+			if c.ticket <= theta {
+				m.canarySessions++
 			}
 		}
 	}
