@@ -61,7 +61,10 @@ func (u *Users) Validate() error {
 // went.
 type user struct {
 	refuses bool
-	jar     []jarCookie
+	// mark places the user among those whose requests carry the headers
+	// of SetHeaderShare: they do when mark < the share.
+	mark float64
+	jar  []jarCookie
 	// The side of the last request, the canary side then and the
 	// canary's weight then ("" before any request with a canary known).
 	last, lastCanary strategy.Side
@@ -126,7 +129,7 @@ func (t *Traffic) SetUsers(u Users) error {
 	t.x.users = make([]user, u.N)
 	refuse := int(math.Round(float64(u.N) * u.RefuseCookies))
 	for i := range t.x.users {
-		t.x.users[i].refuses = i < refuse
+		t.x.users[i] = user{refuses: i < refuse, mark: t.x.rng.Float64()}
 	}
 	return nil
 }
@@ -134,8 +137,11 @@ func (t *Traffic) SetUsers(u Users) error {
 // SetHeaderShare makes share (0..1, clamped) of the requests carry the
 // header fields h, as internal users or a beta group would: the true share
 // a header route matching them sends to the canary, whatever any
-// declared ExpectedPercent says. A Cookie field joins the user's own
-// cookies on one Cookie line. share 0 or an empty h carries none.
+// declared ExpectedPercent says. With users (SetUsers) it is a share of the
+// users, each drawn once, whose every request carries h (a beta tester
+// stays one); without, each request is drawn. A Cookie field joins the
+// user's own cookies on one Cookie line. share 0 or an empty h carries
+// none.
 func (t *Traffic) SetHeaderShare(share float64, h http.Header) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -200,7 +206,14 @@ func (t *Traffic) tickRequests(rt *rollout.Routes, ready [2]int64, revs [2]strin
 		if len(m.users) > 0 {
 			u = m.rng.IntN(len(m.users))
 		}
-		marked := m.headerShare > 0 && m.rng.Float64() < m.headerShare
+		var marked bool
+		switch {
+		case m.headerShare <= 0:
+		case u >= 0:
+			marked = m.users[u].mark < m.headerShare
+		default:
+			marked = m.rng.Float64() < m.headerShare
+		}
 		if marked {
 			m.headerMarked++
 		}
@@ -271,7 +284,7 @@ func (m *extrasModel) churn() {
 	}
 	for i := range m.users {
 		if m.rng.Float64() < m.opts.Churn {
-			m.users[i] = user{refuses: m.rng.Float64() < m.opts.RefuseCookies}
+			m.users[i] = user{refuses: m.rng.Float64() < m.opts.RefuseCookies, mark: m.rng.Float64()}
 		}
 	}
 }
