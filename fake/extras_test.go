@@ -560,3 +560,84 @@ func above(grid []int32, theta int32) []int32 {
 	}
 	return out
 }
+
+// TestRouterRoutesProperty: whatever the sequence of writes, faults and
+// reads, Routes reports the extras of the last SetRoutes that succeeded,
+// unless DropExtras or Create removed them since (SetWeights and Overwrite
+// keep them); a refused SetRoutes changes nothing; and once the lag has
+// passed the data plane routes by exactly what the spec holds.
+func TestRouterRoutesProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ctx := context.Background()
+		clock := fake.NewClock(t0)
+		r := fake.NewRouter(clock)
+		lag := time.Duration(rapid.IntRange(0, 3).Draw(t, "lagSeconds")) * time.Second
+		r.SetLag(fake.Lag{Duration: lag})
+		var refused []fake.Extra
+		if rapid.Bool().Draw(t, "refuseMirror") {
+			refused = append(refused, fake.ExtraMirror)
+		}
+		r.Unsupported(refused...)
+		wantW, wantC, wantX := rollout.Weights{A: 100}, strategy.Side(""), strategy.TrafficExtras{}
+		for i := range rapid.IntRange(1, 30).Draw(t, "ops") {
+			b := int32(rapid.IntRange(0, 100).Draw(t, "weight"))
+			w := rollout.Weights{A: 100 - b, B: b}
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0, 1:
+				x := strategy.TrafficExtras{MirrorPercent: int32(rapid.SampledFrom([]int{0, 0, 10, 50}).Draw(t, "mirror"))}
+				if rapid.Bool().Draw(t, "header") {
+					x.HeaderRoute = betaRoute
+				}
+				if rapid.Bool().Draw(t, "sticky") {
+					x.Sticky = sticky
+				}
+				c := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "canary")
+				err := r.SetRoutes(ctx, rollout.Routes{Weights: w, Canary: c, Extras: x})
+				if refusedMirror := len(refused) > 0 && x.MirrorPercent > 0; refusedMirror != (err != nil) {
+					t.Fatalf("op %d: SetRoutes with %s: %v", i, fake.ExtrasText(x), err)
+				}
+				if err == nil {
+					wantW, wantC, wantX = w, c, x
+					if x.IsZero() {
+						wantC, wantX = "", strategy.TrafficExtras{}
+					}
+				}
+			case 2:
+				if err := r.SetWeights(ctx, w); err != nil {
+					t.Fatal(err)
+				}
+				wantW = w
+			case 3:
+				r.DropExtras()
+				wantC, wantX = "", strategy.TrafficExtras{}
+			case 4:
+				if rapid.Bool().Draw(t, "create") {
+					r.Create(w)
+					wantC, wantX = "", strategy.TrafficExtras{}
+				} else {
+					r.Overwrite(w)
+				}
+				wantW = w
+			case 5:
+				clock.Advance(time.Duration(rapid.IntRange(0, 4).Draw(t, "advance")) * time.Second)
+			}
+			st, err := r.Routes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Weights != wantW || st.Canary != wantC || !st.Extras.Equal(wantX) {
+				t.Fatalf("op %d: Routes %v canary %q %s; want %v canary %q %s", i, st.Weights, st.Canary, fake.ExtrasText(st.Extras),
+					wantW, wantC, fake.ExtrasText(wantX))
+			}
+		}
+		clock.Advance(lag)
+		if _, err := r.Routes(ctx); err != nil {
+			t.Fatal(err)
+		}
+		live := r.AppliedRoutes()
+		if live.Weights != wantW || live.Canary != wantC || !live.Extras.Equal(wantX) {
+			t.Fatalf("after the lag the data plane routes by %v canary %q %s; want %v canary %q %s", live.Weights, live.Canary,
+				fake.ExtrasText(live.Extras), wantW, wantC, fake.ExtrasText(wantX))
+		}
+	})
+}
