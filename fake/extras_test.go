@@ -16,6 +16,7 @@ import (
 
 	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/rollout/analysis"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -640,4 +641,39 @@ func TestRouterRoutesProperty(t *testing.T) {
 				fake.ExtrasText(live.Extras), wantW, wantC, fake.ExtrasText(wantX))
 		}
 	})
+}
+
+// TestTrafficMirrorRecorded: the canary answers mirrored copies as any
+// request, and they are recorded on its side, but no client sees their
+// failures.
+func TestTrafficMirrorRecorded(t *testing.T) {
+	ctx := context.Background()
+	clock := fake.NewClock(t0)
+	r := fake.NewRouter(clock)
+	a, b := fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100}), fake.NewCapacity(clock, fake.CapacityOptions{Replicas: 10, Percent: 100})
+	a.SetRevision("v1")
+	b.SetRevision("v2")
+	metrics := fake.NewMetrics(clock)
+	tr := fake.NewTraffic(r, a, b, 1000)
+	tr.RecordTo(metrics)
+	tr.SetErrorRate("v2", 0.5)
+	if err := r.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 100}, Canary: strategy.SideB, Extras: strategy.TrafficExtras{MirrorPercent: 50}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		clock.Advance(time.Second)
+		tr.Tick()
+	}
+	st := tr.Stats()
+	if st.Failed != 0 || st.B.Requests != 0 || st.B.Mirrored == 0 || st.Served != 3000 {
+		t.Fatalf("stats %+v: want 3000 clients' requests served by side A, none failed, copies on side B", st)
+	}
+	c := analysis.SuccessRate(0.95)
+	got, err := metrics.Measure(ctx, &c, canaryVars(strategy.SideB, "10s"), "", "n", clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Requests != float64(st.B.Mirrored) || math.Abs(got.Value-0.5) > 0.01 {
+		t.Errorf("side B recorded %+v; want its %d copies, half of them failed", got, st.B.Mirrored)
+	}
 }
