@@ -677,3 +677,32 @@ func TestTrafficMirrorRecorded(t *testing.T) {
 		t.Errorf("side B recorded %+v; want its %d copies, half of them failed", got, st.B.Mirrored)
 	}
 }
+
+// TestTrafficStickyNewRun: the tickets of another run are no tickets: a
+// new rollout's sticky sessions hand every user a new one.
+func TestTrafficStickyNewRun(t *testing.T) {
+	r, tr := stickyWorld(t, fake.Users{N: 500}, 3)
+	setSticky(t, r, 50, strategy.TrafficExtras{Sticky: sticky})
+	for range 5 {
+		tr.Tick()
+	}
+	first := tr.Stats()
+	if first.Sessions < 495 || first.Tickets != first.Sessions {
+		t.Fatalf("%d sessions, %d tickets; want one ticket for each of (nearly) 500 users", first.Sessions, first.Tickets)
+	}
+	next := *sticky
+	next.Run = "feedface"
+	setSticky(t, r, 50, strategy.TrafficExtras{Sticky: &next})
+	tr.Tick()
+	st := tr.Stats()
+	if st.Sessions >= first.Sessions || st.Tickets-first.Tickets != st.Sessions {
+		t.Errorf("after a new run: %d sessions (of %d before), %d new tickets; want a new ticket for each user back since, the others holding none of the run",
+			st.Sessions, first.Sessions, st.Tickets-first.Tickets)
+	}
+	// A new run is a new session: a user on the canary whose new ticket is
+	// above the weight moves to the stable side though the weight stood
+	// still (why a rollout keeps one run from start to end).
+	if st.Flips == 0 {
+		t.Error("no flips when the run changed at a standing weight")
+	}
+}
