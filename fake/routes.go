@@ -13,7 +13,7 @@ import (
 )
 
 // Extra names one kind of traffic extra a Router programs, for
-// Router.Unsupported. It is a plain string.
+// Router.Unsupported. It is a plain string; the zero value names none.
 type Extra string
 
 // The extras of strategy.TrafficExtras.
