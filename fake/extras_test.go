@@ -226,7 +226,7 @@ func TestRouterServingExtras(t *testing.T) {
 			t.Fatal(err)
 		}
 		if got := r.Serving(strategy.SideB)(); got != tt.want {
-			t.Errorf("%s: side B serves %d, want %d", fake.ExtrasText(tt.x), got, tt.want)
+			t.Errorf("%s: side B serves %d, want %d", tt.x.String(), got, tt.want)
 		}
 	}
 }
@@ -250,6 +250,30 @@ func TestInterceptRouteShaper(t *testing.T) {
 	}
 	if st, err := rs.Routes(ctx); err != nil || calls != 1 || st.Extras.MirrorPercent != 5 {
 		t.Errorf("Routes %+v, %v after %d intercepted calls", st, err, calls)
+	}
+	// A weights interceptor sees the weights of SetRoutes and Routes too;
+	// the extras travel with them.
+	double := func(w rollout.Weights) rollout.Weights { return rollout.Weights{A: 100 - 2*w.B, B: 2 * w.B} }
+	halve := func(w rollout.Weights) rollout.Weights { return rollout.Weights{A: 100 - w.B/2, B: w.B / 2} }
+	wi := fake.InterceptRouter(r, fake.RouterFuncs{
+		SetWeights: func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error {
+			return next.SetWeights(ctx, double(w))
+		},
+		Weights: func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error) {
+			st, err := next.Weights(ctx)
+			st.Weights = halve(st.Weights)
+			return st, err
+		},
+	}).(rollout.RouteShaper)
+	x := strategy.TrafficExtras{Sticky: sticky}
+	if err := wi.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 80, B: 20}, Canary: strategy.SideB, Extras: x}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := r.Routes(ctx); st.Weights != (rollout.Weights{A: 60, B: 40}) || !st.Extras.Equal(x) || st.Canary != strategy.SideB {
+		t.Errorf("written through a weights interceptor: %+v", st)
+	}
+	if st, err := wi.Routes(ctx); err != nil || st.Weights != (rollout.Weights{A: 80, B: 20}) || !st.Extras.Equal(x) || st.Canary != strategy.SideB {
+		t.Errorf("read through a weights interceptor: %+v, %v", st, err)
 	}
 	plain := fake.InterceptRouter(fake.InterceptRouter(r, fake.RouterFuncs{}), fake.RouterFuncs{})
 	if _, ok := plain.(rollout.RouteShaper); !ok {
@@ -595,7 +619,7 @@ func TestRouterRoutesProperty(t *testing.T) {
 				c := rapid.SampledFrom([]strategy.Side{strategy.SideA, strategy.SideB}).Draw(t, "canary")
 				err := r.SetRoutes(ctx, rollout.Routes{Weights: w, Canary: c, Extras: x})
 				if refusedMirror := len(refused) > 0 && x.MirrorPercent > 0; refusedMirror != (err != nil) {
-					t.Fatalf("op %d: SetRoutes with %s: %v", i, fake.ExtrasText(x), err)
+					t.Fatalf("op %d: SetRoutes with %s: %v", i, x.String(), err)
 				}
 				if err == nil {
 					wantW, wantC, wantX = w, c, x
@@ -627,8 +651,8 @@ func TestRouterRoutesProperty(t *testing.T) {
 				t.Fatal(err)
 			}
 			if st.Weights != wantW || st.Canary != wantC || !st.Extras.Equal(wantX) {
-				t.Fatalf("op %d: Routes %v canary %q %s; want %v canary %q %s", i, st.Weights, st.Canary, fake.ExtrasText(st.Extras),
-					wantW, wantC, fake.ExtrasText(wantX))
+				t.Fatalf("op %d: Routes %v canary %q %s; want %v canary %q %s", i, st.Weights, st.Canary, st.Extras.String(),
+					wantW, wantC, wantX.String())
 			}
 		}
 		clock.Advance(lag)
@@ -638,7 +662,7 @@ func TestRouterRoutesProperty(t *testing.T) {
 		live := r.AppliedRoutes()
 		if live.Weights != wantW || live.Canary != wantC || !live.Extras.Equal(wantX) {
 			t.Fatalf("after the lag the data plane routes by %v canary %q %s; want %v canary %q %s", live.Weights, live.Canary,
-				fake.ExtrasText(live.Extras), wantW, wantC, fake.ExtrasText(wantX))
+				live.Extras.String(), wantW, wantC, wantX.String())
 		}
 	})
 }

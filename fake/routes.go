@@ -194,14 +194,14 @@ func routesText(r rollout.Routes) string {
 	if r.Extras.IsZero() {
 		return s
 	}
-	return s + fmt.Sprintf(" canary %s: %s", r.Canary, ExtrasText(r.Extras))
+	return s + fmt.Sprintf(" canary %s: %s", r.Canary, extrasText(r.Extras))
 }
 
-// ExtrasText renders extras for people, as the fakes name them in History
-// and the simulation prints them: "header x-beta=1 (5%)", "mirror 20%",
-// "sticky 3f2a1b0c grid 10,20,50,100", joined by ", "; "none" for the zero
-// value. A header route without ExpectedPercent shows "(share unknown)".
-func ExtrasText(x strategy.TrafficExtras) string {
+// extrasText renders extras for a Call: "header x-beta=1 (5%)", "mirror
+// 20%", "sticky 3f2a1b0c grid 10,20,50,100", joined by ", "; "none" for
+// the zero value. A header route without ExpectedPercent shows "(share
+// unknown)".
+func extrasText(x strategy.TrafficExtras) string {
 	var parts []string
 	if h := x.HeaderRoute; h != nil && len(h.Matches) > 0 {
 		ms := make([]string, len(h.Matches))

@@ -46,18 +46,20 @@
 // requests (users) that carry the header; -mirror P adds a step that
 // copies P percent of the stable side's requests to the canary. Both steps
 // come before the canary's first weight. With any of them, each rollout
-// ends with a table of its steps: the weight, the extras the route
-// applies, the share of sessions on the canary beside what a re-draw model
+// ends with a table of its steps: the weight, the share of sessions on
+// the canary beside what a re-draw model
 // would give (a session on the stable side drawn again at every step with
 // the step's weight as probability, 1-Π(1-w), which drifts above the
 // weight), the sessions that flipped from the canary to the stable side,
-// the mirrored copies, the header-routed requests and the canary's peak
-// load against its ready capacity; -svg plots them too. The program exits
+// the mirrored copies, the header-routed requests, the canary's peak load
+// against its ready capacity and the extras the route applies; -svg plots
+// them too. The program exits
 // 1 when a session flips while the weight does not fall, when the share
 // of sessions on the canary strays from the weight beyond the Hoeffding
 // bound (probability 1e-6), or when mirrored copies find the canary
 // without ready capacity. The extras reach the route only through the
-// Runner: a route that applies none shows "none".
+// Runner (the strategy decides when each applies): a route that applies
+// none shows "no extras".
 //
 //	go run ./examples/simulate
 //	go run ./examples/simulate -strategy canary -abort-at 15s -svg out.svg

@@ -79,6 +79,9 @@ type simulation struct {
 	// wrapRouter, when set, wraps the route the Runner of each rollout
 	// writes to (canary: that rollout's canary side); tests use it.
 	wrapRouter func(next rollout.TrafficRouter, canary strategy.Side) rollout.TrafficRouter
+	// configure, when set, adjusts each rollout's traffic after the flags
+	// did; tests use it.
+	configure func(*fake.Traffic)
 }
 
 type faultCounts struct{ conflicts, errors int }
@@ -435,6 +438,9 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	if err := sim.configureTraffic(traffic); err != nil {
 		return nil, err
 	}
+	if sim.configure != nil {
+		sim.configure(traffic)
+	}
 	sim.traffic, sim.lastStats = traffic, fake.TrafficStats{}
 	s := strategy.NewState(sim.running, next)
 	s.StableSide = sim.side
@@ -548,6 +554,7 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	}
 	res.problems = sim.check(res, abortAsked)
 	if sim.cfg.extrasOn() {
+		res.extras, res.sticky = true, sim.cfg.Sticky
 		res.problems = append(res.problems, checkExtras(res)...)
 	}
 	sim.line(res.took, &s, string(s.Phase))
@@ -557,7 +564,6 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	}
 	sim.summary(res, faultCounts{sim.faults.conflicts - faultsBefore.conflicts, sim.faults.errors - faultsBefore.errors})
 	if sim.cfg.extrasOn() {
-		res.extras, res.sticky = true, sim.cfg.Sticky
 		printSteps(sim.out, res, &sim.cfg)
 	}
 	return res, nil
@@ -761,7 +767,8 @@ func bar(w int32) string {
 }
 
 // hopText describes a hop the Runner applied, with the side it went to when
-// withSide: "weight 30 (A=70 B=30)", "canary capacity 40 (side B)", "canary
+// withSide: "weight 30 (A=70 B=30)", "weight 20 (A=80 B=20) with mirror 20%
+// to side B", "canary capacity 40 (side B)", "canary
 // side B back to its steady state (full capacity, nothing pinned)", "deploy
 // v3 on side A".
 func hopText(h rollout.Hop, withSide bool) string {
@@ -773,6 +780,13 @@ func hopText(h rollout.Hop, withSide bool) string {
 	}
 	if h.Kind == rollout.HopWeight {
 		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
+	}
+	if h.Kind == rollout.HopRoutes {
+		text := fmt.Sprintf("weight %d (A=%d B=%d) with %s", h.Value, h.Weights.A, h.Weights.B, h.Extras)
+		if withSide && !h.Extras.IsZero() {
+			text += " to side " + string(h.Side)
+		}
+		return text
 	}
 	if h.Steady {
 		side := ""
