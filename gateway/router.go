@@ -41,6 +41,13 @@ type Config struct {
 	MaxConflictRetries int
 	// Clock times SettleDelay; nil means clock.Real.
 	Clock clock.Clock
+	// Mirror chooses how SetRoutes programs a mirror: MirrorGatewayAPI
+	// (the zero value) or MirrorTraefikService.
+	Mirror MirrorMode
+	// MirrorMaxBodySize caps the request bodies a TraefikService mirror
+	// copies, in bytes (spec.mirroring.maxBodySize): 0 means 1 MiB, -1
+	// unlimited. Only MirrorTraefikService uses it.
+	MirrorMaxBodySize int64
 }
 
 // Validate names every problem with the configuration.
@@ -72,6 +79,12 @@ func (c *Config) Validate() error {
 	if c.MaxConflictRetries < 0 {
 		errs = append(errs, fmt.Errorf("%w: maxConflictRetries must not be negative", ErrInvalid))
 	}
+	if c.Mirror != MirrorGatewayAPI && c.Mirror != MirrorTraefikService {
+		errs = append(errs, fmt.Errorf("%w: mirror: %q is not %q or %q", ErrInvalid, c.Mirror, MirrorGatewayAPI, MirrorTraefikService))
+	}
+	if c.MirrorMaxBodySize < -1 {
+		errs = append(errs, fmt.Errorf("%w: mirrorMaxBodySize: %d: want -1 (unlimited), 0 (1 MiB) or a size in bytes", ErrInvalid, c.MirrorMaxBodySize))
+	}
 	return errors.Join(errs...)
 }
 
@@ -98,6 +111,11 @@ func (c *Config) Validate() error {
 // alone: another backendRef with a weight above 0 (or none, which means 1),
 // or a second ref to either side, is refused by SetWeights and by Weights
 // alike, so a rollout never counts weights whose real shares differ.
+//
+// The Router is also a rollout.RouteShaper: SetRoutes programs header
+// routes, mirrors and sticky sessions as rules it owns beside the user's
+// rule, and Routes reports them (see SetRoutes for the layout, the
+// refusals and the extra permissions).
 //
 // Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
 // *BackendNotFoundError, *NoSharedRuleError and *ExtraBackendError (match
@@ -150,6 +168,10 @@ type Router struct {
 	// own remembers the resourceVersions of the Router's writes, whose
 	// watch events wake nobody.
 	own watchloop.Own
+	// gws reads Gateways and GatewayClasses (the mirror's feature check).
+	gws gatewayReader
+	// objs writes the mirror's TraefikService; nil with the clientset.
+	objs client.Client
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -175,13 +197,23 @@ var (
 // NewRouter returns a Router that uses a controller-runtime client; its
 // scheme must know gateway.networking.k8s.io/v1.
 func NewRouter(c client.Client, cfg Config) (*Router, error) {
-	return newRouter(crRoutes{c: c}, cfg)
+	r, err := newRouter(crRoutes{c: c}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.gws, r.objs = crGateways{c: c}, c
+	return r, nil
 }
 
 // NewRouterForClientset returns a Router that uses the gateway-api typed
 // clientset.
 func NewRouterForClientset(cs versioned.Interface, cfg Config) (*Router, error) {
-	return newRouter(csRoutes{cs: cs}, cfg)
+	r, err := newRouter(csRoutes{cs: cs}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.gws = csGateways{cs: cs}
+	return r, nil
 }
 
 func newRouter(api routes, cfg Config) (*Router, error) {
@@ -261,6 +293,10 @@ func apiError(err error, ref RouteRef) error {
 // written, so a route without the backends leaves the whole group untouched;
 // a write that fails midway (a conflict storm, the API server going away)
 // leaves the group reported not accepted, and the next call converges it.
+// On a route that holds every rule SetRoutes programmed there, the owned
+// rules follow w in the same update (the sticky sessions' threshold, the
+// mirror's fraction), with the extras as they were programmed; owned rules
+// that another writer edited are left alone.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
@@ -271,7 +307,7 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 			if err != nil {
 				return apiError(err, ref)
 			}
-			if err := checkRules(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
+			if err := checkRules(r.userRules(ref, rt), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
 				return rollout.Permanent(withRoute(err, ref))
 			}
 		}
@@ -289,7 +325,7 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
 			return false, err
 		}
-		changed, err := setWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
+		changed, err := r.setWeightsIn(ref, rt, w) // extras.go
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}
@@ -309,8 +345,14 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 // plane reads it; they sum to 100 only when they are the real split in
 // percent (two omitted weights are reported as 1 and 1, not as 50 and 50).
 // A rule that also sends traffic elsewhere is an *ExtraBackendError, never
-// a status.
+// a status. The rules SetRoutes owns (and rules carrying their names) are
+// not read: the weights are those of the user's rules.
 func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	return r.weights(ctx, nil)
+}
+
+// weights is Weights, calling each (when set) with every route it reads.
+func (r *Router) weights(ctx context.Context, each func(RouteRef, route) error) (rollout.RouteStatus, error) {
 	var st rollout.RouteStatus
 	st.Accepted = true
 	for i, ref := range r.cfg.Routes {
@@ -318,7 +360,12 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 		if err != nil {
 			return rollout.RouteStatus{}, apiError(err, ref)
 		}
-		wa, wb, agree, err := readWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace)
+		if each != nil {
+			if err := each(ref, rt); err != nil {
+				return rollout.RouteStatus{}, err
+			}
+		}
+		wa, wb, agree, err := readWeights(r.userRules(ref, rt), &r.cfg.A, &r.cfg.B, ref.Namespace)
 		if err != nil {
 			return rollout.RouteStatus{}, rollout.Permanent(withRoute(err, ref))
 		}
