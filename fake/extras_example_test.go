@@ -53,8 +53,8 @@ func ExampleTraffic_SetUsers() {
 	}
 	fmt.Printf("dropped: extras %q; flips %d\n", routes.Extras.String(), traffic.Stats().Flips)
 	// Output:
-	// weight 10: sessions on the canary 10.6% of 4805, flips 0; header-routed 421 of 421 marked; copies 3585 of 17545 stable-bound
-	// weight 25: sessions on the canary 25.3% of 4892, flips 0; header-routed 448 of 448 marked; copies 2936 of 14579 stable-bound
-	// weight 50: sessions on the canary 49.7% of 4894, flips 0; header-routed 425 of 425 marked; copies 2026 of 9907 stable-bound
-	// dropped: extras "no extras"; flips 4983
+	// weight 10: sessions on the canary 10.0% of 4894, flips 0; header-routed 424 of 424 marked; copies 3524 of 17620 stable-bound
+	// weight 25: sessions on the canary 25.0% of 4894, flips 0; header-routed 424 of 424 marked; copies 2937 of 14684 stable-bound
+	// weight 50: sessions on the canary 50.0% of 4894, flips 0; header-routed 424 of 424 marked; copies 1958 of 9788 stable-bound
+	// dropped: extras "no extras"; flips 4956
 }

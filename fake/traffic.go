@@ -26,7 +26,11 @@ import (
 // With a Router that programs extras (SetRoutes), Traffic does what the
 // data plane does with them, request by request: see SetUsers,
 // SetHeaderShare and SetSeed, and the fields of TrafficStats that count
-// them.
+// them. As a gateway does, it hands out tickets by smooth weighted round
+// robin and mirrors by a deterministic count. Users send once a round, in
+// an order shuffled every round; a tick's sample of them may lean to one
+// side, so with users a side queues what a tick's ready capacity cannot
+// serve, for at most a round, before it counts as overloaded.
 //
 // Build it with the fakes it reads; the zero value is not usable. Safe for
 // concurrent use.

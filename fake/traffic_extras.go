@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +94,20 @@ type extrasModel struct {
 
 	headerMarked, headerRouted, tickets int64
 	sessions, canarySessions, flips     int64
+
+	// order and next: users send at one rate, each once per round, in an
+	// order shuffled every round. wrr is the smooth weighted round robin that hands out tickets
+	// (a gateway picks among a rule's backend references so), for the
+	// grid wrrGrid. mirrored and copied count stable-bound requests and
+	// their copies: a copy is made while copied·100 < mirrored·percent, the
+	// deterministic count a mirroring proxy keeps.
+	order            []int
+	next             int
+	queued           [2]int64 // requests waiting on each side (A, B)
+	queuedCopies     [2]int64 // mirrored copies waiting behind them
+	wrr              []int32
+	wrrGrid          []int32
+	mirrored, copied int64
 }
 
 func newExtrasModel() extrasModel { return extrasModel{rng: newRand(1)} }
@@ -194,8 +209,12 @@ func (t *Traffic) tickRequests(rt *rollout.Routes, ready [2]int64, revs [2]strin
 	mirror := float64(x.MirrorPercent) / 100
 	route := func(u int, side strategy.Side) {
 		sent[sideIndex(side)]++
-		if mirror > 0 && side != canary && m.rng.Float64() < mirror {
-			copies[sideIndex(canary)]++
+		if mirror > 0 && side != canary {
+			m.mirrored++
+			if m.copied*100 < m.mirrored*int64(x.MirrorPercent) {
+				m.copied++
+				copies[sideIndex(canary)]++
+			}
 		}
 		m.visit(u, side, w)
 	}
@@ -204,7 +223,12 @@ func (t *Traffic) tickRequests(rt *rollout.Routes, ready [2]int64, revs [2]strin
 	for range n {
 		u := -1
 		if len(m.users) > 0 {
-			u = m.rng.IntN(len(m.users))
+			if m.next%len(m.users) == 0 || len(m.order) != len(m.users) {
+				m.order = m.rng.Perm(len(m.users))
+				m.next = 0
+			}
+			u = m.order[m.next%len(m.users)]
+			m.next++
 		}
 		var marked bool
 		switch {
@@ -248,11 +272,29 @@ func (t *Traffic) tickRequests(rt *rollout.Routes, ready [2]int64, revs [2]strin
 		}
 		route(u, side)
 	}
+	// Each user sends once a round (rounds ticks), so a side holds its
+	// share of the sessions over a round while one tick's sample of users
+	// may lean one way: requests beyond a tick's ready capacity wait in the
+	// side's queue, for at most a round, and are served first in the ticks
+	// that follow; beyond that they are overloaded. Mirrored copies wait
+	// behind the clients' requests in the same queue, and are lost beyond
+	// it. Without users a tick is the whole population: no queue.
+	rounds := int64(1)
+	if len(m.users) > 0 && n > 0 {
+		rounds = (int64(len(m.users)) + n - 1) / n
+	}
 	for i, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
 		capacity := n * ready[i] / 100
-		served := min(sent[i], capacity)
-		t.serve(side, revs[i], sent[i], served, ready[i] > 0, at)
-		t.serveCopies(side, revs[i], copies[i], min(copies[i], capacity-served), at)
+		total := sent[i] + m.queued[i]
+		served := min(total, capacity)
+		room := capacity * (rounds - 1)
+		m.queued[i] = min(total-served, room)
+		over := total - served - m.queued[i]
+		t.serve(side, revs[i], served+over, served, ready[i] > 0, at)
+		ctotal := copies[i] + m.queuedCopies[i]
+		cserved := min(ctotal, capacity-served)
+		m.queuedCopies[i] = min(ctotal-cserved, room-m.queued[i])
+		t.serveCopies(side, revs[i], ctotal-m.queuedCopies[i], cserved, at)
 	}
 	m.snapshot(x.Sticky, theta, now)
 }
@@ -423,16 +465,27 @@ func onGridValue(v string, grid []int32) (int32, bool) {
 	return 0, false
 }
 
-// draw picks a ticket: grid value j with the chance of its gap from the
-// value below it (the first from 0), in percent.
+// draw picks a ticket as a gateway's assign rule does: grid value j with
+// the weight of its gap from the value below it (the first from 0), by
+// smooth weighted round robin, so every 100 new sessions get each value
+// exactly its gap's times, spread out.
 func (m *extrasModel) draw(grid []int32) int32 {
-	r := int32(m.rng.IntN(100)) + 1
-	for _, g := range grid {
-		if r <= g {
-			return g
+	if len(grid) == 0 {
+		return 100
+	}
+	if !slices.Equal(grid, m.wrrGrid) {
+		m.wrrGrid, m.wrr = slices.Clone(grid), make([]int32, len(grid))
+	}
+	best, prev := 0, int32(0)
+	for j, g := range grid {
+		m.wrr[j] += g - prev
+		prev = g
+		if m.wrr[j] > m.wrr[best] {
+			best = j
 		}
 	}
-	return 100
+	m.wrr[best] -= prev // the weights sum to the last value, 100
+	return grid[best]
 }
 
 // setCookie stores the ticket in user u's client, unless it refuses
