@@ -23,32 +23,8 @@ import (
 // fills in) as programmed, are not written again, follow SetWeights, and
 // their removal gives back the stored route.
 func TestExtrasOnKube(t *testing.T) {
-	env := kubetest.Get(t)
+	env, ns, ref := mirroringWorld(t)
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	class := "mirroring-" + ns
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/gw"}}
-	if err := env.Client.Create(ctx, gc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
-	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: gateway.FeatureRequestMirror}, {Name: gateway.FeatureRequestPercentageMirror}}
-	if err := env.Client.Status().Update(ctx, gc); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.BuildGateway(ns, "gw", class, gateway.Listener{Name: "http", Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, gw); err != nil {
-		t.Fatal(err)
-	}
-	rt := extrasRoute(t)
-	rt.Namespace = ns
-	if err := env.Client.Create(ctx, rt); err != nil {
-		t.Fatal(err)
-	}
-	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
 	stored := getHTTPRoute(t, env.Client, ref)
 	r, err := gateway.NewRouter(env.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
 	if err != nil {
@@ -98,32 +74,8 @@ func TestExtrasOnKube(t *testing.T) {
 // parent Gateways and on GatewayClasses, and says so while it lacks them,
 // writing nothing.
 func TestExtrasLeastPrivilege(t *testing.T) {
-	env := kubetest.Get(t)
+	env, ns, ref := mirroringWorld(t)
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	class := "mirroring-" + ns
-	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/gw"}}
-	if err := env.Client.Create(ctx, gc); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
-	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: gateway.FeatureRequestMirror}, {Name: gateway.FeatureRequestPercentageMirror}}
-	if err := env.Client.Status().Update(ctx, gc); err != nil {
-		t.Fatal(err)
-	}
-	gw, err := gateway.BuildGateway(ns, "gw", class, gateway.Listener{Name: "http", Port: 80})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, gw); err != nil {
-		t.Fatal(err)
-	}
-	rt := extrasRoute(t)
-	rt.Namespace = ns
-	if err := env.Client.Create(ctx, rt); err != nil {
-		t.Fatal(err)
-	}
-	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
 	sa := env.ServiceAccount(t, ns, "upshift-router")
 	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"},
 		ResourceNames: []string{"web"}, Verbs: []string{"get", "update"}})
@@ -142,7 +94,7 @@ func TestExtrasLeastPrivilege(t *testing.T) {
 	}
 	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"gateways"}, Verbs: []string{"get"}})
 	err = r.SetRoutes(ctx, mirror)
-	if err == nil || !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "GatewayClass "+class+": forbidden") {
+	if err == nil || !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "GatewayClass mirroring-"+ns+": forbidden") {
 		t.Fatalf("mirror without get on gatewayclasses: %v, want a permanent error naming the GatewayClass", err)
 	}
 	if got := getHTTPRoute(t, env.Client, ref); got.ResourceVersion != before.ResourceVersion {
@@ -170,4 +122,37 @@ func TestExtrasLeastPrivilege(t *testing.T) {
 	if st, err := r.Routes(ctx); err != nil || st.Extras.MirrorPercent != 10 {
 		t.Fatalf("Routes: %+v, %v", st, err)
 	}
+}
+
+// mirroringWorld makes a namespace with a GatewayClass that lists the
+// mirror features, a Gateway of that class and the route of extrasRoute
+// attached to it, on the test API server.
+func mirroringWorld(t *testing.T) (*kubetest.Env, string, gateway.RouteRef) {
+	t.Helper()
+	env := kubetest.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	class := "mirroring-" + ns
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/gw"}}
+	if err := env.Client.Create(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
+	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: gateway.FeatureRequestMirror}, {Name: gateway.FeatureRequestPercentageMirror}}
+	if err := env.Client.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.BuildGateway(ns, "gw", class, gateway.Listener{Name: "http", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	rt := extrasRoute(t)
+	rt.Namespace = ns
+	if err := env.Client.Create(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	return env, ns, gateway.RouteRef{Namespace: ns, Name: "web"}
 }

@@ -65,24 +65,6 @@ func genStrategyExtras(t *rapid.T, mode CapacityMode) Strategy {
 	return strat
 }
 
-// rising reports whether the weights strat walks through never fall.
-func rising(strat Strategy) bool {
-	c, ok := strat.(Canary)
-	if !ok {
-		return true
-	}
-	last := int32(0)
-	for _, st := range c.Steps {
-		if st.SetWeight != nil {
-			if *st.SetWeight < last {
-				return false
-			}
-			last = *st.SetWeight
-		}
-	}
-	return true
-}
-
 // checkExtras checks the rules of traffic extras (the package doc's
 // invariants 1 and 4 with header-routed and mirrored load counted, and the
 // sticky sessions' rules) on a decision Step made from the valid state s.
@@ -123,7 +105,7 @@ func checkExtras(strat Strategy) func(t *rapid.T, s State, d *Decision) {
 			if !onGrid {
 				t.Fatalf("sticky sessions: weight %d is not a ticket value %v", v, k.Grid)
 			}
-			if v < s.Desired.Weight && rising(strat) {
+			if v < s.Desired.Weight && nonDecreasing(strat) {
 				t.Fatalf("sticky sessions: going forward the weight fell from %d to %d", s.Desired.Weight, v)
 			}
 		}
