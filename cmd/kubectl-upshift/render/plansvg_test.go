@@ -463,16 +463,28 @@ func genStrategy(t *rapid.T) strategy.Strategy {
 		return strategy.BlueGreen{Options: opts}
 	}
 	steps := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) strategy.CanaryStep {
-		switch rapid.IntRange(0, 3).Draw(t, "what") {
+		switch rapid.IntRange(0, 5).Draw(t, "what") {
 		case 0:
 			return strategy.SetWeight(rapid.Int32Range(0, 100).Draw(t, "weight"))
 		case 1:
 			return strategy.Pause(time.Duration(rapid.Int64Range(1, 3600_000_000).Draw(t, "pauseMicros")) * time.Microsecond)
 		case 2:
 			return strategy.PauseUntilResumed()
+		case 3:
+			// No match is a header route cleared.
+			var m []strategy.HeaderMatch
+			if rapid.Bool().Draw(t, "header") {
+				m = append(m, strategy.HeaderMatch{Name: "X-Canary", Value: "always"})
+			}
+			return strategy.SetHeaderRoute(rapid.Int32Range(0, 100).Draw(t, "expected"), m...)
+		case 4:
+			return strategy.SetMirror(rapid.Int32Range(0, 100).Draw(t, "mirror"))
 		}
 		return strategy.Gate(rapid.SampledFrom([]string{"errors", "latency", "a&b <c>"}).Draw(t, "gate"))
 	}), 0, 10).Draw(t, "steps")
+	if rapid.Bool().Draw(t, "sessionAffinity") {
+		opts.SessionAffinity = &strategy.SessionAffinity{}
+	}
 	return strategy.Canary{Steps: steps, MaxSurgePercent: surge, Options: opts}
 }
 
@@ -503,8 +515,25 @@ func TestPlanSVGProperty(t *testing.T) {
 			t.Fatalf("WriteSVG: %v", err)
 		}
 		checkSVG(t, b.Bytes())
-		if n := bytes.Count(b.Bytes(), []byte("<polyline ")); n != 3 {
-			t.Fatalf("%d polylines, want 3", n)
+		// A fourth line, the canary's load, only when header-routed or
+		// mirrored requests put it above the weight; the table says so on
+		// exactly those entries.
+		lines := 3
+		if hasExtraLoad(tl) {
+			lines = 4
+		}
+		if n := bytes.Count(b.Bytes(), []byte("<polyline ")); n != lines {
+			t.Fatalf("%d polylines, want %d", n, lines)
+		}
+		rows := strings.Split(PlanText(tl), "\n")
+		if len(rows) != len(tl.Entries)+2 {
+			t.Fatalf("PlanText has %d lines for %d entries", len(rows), len(tl.Entries))
+		}
+		for i, e := range tl.Entries {
+			suffix := fmt.Sprintf(" load %d%%", e.CanaryLoad)
+			if got, want := strings.HasSuffix(rows[i+1], suffix), e.CanaryLoad > e.Allocation.Weight; got != want {
+				t.Fatalf("entry %d %+v: line %q ends with %q: %v, want %v", i, e, rows[i+1], suffix, got, want)
+			}
 		}
 		checkGates(t, s, o, tl, gates)
 	})
