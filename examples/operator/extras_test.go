@@ -40,10 +40,12 @@ type routeSnap struct {
 	roles []gateway.RuleRole
 	// annotated: the route carries the Router's rules annotation.
 	annotated bool
+	// mirrored: a rule of the route has a RequestMirror filter.
+	mirrored bool
 }
 
 func (s routeSnap) String() string {
-	return fmt.Sprintf("gen %d %d/%d %v annotated=%v", s.generation, s.a, s.b, s.roles, s.annotated)
+	return fmt.Sprintf("gen %d %d/%d %v annotated=%v mirrored=%v", s.generation, s.a, s.b, s.roles, s.annotated, s.mirrored)
 }
 
 // ownedRoles returns the roles of the owned rules of rt, in order, and the
@@ -74,6 +76,11 @@ func snapshot(ns string, rt *gwv1.HTTPRoute) routeSnap {
 	roles, user := ownedRoles(ns, rt)
 	s := routeSnap{generation: rt.Generation, roles: roles}
 	_, s.annotated = rt.Annotations[gateway.RulesAnnotation(ns, backendA, backendB)]
+	for _, r := range rt.Spec.Rules {
+		for _, f := range r.Filters {
+			s.mirrored = s.mirrored || f.Type == gwv1.HTTPRouteFilterRequestMirror
+		}
+	}
 	if user >= 0 {
 		for _, ref := range rt.Spec.Rules[user].BackendRefs {
 			if ref.Weight == nil {
@@ -476,7 +483,7 @@ func TestMirrorFeatures(t *testing.T) {
 		t.Errorf("Degraded names %s, which the class lists: %s", gateway.FeatureRequestMirror, deg.Message)
 	}
 	for _, s := range w.routeGenerations() {
-		if len(s.roles) > 0 || s.annotated {
+		if len(s.roles) > 0 || s.annotated || s.mirrored {
 			t.Errorf("the refused mirror wrote to the route: %v", w.routeGenerations())
 			break
 		}
@@ -511,4 +518,8 @@ func TestMirrorFeatures(t *testing.T) {
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Control.Promote = "p1" })
 	w.waitFor("v2 released", 45*time.Second, released)
 	w.checkNoExtras("after the rollout")
+	if s := snapshot(w.ns, w.route()); s.mirrored {
+		t.Errorf("a RequestMirror is left after the rollout: %v", s)
+	}
+	t.Logf("route generations: %v", w.routeGenerations())
 }
