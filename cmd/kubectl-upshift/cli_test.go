@@ -25,6 +25,7 @@ func TestPlan(t *testing.T) {
 		{"plan-release", []string{"plan", "-f", "testdata/release.yaml", "--resume-after", "10m"}, 0},
 		{"plan-release-gate-fails", []string{"plan", "-f", "testdata/release.yaml", "--verdict", "errors=Fail"}, 0},
 		{"plan-incremental", []string{"plan", "-f", "testdata/incremental.yaml"}, 0},
+		{"plan-release-extras", []string{"plan", "-f", "testdata/release-extras.yaml", "--resume-after", "5m"}, 0},
 		{"plan-bad-verdict", []string{"plan", "-f", "testdata/release.yaml", "--verdict", "latency=Fail"}, exitError},
 		{"plan-no-file", []string{"plan", "-f", "testdata/none.yaml"}, exitError},
 	}

@@ -35,7 +35,10 @@ blueGreen. Nothing is read from the cluster.
 
 With --svg FILE it also writes the plan as a self-contained SVG plot: the
 capacity of each side and the canary weight over time, pauses and gates
-shaded or marked, and the phase it ends in.
+shaded or marked, and the phase it ends in. Extras hops (header routes,
+mirrors, sticky sessions) are listed with the rest; where header-routed and
+mirrored requests load the canary beyond its weight, the table ends the
+line with "load N%" and the plot draws the canary's load as a dashed line.
 
   kubectl upshift plan -f release.yaml --resume-after 10m --svg plan.svg`,
 		Args: cobra.NoArgs,
@@ -104,8 +107,7 @@ func plan(o *options, file string, resumeAfter time.Duration, verdicts map[strin
 			return fmt.Errorf("--svg: %w", err)
 		}
 	}
-	fmt.Fprintln(o.out, "+OFFSET WHAT (STABLE,CANARY capacity) wWEIGHT")
-	fmt.Fprintln(o.out, tl.String())
+	fmt.Fprintln(o.out, render.PlanText(tl))
 	fmt.Fprintf(o.out, "\ncapacities: %s\nends %s\n", tl.Capacities(), tl.Final.Phase)
 	if svg != "" {
 		fmt.Fprintf(o.out, "plot written to %s\n", svg)

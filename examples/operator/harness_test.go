@@ -146,6 +146,8 @@ type world struct {
 	mu sync.Mutex
 	// weights is every distinct split of the route's weights, "A/B".
 	weights []string
+	// snaps is every generation of the route (extras_test.go).
+	snaps []routeSnap
 	// templates counts the pod template revisions each Deployment was
 	// seen with, in order.
 	templates map[string][]string
@@ -365,22 +367,17 @@ func (w *world) gateway() {
 }
 
 func (w *world) record(rt *gwv1.HTTPRoute) {
-	var a, b int32
-	for _, ref := range rt.Spec.Rules[0].BackendRefs {
-		if ref.Weight == nil {
-			continue
-		}
-		if ref.Name == "web-a" {
-			a = *ref.Weight
-		} else {
-			b = *ref.Weight
-		}
-	}
-	split := fmt.Sprintf("%d/%d", a, b)
+	// The weights of the route's own rule (rules the Router owns for
+	// traffic extras come before it).
+	snap := snapshot(w.ns, rt)
+	split := fmt.Sprintf("%d/%d", snap.a, snap.b)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n := len(w.weights); n == 0 || w.weights[n-1] != split {
 		w.weights = append(w.weights, split)
+	}
+	if n := len(w.snaps); n == 0 || w.snaps[n-1].generation != snap.generation {
+		w.snaps = append(w.snaps, snap)
 	}
 }
 

@@ -55,7 +55,10 @@ type PlanChart struct {
 // PlanSVG writes to w a self-contained SVG (no scripts, fonts or external
 // references) that plots tl: x is the time from the start of the plan, y a
 // percentage. Three step lines show the capacity the plan sets on the
-// stable and on the canary side and the canary's traffic weight; timed
+// stable and on the canary side and the canary's traffic weight; when
+// header-routed or mirrored requests load the canary beyond its weight
+// somewhere (strategy.PlanEntry.CanaryLoad), a dashed fourth line shows
+// that load; timed
 // pauses and pauses until a resume are shaded spans; the end is a marker
 // labelled with the phase the plan reaches (Succeeded, Aborted,
 // RolledBack...). The heading is title followed by the total time. The x
@@ -360,19 +363,27 @@ func (c PlanChart) WriteSVG(w io.Writer) error {
 	}
 
 	// The three step lines, capacities under the weight.
-	lines := []struct {
+	type line struct {
 		name, style string
-		v           func(strategy.Allocation) int32
-	}{
-		{"stable capacity", `stroke="` + colStable + `" stroke-width="5" stroke-opacity="0.6"`, func(a strategy.Allocation) int32 { return a.StableCapacity }},
-		{"canary capacity", `stroke="` + colCanary + `" stroke-width="5" stroke-opacity="0.6"`, func(a strategy.Allocation) int32 { return a.CanaryCapacity }},
-		{"canary weight", `stroke="` + colWeight + `" stroke-width="1.8"`, func(a strategy.Allocation) int32 { return a.Weight }},
+		v           func(strategy.PlanEntry) int32
+	}
+	lines := []line{
+		{"stable capacity", `stroke="` + colStable + `" stroke-width="5" stroke-opacity="0.6"`, func(e strategy.PlanEntry) int32 { return e.Allocation.StableCapacity }},
+		{"canary capacity", `stroke="` + colCanary + `" stroke-width="5" stroke-opacity="0.6"`, func(e strategy.PlanEntry) int32 { return e.Allocation.CanaryCapacity }},
+		{"canary weight", `stroke="` + colWeight + `" stroke-width="1.8"`, func(e strategy.PlanEntry) int32 { return e.Allocation.Weight }},
+	}
+	if hasExtraLoad(*tl) {
+		// Header-routed and mirrored requests: the load on the canary,
+		// drawn beside its weight.
+		lines = append(lines, line{"canary load", `stroke="` + colCanary + `" stroke-width="1.8" stroke-dasharray="6,3"`,
+			func(e strategy.PlanEntry) int32 { return max(e.CanaryLoad, e.Allocation.Weight) }})
 	}
 	for _, l := range lines {
-		pts := []string{pt(xs[0], yAt(l.v(tl.Initial)))}
-		last := l.v(tl.Initial)
+		initial := strategy.PlanEntry{Allocation: tl.Initial, CanaryLoad: tl.Initial.Weight}
+		pts := []string{pt(xs[0], yAt(l.v(initial)))}
+		last := l.v(initial)
 		for i, e := range tl.Entries {
-			v := l.v(e.Allocation)
+			v := l.v(e)
 			if v == last {
 				continue
 			}
@@ -472,6 +483,9 @@ func (c *PlanChart) check() error {
 		prev = e.Offset
 		if err := pct(field+".Allocation", e.Allocation); err != nil {
 			return err
+		}
+		if e.CanaryLoad < 0 || e.CanaryLoad > 100 {
+			return bad(field+".CanaryLoad", "%d is not within 0..100", e.CanaryLoad)
 		}
 	}
 	if tl.Duration < prev {

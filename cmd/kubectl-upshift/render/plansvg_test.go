@@ -57,6 +57,9 @@ var planCases = []planCase{
 		strategy.PlanOptions{Verdicts: map[string]strategy.Verdict{"errors": strategy.VerdictFail}}},
 	// Every hop at +0s.
 	{"plan-bluegreen", "bluegreen.yaml", "blue-green plan of bluegreen.yaml", strategy.PlanOptions{}},
+	// A header route, a mirror and sticky sessions: the canary's load
+	// above its weight.
+	{"plan-canary-extras", "release-extras.yaml", "canary plan of Release/web", strategy.PlanOptions{ResumeAfter: 5 * time.Minute}},
 }
 
 func drawCase(t *testing.T, c planCase) []byte {
@@ -100,23 +103,27 @@ func TestPlanSVGDrawsWhatHappens(t *testing.T) {
 	cases := map[string]struct{ want, not []string }{
 		"plan-incremental": {
 			want: []string{"incremental plan of incremental.yaml, 1m30s in all", ">Succeeded at +1m30s<", ">end: Succeeded<", ">30s<", ">1m<"},
-			not:  []string{"timed pause", "until resumed", "gate"},
+			not:  []string{"canary load", "timed pause", "until resumed", "gate"},
 		},
 		"plan-canary": {
 			want: []string{"11m in all", ">pause 1m<", ">until resumed<", ">timed pause<", ">pause until resumed<", ">gate errors passes<", ">gate passes<", ">Succeeded at +11m<"},
-			not:  []string{"inconclusive", "gate fails"},
+			not:  []string{"canary load", "inconclusive", "gate fails"},
 		},
 		"plan-canary-inconclusive": {
 			want: []string{"21m in all", ">gate errors: inconclusive<", ">gate inconclusive<", ">pause until resumed<", ">timed pause<"},
-			not:  []string{"gate passes", "gate fails"},
+			not:  []string{"canary load", "gate passes", "gate fails"},
 		},
 		"plan-canary-gate-fails": {
 			want: []string{"1m in all", ">gate errors fails<", ">gate fails<", ">Aborted at +1m<", ">end: Aborted<", ">timed pause<"},
-			not:  []string{"until resumed", "gate passes", "Succeeded"},
+			not:  []string{"canary load", "until resumed", "gate passes", "Succeeded"},
 		},
 		"plan-bluegreen": {
 			want: []string{"blue-green plan of bluegreen.yaml, 0s in all", "drawn apart, in order", ">Succeeded at +0s<"},
-			not:  []string{"pause", "gate"},
+			not:  []string{"canary load", "pause", "gate"},
+		},
+		"plan-canary-extras": {
+			want: []string{"5m in all", ">canary load<", `stroke-dasharray="6,3"`, ">pause until resumed<", ">Succeeded at +5m<"},
+			not:  []string{"gate", "timed pause"},
 		},
 	}
 	for _, c := range planCases {
@@ -275,6 +282,69 @@ func TestPlanSVGPolylines(t *testing.T) {
 	}
 }
 
+// levels returns the distinct y levels, in order, of the polyline drawn
+// with style (its first attribute after the common ones).
+func levels(t *testing.T, svg []byte, style string) []string {
+	t.Helper()
+	i := bytes.Index(svg, []byte(style))
+	if i < 0 {
+		t.Fatalf("no polyline %s", style)
+	}
+	rest := svg[i:]
+	pts := string(rest[bytes.Index(rest, []byte(`points="`))+len(`points="`):])
+	pts = pts[:strings.IndexByte(pts, '"')]
+	var ys []string
+	for _, p := range strings.Fields(pts) {
+		_, y, _ := strings.Cut(p, ",")
+		if len(ys) == 0 || ys[len(ys)-1] != y {
+			ys = append(ys, y)
+		}
+	}
+	return ys
+}
+
+// TestPlanSVGCanaryLoad: a plan whose header route and mirror load the
+// canary beyond its weight draws a fourth, dashed line at that load,
+// beside the weight's; the plans without extras draw three lines.
+func TestPlanSVGCanaryLoad(t *testing.T) {
+	for _, c := range planCases {
+		svg := drawCase(t, c)
+		n := bytes.Count(svg, []byte("<polyline "))
+		if c.name != "plan-canary-extras" {
+			if n != 3 {
+				t.Errorf("%s: %d polylines, want 3", c.name, n)
+			}
+			continue
+		}
+		if n != 4 {
+			t.Fatalf("%s: %d polylines, want 4 (capacities, weight, load)", c.name, n)
+		}
+		tl, err := strategy.Plan(load(t, c.file), c.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		add := func(v int32) {
+			if y := num(yAt(v)); len(want) == 0 || want[len(want)-1] != y {
+				want = append(want, y)
+			}
+		}
+		add(tl.Initial.Weight)
+		for _, e := range tl.Entries {
+			add(max(e.CanaryLoad, e.Allocation.Weight))
+		}
+		got := levels(t, svg, `stroke="`+colCanary+`" stroke-width="1.8" stroke-dasharray="6,3"`)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("canary load levels (-want +got):\n%s", diff)
+		}
+		// The load differs from the weight somewhere, or the line would
+		// say nothing.
+		if cmp.Equal(got, levels(t, svg, `stroke="`+colWeight+`"`)) {
+			t.Error("the canary load line is the weight line")
+		}
+	}
+}
+
 func TestPlanSVGBadTimeline(t *testing.T) {
 	good := strategy.Timeline{Duration: time.Minute, Entries: []strategy.PlanEntry{
 		{Offset: 0, What: "weight 10", Allocation: strategy.Allocation{Weight: 10, StableCapacity: 100, CanaryCapacity: 10}},
@@ -288,6 +358,7 @@ func TestPlanSVGBadTimeline(t *testing.T) {
 		{"offset back", func(c *PlanChart) { c.Timeline.Entries[1].Offset = -time.Second }, "Timeline.Entries[1].Offset"},
 		{"weight", func(c *PlanChart) { c.Timeline.Entries[0].Allocation.Weight = 101 }, "Timeline.Entries[0].Allocation.Weight"},
 		{"initial", func(c *PlanChart) { c.Timeline.Initial.StableCapacity = -1 }, "Timeline.Initial.StableCapacity"},
+		{"canary load", func(c *PlanChart) { c.Timeline.Entries[0].CanaryLoad = 101 }, "Timeline.Entries[0].CanaryLoad"},
 		{"duration", func(c *PlanChart) { c.Timeline.Duration = time.Second }, "Timeline.Duration"},
 		{"gate offset", func(c *PlanChart) { c.Gates = []PlanGate{{Name: "g", Offset: time.Hour}} }, "Gates[0].Offset"},
 		{"gate event", func(c *PlanChart) {
@@ -392,16 +463,28 @@ func genStrategy(t *rapid.T) strategy.Strategy {
 		return strategy.BlueGreen{Options: opts}
 	}
 	steps := rapid.SliceOfN(rapid.Custom(func(t *rapid.T) strategy.CanaryStep {
-		switch rapid.IntRange(0, 3).Draw(t, "what") {
+		switch rapid.IntRange(0, 5).Draw(t, "what") {
 		case 0:
 			return strategy.SetWeight(rapid.Int32Range(0, 100).Draw(t, "weight"))
 		case 1:
 			return strategy.Pause(time.Duration(rapid.Int64Range(1, 3600_000_000).Draw(t, "pauseMicros")) * time.Microsecond)
 		case 2:
 			return strategy.PauseUntilResumed()
+		case 3:
+			// No match is a header route cleared.
+			var m []strategy.HeaderMatch
+			if rapid.Bool().Draw(t, "header") {
+				m = append(m, strategy.HeaderMatch{Name: "X-Canary", Value: "always"})
+			}
+			return strategy.SetHeaderRoute(rapid.Int32Range(0, 100).Draw(t, "expected"), m...)
+		case 4:
+			return strategy.SetMirror(rapid.Int32Range(0, 100).Draw(t, "mirror"))
 		}
 		return strategy.Gate(rapid.SampledFrom([]string{"errors", "latency", "a&b <c>"}).Draw(t, "gate"))
 	}), 0, 10).Draw(t, "steps")
+	if rapid.Bool().Draw(t, "sessionAffinity") {
+		opts.SessionAffinity = &strategy.SessionAffinity{}
+	}
 	return strategy.Canary{Steps: steps, MaxSurgePercent: surge, Options: opts}
 }
 
@@ -432,8 +515,25 @@ func TestPlanSVGProperty(t *testing.T) {
 			t.Fatalf("WriteSVG: %v", err)
 		}
 		checkSVG(t, b.Bytes())
-		if n := bytes.Count(b.Bytes(), []byte("<polyline ")); n != 3 {
-			t.Fatalf("%d polylines, want 3", n)
+		// A fourth line, the canary's load, only when header-routed or
+		// mirrored requests put it above the weight; the table says so on
+		// exactly those entries.
+		lines := 3
+		if hasExtraLoad(tl) {
+			lines = 4
+		}
+		if n := bytes.Count(b.Bytes(), []byte("<polyline ")); n != lines {
+			t.Fatalf("%d polylines, want %d", n, lines)
+		}
+		rows := strings.Split(PlanText(tl), "\n")
+		if len(rows) != len(tl.Entries)+2 {
+			t.Fatalf("PlanText has %d lines for %d entries", len(rows), len(tl.Entries))
+		}
+		for i, e := range tl.Entries {
+			suffix := fmt.Sprintf(" load %d%%", e.CanaryLoad)
+			if got, want := strings.HasSuffix(rows[i+1], suffix), e.CanaryLoad > e.Allocation.Weight; got != want {
+				t.Fatalf("entry %d %+v: line %q ends with %q: %v, want %v", i, e, rows[i+1], suffix, got, want)
+			}
 		}
 		checkGates(t, s, o, tl, gates)
 	})
