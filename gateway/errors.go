@@ -120,6 +120,11 @@ func withRoute(err error, ref RouteRef) error {
 	var bnf *BackendNotFoundError
 	var nsr *NoSharedRuleError
 	var ebe *ExtraBackendError
+	var orc *OwnedRuleConflictError
+	var rle *RuleLimitError
+	var hce *HeaderClashError
+	var sce *SetCookieClashError
+	var ue *UnsupportedError
 	switch {
 	case errors.As(err, &bnf):
 		bnf.Route = ref
@@ -127,6 +132,126 @@ func withRoute(err error, ref RouteRef) error {
 		nsr.Route = ref
 	case errors.As(err, &ebe):
 		ebe.Route = ref
+	case errors.As(err, &orc):
+		orc.Route = ref
+	case errors.As(err, &rle):
+		rle.Route = ref
+	case errors.As(err, &hce):
+		hce.Route = ref
+	case errors.As(err, &sce):
+		sce.Route = ref
+	case errors.As(err, &ue):
+		ue.Route = ref
 	}
 	return err
 }
+
+// OwnedRuleConflictError: a rule (or the mirror's TraefikService) carries a
+// name the Router gives its owned objects, but not the content the Router
+// recorded for it: another writer edited it, or wrote it. The Router never
+// overwrites it; SetRoutes refuses with this error and writes nothing.
+// Rule is the rule's index in spec.rules (-1 for the TraefikService); Name
+// is its name. Remove the object (or restore it) and the next SetRoutes
+// programs the extras again. It matches ErrInvalid and is
+// rollout.Permanent.
+type OwnedRuleConflictError struct {
+	Route RouteRef
+	Rule  int
+	Name  string
+}
+
+func (e *OwnedRuleConflictError) Error() string {
+	if e.Rule < 0 {
+		return fmt.Sprintf("gateway: %s: %s exists but was not written by this Router (or was edited since); it is left alone: delete it to let the Router write it", e.Route, e.Name)
+	}
+	return fmt.Sprintf("gateway: %s rule %d (%s) carries a name the Router owns but was edited by another writer; it is left alone: delete the rule to let the Router write it again", e.Route, e.Rule, e.Name)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *OwnedRuleConflictError) Is(target error) bool { return target == ErrInvalid }
+
+// RuleLimitError: the extras need more than Gateway API allows in one
+// route: at most 16 rules, 16 backendRefs per rule, 16 header matches per
+// match and 128 matches per route. Field is the path of the list that
+// would overflow (spec.rules, spec.rules[i].backendRefs,
+// spec.rules[i].matches[j].headers or spec.rules[*].matches), Need the
+// length the extras need and Max the limit. Nothing is written. It matches
+// ErrInvalid and is rollout.Permanent.
+type RuleLimitError struct {
+	Route RouteRef
+	Field string
+	Need  int
+	Max   int
+}
+
+func (e *RuleLimitError) Error() string {
+	return fmt.Sprintf("gateway: %s: the traffic extras need %d entries in %s; Gateway API allows %d", e.Route, e.Need, e.Field, e.Max)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *RuleLimitError) Is(target error) bool { return target == ErrInvalid }
+
+// HeaderClashError: an owned rule would match a header that the user's
+// rule, or another match of the same extras, already matches. Gateway API
+// counts only the first match of a header name in a match, so the extra's
+// condition would be ignored. Field is the path of the clashing match
+// (spec.rules[i].matches[j].headers[k] in the route, or
+// extras.headerRoute.matches[k]), Header the header's name (Cookie for a
+// cookie match or sticky sessions). Nothing is written. It matches
+// ErrInvalid and is rollout.Permanent.
+type HeaderClashError struct {
+	Route  RouteRef
+	Field  string
+	Header string
+}
+
+func (e *HeaderClashError) Error() string {
+	return fmt.Sprintf("gateway: %s: %s already matches header %s: a second match on it would be ignored", e.Route, e.Field, e.Header)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *HeaderClashError) Is(target error) bool { return target == ErrInvalid }
+
+// SetCookieClashError: the user's rule has a ResponseHeaderModifier that
+// sets (rather than adds) Set-Cookie, which would replace the session
+// ticket the sticky rules add. Field is the path of the filter. Nothing is
+// written. It matches ErrInvalid and is rollout.Permanent.
+type SetCookieClashError struct {
+	Route RouteRef
+	Field string
+}
+
+func (e *SetCookieClashError) Error() string {
+	return fmt.Sprintf("gateway: %s: %s sets Set-Cookie, which would replace the session cookie; use add instead of set", e.Route, e.Field)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *SetCookieClashError) Is(target error) bool { return target == ErrInvalid }
+
+// UnsupportedError: an extra the route or its gateways cannot carry.
+// Extra names it (header route, mirror, sticky sessions); GatewayClass and
+// Missing name the class and the features it does not list in
+// status.supportedFeatures, when that is the reason; Reason says why
+// otherwise. Nothing is written. It matches rollout.ErrUnsupported and is
+// rollout.Permanent.
+type UnsupportedError struct {
+	Route        RouteRef
+	Extra        string
+	GatewayClass string
+	Missing      []string
+	Reason       string
+}
+
+func (e *UnsupportedError) Error() string {
+	msg := fmt.Sprintf("gateway: %s: %s unsupported", e.Route, e.Extra)
+	if e.GatewayClass != "" {
+		msg += fmt.Sprintf(": GatewayClass %s does not list %v in status.supportedFeatures", e.GatewayClass, e.Missing)
+	}
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	return msg
+}
+
+// Is makes errors.Is(err, rollout.ErrUnsupported) true.
+func (e *UnsupportedError) Is(target error) bool { return target == rollout.ErrUnsupported }

@@ -41,6 +41,13 @@ type Config struct {
 	MaxConflictRetries int
 	// Clock times SettleDelay; nil means clock.Real.
 	Clock clock.Clock
+	// Mirror chooses how SetRoutes programs a mirror: MirrorGatewayAPI
+	// (the zero value) or MirrorTraefikService.
+	Mirror MirrorMode
+	// MirrorMaxBodySize caps the request bodies a TraefikService mirror
+	// copies, in bytes (spec.mirroring.maxBodySize): 0 means 1 MiB, -1
+	// unlimited. Only MirrorTraefikService uses it.
+	MirrorMaxBodySize int64
 }
 
 // Validate names every problem with the configuration.
@@ -71,6 +78,12 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxConflictRetries < 0 {
 		errs = append(errs, fmt.Errorf("%w: maxConflictRetries must not be negative", ErrInvalid))
+	}
+	if c.Mirror != MirrorGatewayAPI && c.Mirror != MirrorTraefikService {
+		errs = append(errs, fmt.Errorf("%w: mirror: %q is not %q or %q", ErrInvalid, c.Mirror, MirrorGatewayAPI, MirrorTraefikService))
+	}
+	if c.MirrorMaxBodySize < -1 {
+		errs = append(errs, fmt.Errorf("%w: mirrorMaxBodySize: %d: want -1 (unlimited), 0 (1 MiB) or a size in bytes", ErrInvalid, c.MirrorMaxBodySize))
 	}
 	return errors.Join(errs...)
 }
@@ -150,6 +163,10 @@ type Router struct {
 	// own remembers the resourceVersions of the Router's writes, whose
 	// watch events wake nobody.
 	own watchloop.Own
+	// gws reads Gateways and GatewayClasses (the mirror's feature check).
+	gws gatewayReader
+	// objs writes the mirror's TraefikService; nil with the clientset.
+	objs client.Client
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -175,13 +192,23 @@ var (
 // NewRouter returns a Router that uses a controller-runtime client; its
 // scheme must know gateway.networking.k8s.io/v1.
 func NewRouter(c client.Client, cfg Config) (*Router, error) {
-	return newRouter(crRoutes{c: c}, cfg)
+	r, err := newRouter(crRoutes{c: c}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.gws, r.objs = crGateways{c: c}, c
+	return r, nil
 }
 
 // NewRouterForClientset returns a Router that uses the gateway-api typed
 // clientset.
 func NewRouterForClientset(cs versioned.Interface, cfg Config) (*Router, error) {
-	return newRouter(csRoutes{cs: cs}, cfg)
+	r, err := newRouter(csRoutes{cs: cs}, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.gws = csGateways{cs: cs}
+	return r, nil
 }
 
 func newRouter(api routes, cfg Config) (*Router, error) {
@@ -271,7 +298,7 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 			if err != nil {
 				return apiError(err, ref)
 			}
-			if err := checkRules(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
+			if err := checkRules(r.userRules(ref, rt), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
 				return rollout.Permanent(withRoute(err, ref))
 			}
 		}
@@ -289,7 +316,7 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
 			return false, err
 		}
-		changed, err := setWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
+		changed, err := r.setWeightsIn(ref, rt, w) // extras.go
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}
@@ -311,6 +338,11 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 // A rule that also sends traffic elsewhere is an *ExtraBackendError, never
 // a status.
 func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	return r.weights(ctx, nil)
+}
+
+// weights is Weights, calling each (when set) with every route it reads.
+func (r *Router) weights(ctx context.Context, each func(RouteRef, route) error) (rollout.RouteStatus, error) {
 	var st rollout.RouteStatus
 	st.Accepted = true
 	for i, ref := range r.cfg.Routes {
@@ -318,7 +350,12 @@ func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 		if err != nil {
 			return rollout.RouteStatus{}, apiError(err, ref)
 		}
-		wa, wb, agree, err := readWeights(rt.rules(), &r.cfg.A, &r.cfg.B, ref.Namespace)
+		if each != nil {
+			if err := each(ref, rt); err != nil {
+				return rollout.RouteStatus{}, err
+			}
+		}
+		wa, wb, agree, err := readWeights(r.userRules(ref, rt), &r.cfg.A, &r.cfg.B, ref.Namespace)
 		if err != nil {
 			return rollout.RouteStatus{}, rollout.Permanent(withRoute(err, ref))
 		}

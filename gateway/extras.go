@@ -1,0 +1,486 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+
+	"github.com/upshift-dev/upshift/rollout"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// MirrorMode says how a Router programs a mirror (Config.Mirror).
+type MirrorMode string
+
+const (
+	// MirrorGatewayAPI (the zero value) programs a mirror as a Gateway API
+	// RequestMirror filter with a fraction: conformance Extended, features
+	// HTTPRouteRequestMirror and HTTPRouteRequestPercentageMirror. SetRoutes
+	// programs it only when the GatewayClass of every parent Gateway lists
+	// both in status.supportedFeatures, and otherwise refuses with an
+	// *UnsupportedError naming the class and the missing features, writing
+	// nothing: a data plane that does not implement the filter may accept
+	// the route and answer every request of the rule with an error.
+	MirrorGatewayAPI MirrorMode = ""
+	// MirrorTraefikService programs a mirror as a Traefik TraefikService
+	// (traefik.io/v1alpha1, spec.mirroring) that the Router owns, named
+	// MirrorServiceName, which the split rule's stable backendRef points at
+	// (group traefik.io, kind TraefikService): implementation-specific,
+	// for Traefik with its kubernetesCRD provider enabled. It needs a Router
+	// built with NewRouter; with NewRouterForClientset SetRoutes refuses a
+	// mirror with an *UnsupportedError.
+	MirrorTraefikService MirrorMode = "TraefikService"
+)
+
+// The GatewayClass features a MirrorGatewayAPI mirror needs.
+const (
+	FeatureRequestMirror           = "HTTPRouteRequestMirror"
+	FeatureRequestPercentageMirror = "HTTPRouteRequestPercentageMirror"
+)
+
+var _ rollout.RouteShaper = (*Router)(nil)
+
+// SetRoutes writes the weights and the traffic extras (a header route, a
+// mirror, sticky sessions) into every managed route, each route in one
+// update. Every route is read and checked, and the mirror's prerequisites
+// too, before any is written; any refusal is rollout.Permanent and leaves
+// every route as it was. rs.Extras' zero value removes every extra.
+//
+// # Owned rules
+//
+// The user's rule R (the one rule that holds both backends) keeps its
+// content; only its two weights are written, as SetWeights writes them, so
+// R remains the fallback whenever the extras are gone. The extras are
+// rules the Router owns, inserted immediately before R, in this order, each
+// named OwnedRuleName (upshift-<16 hex digits>-<role>):
+//
+//	header         R's matches ∧ the header route's matches → canary
+//	sticky-canary  R's matches ∧ a ticket at most θ        → canary
+//	sticky-stable  R's matches ∧ a ticket above θ          → stable
+//	split          R's matches → the weights (tickets, or the mirror)
+//
+// Each owned rule is a copy of R (filters such as URLRewrite, timeouts)
+// with its own matches (R's, each with the extra's header conditions; a
+// rule without matches counts as PathPrefix "/") and backendRefs (copies of
+// R's refs with their filters). In Gateway API precedence the header and
+// sticky rules have more header matches than R, so they win; the split rule
+// ties with R and wins by list order. RulesAnnotation records what was
+// programmed and a sha256 of each owned rule. A rule is recognised as owned
+// when its name and hash agree (or its hash alone, on a CRD that prunes
+// rule names). A rule that carries an owned name with another content was
+// written by someone else: SetRoutes refuses with an
+// *OwnedRuleConflictError and never overwrites it, and Routes reports no
+// extras. Rules dropped by another writer (a GitOps tool restoring its
+// copy) make Routes report no extras, and the next SetRoutes writes them
+// again. SetWeights keeps the owned rules in step with the weights (the
+// sticky threshold, the mirror's fraction) in the same update; Weights and
+// SetWeights ignore owned rules when they read and check the weights.
+//
+// Refused before anything is written: more rules than Gateway API allows
+// (*RuleLimitError: 16 rules, 16 backendRefs per rule, 16 header matches
+// per match, 128 matches per route); a header of the extras that R's
+// matches already name, since only the first match of a header name
+// counts (*HeaderClashError; sticky sessions use Cookie); a
+// ResponseHeaderModifier of R that sets Set-Cookie, which would replace the
+// session ticket (*SetCookieClashError); two rules holding both backends,
+// or an extra the route kind or gateway cannot carry (*UnsupportedError,
+// matches rollout.ErrUnsupported).
+//
+// # Header routes
+//
+// Requests that match every HeaderMatch go to the canary, whatever the
+// weight. Exact matches are Gateway API Core; RegularExpression matches
+// are implementation-specific (RE2 on most gateways, unanchored on some).
+// A Cookie match is a regular expression on the Cookie header, bounded by
+// cookie separators: (^|;\s*)name=value(;|$). GRPCRoutes take header routes
+// too (GRPCHeaderMatch); sticky sessions and mirrors on a GRPCRoute are
+// refused.
+//
+// # Mirrors
+//
+// MirrorPercent p copies p% of the requests the weight sends to the stable
+// side to the canary; the copies' answers are discarded. With
+// MirrorGatewayAPI the split rule carries a RequestMirror filter to the
+// canary with fraction p·(100-w)/10000 of all its requests (w the canary's
+// weight), which is p% of the stable side's share in expectation
+// (conformance Extended, see MirrorGatewayAPI). With MirrorTraefikService
+// the split rule's stable ref points at the TraefikService, which mirrors
+// p% of what it serves; it is written before the route, and deleted after
+// the route stops pointing at it. With sticky sessions the sticky-stable
+// rule mirrors p% of its requests; a session's first request (the one
+// that gets its ticket) is mirrored only with MirrorGatewayAPI.
+//
+// # Sticky sessions
+//
+// A new session gets a ticket, cookie <CookieName>=<Run>.<T>: the split
+// rule has one backendRef per ticket value T of Sticky.Grid, weighted by
+// its gap from the value below, each adding the ticket's Set-Cookie to the
+// response (a ResponseHeaderModifier add at the backendRef, conformance
+// Extended; add, never set, so the application's own cookies survive).
+// Tickets at most θ, the canary's weight, are on the canary and the others
+// on the stable side, in the split rule and in the sticky rules that route
+// every later request by its ticket. Tickets of another run match no
+// sticky rule: the session gets a new ticket.
+//
+// Tickets, not draws: a session re-drawn with probability w_i at each step
+// ends up on the canary with probability 1-Π(1-w_i), more than the weight
+// (steps of 10, 20, 30% put 49.6% of the sessions on the canary at weight
+// 30), and a session re-drawn on every request crosses over almost at once.
+// A ticket is drawn once, independently of time, so at every step the
+// share of sessions on the canary is θ in expectation; as θ grows the set
+// of canary tickets only grows, so no session flips back to the stable
+// side while the rollout goes forward; an abort lowers θ with the weight,
+// and at weight 0 every session is on the stable side.
+//
+// # Permissions
+//
+// Besides get and update on the routes: a MirrorGatewayAPI mirror reads
+// every parent Gateway and its GatewayClass (get on gateways and on the
+// cluster-scoped gatewayclasses, so a ClusterRole); MirrorTraefikService
+// needs get, create, update and delete on traefikservices (traefik.io).
+func (r *Router) SetRoutes(ctx context.Context, rs rollout.Routes) error {
+	if err := validateRoutes(rs); err != nil {
+		return rollout.Permanent(err)
+	}
+	mirror := rs.Extras.MirrorPercent > 0
+	traefik := r.cfg.Mirror == MirrorTraefikService
+	for _, ref := range r.cfg.Routes {
+		rt, err := r.api.get(ctx, ref)
+		if err != nil {
+			return apiError(err, ref)
+		}
+		if err := r.checkWriter(ctx, ref, rt); err != nil {
+			return err
+		}
+		if mirror && traefik {
+			if err := r.checkTraefikMirror(ref); err != nil {
+				return rollout.Permanent(err)
+			}
+		}
+		if _, err := r.shapeRoute(rt, r.shapeFor(ref, rs)); err != nil {
+			return rollout.Permanent(withRoute(err, ref))
+		}
+		if mirror && !traefik && rt.http != nil {
+			if err := r.checkMirrorFeatures(ctx, ref, rt); err != nil {
+				return err
+			}
+		}
+	}
+	if mirror && traefik {
+		for _, ref := range r.mirrorRoutes() {
+			if err := r.upsertMirror(ctx, ref, rs.Canary, rs.Extras.MirrorPercent); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ref := range r.cfg.Routes {
+		s := r.shapeFor(ref, rs)
+		err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+			if err := r.checkWriter(ctx, ref, rt); err != nil {
+				return false, err
+			}
+			changed, err := r.shapeRoute(rt, s)
+			if err != nil {
+				return false, rollout.Permanent(withRoute(err, ref))
+			}
+			return changed, nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if !mirror && traefik && r.objs != nil {
+		for _, ref := range r.mirrorRoutes() {
+			if err := r.deleteMirror(ctx, ref); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Routes reports the weights and their acceptance as Weights does, and
+// the extras programmed: those RulesAnnotation records, when every route
+// has every owned rule exactly as SetRoutes would write it for the current
+// weights (and, with MirrorTraefikService, the TraefikService with the
+// expected spec). Otherwise, say after another writer dropped or edited an
+// owned rule, it reports no extras (zero Extras, empty Canary), so the
+// caller programs them again.
+func (r *Router) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
+	var out rollout.RoutesStatus
+	found, first := true, true
+	st, err := r.weights(ctx, func(ref RouteRef, rt route) error {
+		if !found {
+			return nil
+		}
+		side, x, ok, err := r.programmed(ctx, ref, rt)
+		switch {
+		case err != nil:
+			return err
+		case !ok:
+			found = false
+		case first:
+			out.Canary, out.Extras, first = side, x, false
+		case side != out.Canary || !x.Equal(out.Extras):
+			found = false
+		}
+		return nil
+	})
+	if err != nil {
+		return rollout.RoutesStatus{}, err
+	}
+	out.RouteStatus = st
+	if !found {
+		out.Canary, out.Extras = "", strategy.TrafficExtras{}
+	}
+	return out, nil
+}
+
+// programmed returns the extras recorded on rt when the route holds them
+// exactly.
+func (r *Router) programmed(ctx context.Context, ref RouteRef, rt route) (strategy.Side, strategy.TrafficExtras, bool, error) {
+	var none strategy.TrafficExtras
+	rec := readRecord(rt.meta().Annotations, RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B))
+	if rec == nil {
+		return "", none, false, nil
+	}
+	roles, conflict := r.classifyRoute(ref, rt, rec)
+	if conflict != nil || !complete(roles, rec) {
+		return "", none, false, nil
+	}
+	wa, wb, agree, err := readWeights(userRefs(rt.rules(), roles), &r.cfg.A, &r.cfg.B, ref.Namespace)
+	if err != nil || !agree {
+		return "", none, false, nil
+	}
+	s := r.shapeFor(ref, rollout.Routes{Weights: rollout.Weights{A: wa, B: wb}, Canary: rec.Canary, Extras: rec.Extras})
+	s.traefik = rec.MirrorService
+	if changed, err := r.shapeRoute(rt.deepCopy(), s); err != nil || changed {
+		return "", none, false, nil
+	}
+	if rec.MirrorService != "" {
+		ok, err := r.mirrorPresent(ctx, ref, rec.Canary, rec.Extras.MirrorPercent)
+		if err != nil || !ok {
+			return "", none, false, err
+		}
+	}
+	return rec.Canary, rec.Extras, true, nil
+}
+
+// setWeightsIn writes w into rt: with the owned rules rebuilt for w when
+// rt holds every rule its record lists, or else into the user's rules
+// alone.
+func (r *Router) setWeightsIn(ref RouteRef, rt route, w rollout.Weights) (bool, error) {
+	rec := readRecord(rt.meta().Annotations, RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B))
+	roles, conflict := r.classifyRoute(ref, rt, rec)
+	if rec != nil && conflict == nil && complete(roles, rec) {
+		s := r.shapeFor(ref, rollout.Routes{Weights: w, Canary: rec.Canary, Extras: rec.Extras})
+		s.traefik = rec.MirrorService
+		return r.shapeRoute(rt, s)
+	}
+	return setWeights(userRefs(rt.rules(), roles), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
+}
+
+// userRules returns the refs of rt's rules with the owned (and foreign
+// owned-named) rules left empty.
+func (r *Router) userRules(ref RouteRef, rt route) ruleRefs {
+	rec := readRecord(rt.meta().Annotations, RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B))
+	roles, _ := r.classifyRoute(ref, rt, rec)
+	return userRefs(rt.rules(), roles)
+}
+
+func (r *Router) classifyRoute(ref RouteRef, rt route, rec *rulesRecord) ([]RuleRole, *OwnedRuleConflictError) {
+	id := ownedID(ref.Namespace, r.cfg.A, r.cfg.B)
+	if rt.http != nil {
+		return classify(infosOf(&httpOps, rt.http.Spec.Rules), id, rec)
+	}
+	return classify(infosOf(&grpcOps, rt.grpc.Spec.Rules), id, rec)
+}
+
+func (r *Router) shapeFor(ref RouteRef, rs rollout.Routes) *shape {
+	s := &shape{
+		id:      ownedID(ref.Namespace, r.cfg.A, r.cfg.B),
+		key:     RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B),
+		ns:      ref.Namespace,
+		a:       &r.cfg.A,
+		b:       &r.cfg.B,
+		weights: rs.Weights,
+		canary:  rs.Canary,
+		extras:  rs.Extras,
+		mirror:  r.cfg.Mirror,
+	}
+	if s.canary == "" {
+		s.canary = strategy.SideA
+	}
+	if rs.Extras.MirrorPercent > 0 && r.cfg.Mirror == MirrorTraefikService {
+		s.traefik = MirrorServiceName(ref.Namespace, r.cfg.A, r.cfg.B)
+	}
+	return s
+}
+
+func (r *Router) shapeRoute(rt route, s *shape) (bool, error) {
+	if rt.http != nil {
+		return shapeHTTP(rt.http, s)
+	}
+	return shapeGRPC(rt.grpc, s)
+}
+
+func (r route) deepCopy() route {
+	if r.http != nil {
+		return route{http: r.http.DeepCopy()}
+	}
+	return route{grpc: r.grpc.DeepCopy()}
+}
+
+// validateRoutes checks what SetRoutes is asked, naming the field.
+func validateRoutes(rs rollout.Routes) error {
+	w := rs.Weights
+	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
+		return fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B)
+	}
+	switch rs.Canary {
+	case "", strategy.SideA, strategy.SideB:
+	default:
+		return fmt.Errorf("%w: canary: %q is not A or B", ErrInvalid, rs.Canary)
+	}
+	x := rs.Extras
+	if x.MirrorPercent < 0 || x.MirrorPercent > 100 {
+		return fmt.Errorf("%w: extras.mirrorPercent: %d is not in 0..100", ErrInvalid, x.MirrorPercent)
+	}
+	if h := x.HeaderRoute; h != nil {
+		for i, m := range h.Matches {
+			p := fmt.Sprintf("extras.headerRoute.matches[%d]", i)
+			switch m.Type {
+			case "", strategy.HeaderExact, strategy.HeaderCookie:
+			case strategy.HeaderRegularExpression:
+				if _, err := regexp.Compile(m.Value); err != nil {
+					return fmt.Errorf("%w: %s.value: %w", ErrInvalid, p, err)
+				}
+			default:
+				return fmt.Errorf("%w: %s.type: %q is not Exact, RegularExpression or Cookie", ErrInvalid, p, m.Type)
+			}
+			if m.Name == "" || m.Value == "" {
+				return fmt.Errorf("%w: %s: name and value are required", ErrInvalid, p)
+			}
+		}
+	}
+	if st := x.Sticky; st != nil {
+		if st.Run == "" || !cookieSafe(st.Run) {
+			return fmt.Errorf("%w: extras.sticky.run: %q must be a non-empty cookie value", ErrInvalid, st.Run)
+		}
+		if st.Cookie.CookieName != "" && !cookieSafe(st.Cookie.CookieName) {
+			return fmt.Errorf("%w: extras.sticky.cookie.cookieName: %q is not a cookie name", ErrInvalid, st.Cookie.CookieName)
+		}
+		if len(st.Grid) == 0 || len(st.Grid) > maxRefsPerRule {
+			return fmt.Errorf("%w: extras.sticky.grid: %d values; want 1..%d", ErrInvalid, len(st.Grid), maxRefsPerRule)
+		}
+		prev := int32(0)
+		for i, g := range st.Grid {
+			if g <= prev || g > 100 {
+				return fmt.Errorf("%w: extras.sticky.grid[%d]: %d; want ascending values in 1..100", ErrInvalid, i, g)
+			}
+			prev = g
+		}
+		if prev != 100 {
+			return fmt.Errorf("%w: extras.sticky.grid[%d]: %d; the last value must be 100", ErrInvalid, len(st.Grid)-1, prev)
+		}
+	}
+	return nil
+}
+
+// cookieSafe reports whether s can be a cookie name or value as is.
+func cookieSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || c == '"' || c == ',' || c == ';' || c == '\\' || c == '=' {
+			return false
+		}
+	}
+	return true
+}
+
+// gatewayReader reads Gateways and GatewayClasses.
+type gatewayReader interface {
+	gateway(ctx context.Context, ns, name string) (*gwv1.Gateway, error)
+	gatewayClass(ctx context.Context, name string) (*gwv1.GatewayClass, error)
+}
+
+type crGateways struct{ c client.Client }
+
+func (g crGateways) gateway(ctx context.Context, ns, name string) (*gwv1.Gateway, error) {
+	var gw gwv1.Gateway
+	return &gw, g.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &gw)
+}
+
+func (g crGateways) gatewayClass(ctx context.Context, name string) (*gwv1.GatewayClass, error) {
+	var gc gwv1.GatewayClass
+	return &gc, g.c.Get(ctx, types.NamespacedName{Name: name}, &gc)
+}
+
+type csGateways struct{ cs versioned.Interface }
+
+func (g csGateways) gateway(ctx context.Context, ns, name string) (*gwv1.Gateway, error) {
+	return g.cs.GatewayV1().Gateways(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (g csGateways) gatewayClass(ctx context.Context, name string) (*gwv1.GatewayClass, error) {
+	return g.cs.GatewayV1().GatewayClasses().Get(ctx, name, metav1.GetOptions{})
+}
+
+// checkMirrorFeatures checks that the GatewayClass of every parent of rt
+// lists the features of a RequestMirror with a fraction.
+func (r *Router) checkMirrorFeatures(ctx context.Context, ref RouteRef, rt route) error {
+	parents := rt.parentRefs()
+	if len(parents) == 0 {
+		return rollout.Permanent(&UnsupportedError{Route: ref, Extra: "mirror", Reason: "the route has no parentRefs, so no GatewayClass says it supports mirrors"})
+	}
+	checked := map[string]bool{}
+	for _, p := range parents {
+		group, kind, ns := gwv1.GroupName, "Gateway", ref.Namespace
+		if p.Group != nil {
+			group = string(*p.Group)
+		}
+		if p.Kind != nil {
+			kind = string(*p.Kind)
+		}
+		if p.Namespace != nil {
+			ns = string(*p.Namespace)
+		}
+		if group != gwv1.GroupName || kind != "Gateway" {
+			return rollout.Permanent(&UnsupportedError{Route: ref, Extra: "mirror", Reason: fmt.Sprintf(
+				"parent %s/%s %s is not a Gateway, so no GatewayClass says it supports mirrors", group, kind, p.Name)})
+		}
+		gw, err := r.gws.gateway(ctx, ns, string(p.Name))
+		if err != nil {
+			return readError(ref, "Gateway "+ns+"/"+string(p.Name), err)
+		}
+		class := string(gw.Spec.GatewayClassName)
+		if checked[class] {
+			continue
+		}
+		checked[class] = true
+		gc, err := r.gws.gatewayClass(ctx, class)
+		if err != nil {
+			return readError(ref, "GatewayClass "+class, err)
+		}
+		var missing []string
+		for _, f := range []string{FeatureRequestMirror, FeatureRequestPercentageMirror} {
+			has := false
+			for _, sf := range gc.Status.SupportedFeatures {
+				has = has || string(sf.Name) == f
+			}
+			if !has {
+				missing = append(missing, f)
+			}
+		}
+		if len(missing) > 0 {
+			return rollout.Permanent(&UnsupportedError{Route: ref, Extra: "mirror", GatewayClass: class, Missing: missing})
+		}
+	}
+	return nil
+}
