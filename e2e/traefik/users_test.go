@@ -28,6 +28,8 @@ type answer struct {
 	backend string // headerBackend: who answered
 	path    string // headerPath: the path the backend received
 	cookies []*http.Cookie
+	// When the request was sent and its answer read.
+	start, end time.Time
 }
 
 // population is a set of users sharing one connection pool to Traefik.
@@ -90,6 +92,7 @@ func (u *user) do(ctx context.Context, base, path string) (answer, error) {
 	for k, vs := range u.header {
 		req.Header[k] = append([]string(nil), vs...)
 	}
+	start := time.Now()
 	resp, err := u.hc.Do(req)
 	if err != nil {
 		return answer{}, err
@@ -99,7 +102,8 @@ func (u *user) do(ctx context.Context, base, path string) (answer, error) {
 	if err != nil {
 		return answer{}, err
 	}
-	a := answer{backend: resp.Header.Get(headerBackend), path: resp.Header.Get(headerPath), cookies: resp.Cookies()}
+	a := answer{backend: resp.Header.Get(headerBackend), path: resp.Header.Get(headerPath), cookies: resp.Cookies(),
+		start: start, end: time.Now()}
 	if resp.StatusCode != http.StatusOK {
 		return a, fmt.Errorf("user %d: status %d: %q", u.id, resp.StatusCode, body)
 	}
