@@ -162,6 +162,9 @@ type traffic struct {
 	afterRound func(round int, from, to time.Time)
 	// seen, when set, sees each answer as it comes.
 	seen func(u *user, a answer)
+	// chunk, when set, makes a round of the next chunk users only,
+	// cycling through them.
+	chunk int
 }
 
 // run sends rounds of every user in us to base+path until ctx is done; the
@@ -172,7 +175,12 @@ func (tr *traffic) run(ctx context.Context, base, path string, us []*user) <-cha
 		defer close(done)
 		for round := 0; ctx.Err() == nil; round++ {
 			from := time.Now()
-			tr.pop.round(context.Background(), &tr.stats, base, path, us, func(u *user, a answer) {
+			batch := us
+			if tr.chunk > 0 {
+				k := round % ((len(us) + tr.chunk - 1) / tr.chunk)
+				batch = us[k*tr.chunk : min((k+1)*tr.chunk, len(us))]
+			}
+			tr.pop.round(context.Background(), &tr.stats, base, path, batch, func(u *user, a answer) {
 				tr.mu.Lock()
 				tr.log = append(tr.log, sent{start: a.start, end: a.end, user: u.id, backend: a.backend, path: a.path})
 				tr.mu.Unlock()
