@@ -496,7 +496,10 @@ func (r *run) enter(i int32) {
 			st.StepsHash = string(h)
 		}
 		if int(i) < len(r.e.steps) {
-			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil {
+			// A hold of another kind (the spec's pause, a manual pause, an
+			// unhealthy canary) stays: a Promote passes the pause step, never
+			// that hold. The step holds the rollout once the hold ends.
+			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil && !st.AwaitingResume {
 				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
 			}
 		}
