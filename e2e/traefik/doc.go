@@ -22,11 +22,18 @@
 // (net/http/cookiejar) and share one connection pool, so thousands of them
 // can be driven through Traefik at once.
 //
-// The traffic extras are first shown on routes written by hand, rule by rule
-// (header rules beside the weighted rule with the user's URLRewrite cloned, a
-// TraefikService mirror with its deterministic counter, sticky tickets with
-// pin rules and per-bucket Set-Cookie, and a RequestMirror filter, which
-// Traefik answers with 500 while the route stays Accepted).
+// The traffic extras are first shown on routes written by hand, rule by rule:
+// header rules (Exact, and a Cookie regular expression) beside the weighted
+// rule, with the user's URLRewrite cloned; a TraefikService mirror with its
+// deterministic counter (exactly ⌊p·n⌋ or ⌈p·n⌉ copies of n requests); and a
+// RequestMirror filter, which Traefik answers with 500 while the route stays
+// Accepted (why the gateway Router checks the GatewayClass's
+// supportedFeatures before it writes one). Then the gateway Router programs
+// them (SetRoutes: its owned rules, its TraefikService) through rollouts
+// while users keep sending requests; each request is checked against the
+// routes in effect while it was in flight (written, and reported applied
+// with the settle delay, before it was sent; the next write not begun
+// before its answer).
 //
 // Traefik serves its Prometheus metrics (per entry point, router and backend
 // service) on a loopback entry point of their own; tests read them directly

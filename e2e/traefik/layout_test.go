@@ -2,9 +2,7 @@ package traefik_test
 
 import (
 	"context"
-	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,13 +75,6 @@ func rewritePrefix(to string) gwv1.HTTPRouteFilter {
 		Path: &gwv1.HTTPPathModifier{Type: gwv1.PrefixMatchHTTPPathModifier, ReplacePrefixMatch: &to}}}
 }
 
-// addSetCookie is a ResponseHeaderModifier that adds (never sets) a
-// Set-Cookie line.
-func addSetCookie(v string) gwv1.HTTPRouteFilter {
-	return gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterResponseHeaderModifier,
-		ResponseHeaderModifier: &gwv1.HTTPHeaderFilter{Add: []gwv1.HTTPHeader{{Name: "Set-Cookie", Value: v}}}}
-}
-
 func named(name string, r gwv1.HTTPRouteRule) gwv1.HTTPRouteRule {
 	n := gwv1.SectionName(name)
 	r.Name = &n
@@ -126,54 +117,6 @@ func eventually(t testing.TB, what string, check func() error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// stickyLayout is the owned rules of sticky sessions before the user's rule
-// R (PathPrefix "/", weights 100-θ / θ): pin-canary (tickets ≤ θ), pin-stable
-// (tickets > θ), assign (one ref per grid bucket, each adding the ticket's
-// Set-Cookie), then R.
-type stickyLayout struct {
-	cookie string
-	run    string
-	grid   []int32
-	maxAge time.Duration
-}
-
-func (l stickyLayout) ticket(b int32) string { return l.run + "." + strconv.Itoa(int(b)) }
-
-func (l stickyLayout) setCookie(b int32) string {
-	return fmt.Sprintf("%s=%s; Max-Age=%d; Path=/; HttpOnly; SameSite=Lax", l.cookie, l.ticket(b), int(l.maxAge.Seconds()))
-}
-
-func (l stickyLayout) rules(stable, canary *backend, theta int32) []gwv1.HTTPRouteRule {
-	r := gwv1.HTTPRouteRule{Matches: []gwv1.HTTPRouteMatch{pathPrefix("/")},
-		BackendRefs: []gwv1.HTTPBackendRef{svcRef(stable, 100-theta), svcRef(canary, theta)}}
-	var low, high []string
-	assign := gwv1.HTTPRouteRule{Matches: r.Matches}
-	prev := int32(0)
-	for _, b := range l.grid {
-		side := stable
-		if b <= theta {
-			side = canary
-			low = append(low, l.ticket(b))
-		} else {
-			high = append(high, l.ticket(b))
-		}
-		assign.BackendRefs = append(assign.BackendRefs, svcRef(side, b-prev, addSetCookie(l.setCookie(b))))
-		prev = b
-	}
-	var rules []gwv1.HTTPRouteRule
-	if len(low) > 0 {
-		rules = append(rules, named("sticky-canary", gwv1.HTTPRouteRule{
-			Matches:     withHeaders(r.Matches, regexHeader("Cookie", cookieRegex(l.cookie, low...))),
-			BackendRefs: []gwv1.HTTPBackendRef{svcRef(canary, 1)}}))
-	}
-	if len(high) > 0 {
-		rules = append(rules, named("sticky-stable", gwv1.HTTPRouteRule{
-			Matches:     withHeaders(r.Matches, regexHeader("Cookie", cookieRegex(l.cookie, high...))),
-			BackendRefs: []gwv1.HTTPBackendRef{svcRef(stable, 1)}}))
-	}
-	return append(rules, named("split", assign), r)
 }
 
 // routeAccepted reports whether every parent accepted the route's current
