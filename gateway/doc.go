@@ -23,4 +23,23 @@
 //     data planes that report before traffic moves;
 //   - RBAC: get, update and watch on the managed routes by name ([Router]);
 //     [Router.Notify] watches each route by name and never lists.
+//
+// # Traffic extras
+//
+// [Router] is a rollout.RouteShaper: [Router.SetRoutes] writes the weights
+// and the extras of a canary (a header route, a mirror, sticky sessions) in
+// one update of each route. The extras are rules the Router owns, named
+// upshift-<16 hex digits>-<role> ([OwnedRuleName]), inserted right before
+// the user's rule, which keeps its content and gets only its weights; their
+// hashes are recorded in [RulesAnnotation], so an owned rule edited by
+// another writer is reported and never overwritten
+// ([OwnedRuleConflictError]). Header routes are Gateway API Core (Exact) or
+// implementation-specific (RegularExpression, cookies). Mirrors are either
+// a RequestMirror filter, programmed only when the GatewayClass lists the
+// Extended features HTTPRouteRequestMirror and
+// HTTPRouteRequestPercentageMirror, or a Traefik TraefikService
+// ([MirrorTraefikService]). Sticky sessions hand each new session a ticket
+// cookie once and route by it, so the share of sessions on the canary is
+// the weight at every step. The layout, the conformance of each part, the
+// refusals and the permissions are in [Router.SetRoutes].
 package gateway

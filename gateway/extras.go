@@ -26,7 +26,10 @@ const (
 	// both in status.supportedFeatures, and otherwise refuses with an
 	// *UnsupportedError naming the class and the missing features, writing
 	// nothing: a data plane that does not implement the filter may accept
-	// the route and answer every request of the rule with an error.
+	// the route and answer every request of the rule with an error. The
+	// Gateway API v1.3.0 conformance reports of Envoy Gateway v1.5.0, Istio
+	// 1.26.1 and NGINX Gateway Fabric 2.2.0 list both features; Traefik
+	// v3.5's lists them as unsupported (use MirrorTraefikService there).
 	MirrorGatewayAPI MirrorMode = ""
 	// MirrorTraefikService programs a mirror as a Traefik TraefikService
 	// (traefik.io/v1alpha1, spec.mirroring) that the Router owns, named
@@ -121,8 +124,10 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // A new session gets a ticket, cookie <CookieName>=<Run>.<T>: the split
 // rule has one backendRef per ticket value T of Sticky.Grid, weighted by
 // its gap from the value below, each adding the ticket's Set-Cookie to the
-// response (a ResponseHeaderModifier add at the backendRef, conformance
-// Extended; add, never set, so the application's own cookies survive).
+// response: a ResponseHeaderModifier add (conformance Extended, feature
+// HTTPRouteResponseHeaderModification; add, never set, so the
+// application's own cookies survive) on the backendRef, where Gateway API
+// leaves filters implementation-specific.
 // Tickets at most θ, the canary's weight, are on the canary and the others
 // on the stable side, in the split rule and in the sticky rules that route
 // every later request by its ticket. Tickets of another run match no

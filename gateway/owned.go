@@ -131,8 +131,9 @@ const (
 )
 
 // classify recognises the owned rules: a rule is the Router's when it
-// carries an owned name and the hash recorded for that role, or, without a
-// name (a CRD that prunes it), a recorded hash. A rule with an owned name
+// carries an owned name and the hash recorded for that role, or, in a
+// route where no rule has a name (a CRD that prunes them), a recorded
+// hash. A rule with an owned name
 // and another hash is another writer's: roleForeign, and the first such is
 // returned as a conflict. Every other rule is the user's.
 func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *OwnedRuleConflictError) {
@@ -140,6 +141,12 @@ func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *Owned
 	roles := make([]RuleRole, len(infos))
 	used := map[RuleRole]bool{}
 	var conflict *OwnedRuleConflictError
+	// A route whose rules have names is on a CRD that keeps them: there an
+	// unnamed rule is the user's, whatever its content.
+	named := false
+	for _, in := range infos {
+		named = named || in.named
+	}
 	for i, in := range infos {
 		switch {
 		case in.named && strings.HasPrefix(in.name, prefix):
@@ -152,7 +159,7 @@ func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *Owned
 			if conflict == nil {
 				conflict = &OwnedRuleConflictError{Rule: i, Name: in.name}
 			}
-		case !in.named && rec != nil:
+		case !named && rec != nil:
 			if role, ok := rec.roleOf(in.hash); ok && !used[role] {
 				roles[i], used[role] = role, true
 			}
@@ -334,7 +341,9 @@ func sameRules[T any](ops *kindOps[T], a, b []T) bool {
 		return false
 	}
 	for i := range a {
-		if string(ops.canon(&a[i], true)) != string(ops.canon(&b[i], true)) {
+		// A rule stored without a name (a CRD that prunes rule names)
+		// equals its named version.
+		if string(ops.canon(&a[i], ops.name(&a[i]) != nil)) != string(ops.canon(&b[i], ops.name(&a[i]) != nil)) {
 			return false
 		}
 	}

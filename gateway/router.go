@@ -112,6 +112,11 @@ func (c *Config) Validate() error {
 // or a second ref to either side, is refused by SetWeights and by Weights
 // alike, so a rollout never counts weights whose real shares differ.
 //
+// The Router is also a rollout.RouteShaper: SetRoutes programs header
+// routes, mirrors and sticky sessions as rules it owns beside the user's
+// rule, and Routes reports them (see SetRoutes for the layout, the
+// refusals and the extra permissions).
+//
 // Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
 // *BackendNotFoundError, *NoSharedRuleError and *ExtraBackendError (match
 // ErrInvalid and are rollout.Permanent), *NotAcceptedError in
@@ -288,6 +293,10 @@ func apiError(err error, ref RouteRef) error {
 // written, so a route without the backends leaves the whole group untouched;
 // a write that fails midway (a conflict storm, the API server going away)
 // leaves the group reported not accepted, and the next call converges it.
+// On a route that holds every rule SetRoutes programmed there, the owned
+// rules follow w in the same update (the sticky sessions' threshold, the
+// mirror's fraction), with the extras as they were programmed; owned rules
+// that another writer edited are left alone.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
@@ -336,7 +345,8 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 // plane reads it; they sum to 100 only when they are the real split in
 // percent (two omitted weights are reported as 1 and 1, not as 50 and 50).
 // A rule that also sends traffic elsewhere is an *ExtraBackendError, never
-// a status.
+// a status. The rules SetRoutes owns (and rules carrying their names) are
+// not read: the weights are those of the user's rules.
 func (r *Router) Weights(ctx context.Context) (rollout.RouteStatus, error) {
 	return r.weights(ctx, nil)
 }
