@@ -51,23 +51,7 @@ func checkNoOwnedRules(t *testing.T, w *world, what string) {
 // completion of the second.
 func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 	w := newWorld(t)
-	c := w.env.Client
-	prefix := []gwv1.HTTPRouteMatch{pathPrefix("/app")}
-	setRules(t, c, w.route, gwv1.HTTPRouteRule{Matches: prefix, Filters: []gwv1.HTTPRouteFilter{rewritePrefix("/v2")},
-		BackendRefs: []gwv1.HTTPBackendRef{svcRef(w.stable, 100), svcRef(w.canary, 0)}})
-	waitAccepted(t, c, w.route)
-	hc := &http.Client{Timeout: 5 * time.Second}
-	eventually(t, "the rewrite served", func() error {
-		resp, err := hc.Get(w.proxy.url + "/app/x")
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if p := resp.Header.Get(headerPath); p != "/v2/x" {
-			return fmt.Errorf("path %q", p)
-		}
-		return nil
-	})
+	rewriteApp(t, w)
 	const settle, hold, users, withHeader = 1500 * time.Millisecond, time.Second, 600, 200
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
 	pop := newPopulation(t, users, 32)
@@ -102,7 +86,15 @@ func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 	<-done
 	tr.stats.report(t)
 
-	writes := log.snapshot()
+	checkHeader(t, log.snapshot(), hold*9/10, tr.log, withHeader)
+}
+
+// checkHeader checks the requests of a header-route rollout against the
+// writes in effect: while a header route holds, every request of the users
+// below withHeader (who send it) reaches the canary; every other request
+// follows the weights; every path is rewritten to /v2/x.
+func checkHeader(t *testing.T, writes []routesWrite, hold time.Duration, log []sent, withHeader int) {
+	t.Helper()
 	type count struct{ header, headerCanary, other, otherCanary int }
 	counts := make([]count, len(writes))
 	var problems []string
@@ -110,7 +102,7 @@ func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 	// moved[j]: the start of the last request sent after write j that
 	// went where write j sends none.
 	moved := make([]time.Time, len(writes))
-	for _, s := range tr.log {
+	for _, s := range log {
 		if s.path != "/v2/x" && len(problems) < 10 {
 			problems = append(problems, fmt.Sprintf("user %d: path %q, want /v2/x", s.user, s.path))
 		}
@@ -147,7 +139,9 @@ func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 		t.Logf("write %2d: canary %3d, header route %-5v applied %4v after the write, traffic moved %4v after it: with the header %4d/%4d on the canary, without %4d/%4d",
 			i, canary, header, wr.applied.Sub(wr.at).Round(time.Millisecond), lag.Round(time.Millisecond), ct.headerCanary, ct.header, ct.otherCanary, ct.other)
 		if ct.header == 0 || ct.other == 0 {
-			t.Errorf("write %d: no request while it held", i)
+			if heldLong(writes, i, hold) {
+				t.Errorf("write %d: no request while it held", i)
+			}
 			continue
 		}
 		wantHeader := ct.header // header route: all on the canary
@@ -163,10 +157,34 @@ func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 			t.Errorf("write %d (canary %d): %.2f%% of the requests without the header on the canary", i, canary, share)
 		}
 	}
-	t.Logf("%d requests, %d sent while the routes changed (not checked)", len(tr.log), unchecked)
+	t.Logf("%d requests, %d sent while the routes changed (not checked)", len(log), unchecked)
 	if len(problems) > 0 {
 		t.Errorf("%v", problems)
 	}
+}
+
+// rewriteApp makes the route's one rule the user's rule of the header
+// tests: PathPrefix /app, rewritten to /v2, all on stable; and waits until
+// Traefik serves it.
+func rewriteApp(t *testing.T, w *world) {
+	t.Helper()
+	c := w.env.Client
+	prefix := []gwv1.HTTPRouteMatch{pathPrefix("/app")}
+	setRules(t, c, w.route, gwv1.HTTPRouteRule{Matches: prefix, Filters: []gwv1.HTTPRouteFilter{rewritePrefix("/v2")},
+		BackendRefs: []gwv1.HTTPBackendRef{svcRef(w.stable, 100), svcRef(w.canary, 0)}})
+	waitAccepted(t, c, w.route)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	eventually(t, "the rewrite served", func() error {
+		resp, err := hc.Get(w.proxy.url + "/app/x")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if p := resp.Header.Get(headerPath); p != "/v2/x" {
+			return fmt.Errorf("path %q", p)
+		}
+		return nil
+	})
 }
 
 // lastWriteBefore is the index of the last write begun before at, -1 if none.

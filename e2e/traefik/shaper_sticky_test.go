@@ -20,9 +20,10 @@ import (
 // stickyCheck follows users through a rollout with sticky sessions and
 // checks every answer against the routes in effect.
 type stickyCheck struct {
-	base   string
+	base string
+	mu   sync.Mutex
+	// sticky: the extras' sticky sessions, once known.
 	sticky *strategy.Sticky
-	mu     sync.Mutex
 	// everCanary: the user was answered by the canary while the rollout
 	// went forward.
 	everCanary []bool
@@ -46,11 +47,6 @@ func (c *stickyCheck) seen(u *user, a answer) {
 	if app := hasCookie(a.cookies, appCookie); app == nil || app.Value != a.backend {
 		c.problem("user %d: answer from %s without its app cookie: %v", u.id, a.backend, a.cookies)
 	}
-	if tk := hasCookie(a.cookies, c.sticky.Cookie.CookieName); tk != nil {
-		if !tk.HttpOnly || tk.Path != "/" || tk.MaxAge != int(c.sticky.Cookie.MaxAge.Seconds()) || tk.SameSite != http.SameSiteLaxMode {
-			c.problem("user %d: ticket cookie %+v", u.id, tk)
-		}
-	}
 	if c.forward && c.everCanary[u.id] && !canary {
 		c.flips++
 		c.problem("user %d went back to stable at %s while the rollout went forward", u.id, a.start.Format("15:04:05.000"))
@@ -58,10 +54,37 @@ func (c *stickyCheck) seen(u *user, a answer) {
 	if canary && c.forward {
 		c.everCanary[u.id] = true
 	}
+	if c.sticky == nil {
+		return
+	}
+	if tk := hasCookie(a.cookies, c.sticky.Cookie.CookieName); tk != nil {
+		if !tk.HttpOnly || tk.Path != "/" || tk.MaxAge != int(c.sticky.Cookie.MaxAge.Seconds()) || tk.SameSite != http.SameSiteLaxMode {
+			c.problem("user %d: ticket cookie %+v", u.id, tk)
+		}
+	}
+}
+
+// setSticky records the run's sticky sessions once known.
+func (c *stickyCheck) setSticky(st *strategy.Sticky) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sticky == nil && st != nil {
+		c.sticky = st.DeepCopy()
+	}
+}
+
+// backward marks the rollout as no longer going forward (an abort).
+func (c *stickyCheck) backward() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.forward = false
 }
 
 // ticket is u's ticket of this run, 0 when none.
 func (c *stickyCheck) ticket(u *user) int32 {
+	if c.sticky == nil {
+		return 0
+	}
 	v, ok := strings.CutPrefix(u.cookie(c.base, c.sticky.Cookie.CookieName), c.sticky.Run+".")
 	if !ok {
 		return 0
@@ -109,9 +132,7 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 		log.apply(t, rollout.Routes{Weights: weightsFor(canary), Canary: canarySide, Extras: x})
 		time.Sleep(hold)
 	}
-	check.mu.Lock()
-	check.forward = false
-	check.mu.Unlock()
+	check.backward()
 	abortAt := time.Now()
 	log.apply(t, rollout.Routes{Weights: weightsFor(0), Canary: canarySide, Extras: x})
 	time.Sleep(hold)
@@ -122,11 +143,20 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 	tr.stats.report(t)
 	checkNoOwnedRules(t, w, "after the abort")
 
-	writes := log.snapshot()
+	checkSticky(t, log.snapshot(), hold*9/10, tr.log, check, abortAt, pop)
+}
+
+// checkSticky checks the requests of users through a rollout with sticky
+// sessions aborted at abortAt: per write, the share of the users answered
+// while it held is its weight within 2 points and each is on its ticket's
+// side; once the first weight-0 write after abortAt is applied, no user is
+// answered by the canary; no flip back to stable while going forward.
+func checkSticky(t *testing.T, writes []routesWrite, hold time.Duration, log []sent, check *stickyCheck, abortAt time.Time, pop *population) {
+	t.Helper()
 	// Per write: the sides each user was answered from while it held.
 	sides := make([]map[int]map[string]bool, len(writes))
 	lastStableMiss := time.Time{}
-	for _, s := range tr.log {
+	for _, s := range log {
 		if !s.start.Before(abortAt) && s.backend == nameCanary && s.start.After(lastStableMiss) {
 			lastStableMiss = s.start
 		}
@@ -162,7 +192,9 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 			}
 		}
 		if active == 0 {
-			t.Errorf("write %d: no user was answered while it held", i)
+			if heldLong(writes, i, hold) {
+				t.Errorf("write %d: no user was answered while it held", i)
+			}
 			continue
 		}
 		share := 100 * float64(onCanary) / float64(active)
@@ -176,8 +208,17 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 		}
 	}
 	// After the abort: on stable within one settle delay of the status.
-	if n := len(writes); n >= 2 {
-		abort := writes[n-2]
+	abortIdx := -1
+	for i, wr := range writes {
+		if !wr.at.Before(abortAt) && wr.routes.Weights.B == 0 {
+			abortIdx = i
+			break
+		}
+	}
+	if abortIdx < 0 {
+		t.Errorf("no write of weight 0 after the abort")
+	} else {
+		abort := writes[abortIdx]
 		t.Logf("abort: written, accepted and settled after %v; the last canary answer to a request sent %v after the write",
 			abort.applied.Sub(abort.at).Round(time.Millisecond), lastStableMiss.Sub(abort.at).Round(time.Millisecond))
 		if lastStableMiss.After(abort.applied) {
@@ -188,7 +229,7 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 	for _, u := range pop.users {
 		tickets[check.ticket(u)]++
 	}
-	t.Logf("%d requests; tickets held at the end (0: none): %v", len(tr.log), tickets)
+	t.Logf("%d requests; tickets held at the end (0: none): %v", len(log), tickets)
 	if check.flips > 0 {
 		t.Errorf("%d answers from stable to users the canary had answered while the rollout went forward", check.flips)
 	}

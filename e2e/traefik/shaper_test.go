@@ -142,6 +142,16 @@ func inEffect(writes []routesWrite, start, end time.Time) int {
 	return i
 }
 
+// heldLong reports whether write i held, applied, for at least d (or is
+// the last one, applied): long enough that requests must have been checked
+// against it alone.
+func heldLong(writes []routesWrite, i int, d time.Duration) bool {
+	if writes[i].applied.IsZero() {
+		return false
+	}
+	return i+1 == len(writes) || writes[i+1].at.Sub(writes[i].applied) >= d
+}
+
 // sent is one request of a user.
 type sent struct {
 	start, end time.Time
