@@ -122,7 +122,8 @@ func TestRouterStickySessionsThroughTraefik(t *testing.T) {
 			MaxAge: &metav1.Duration{Duration: strategy.DefaultSessionMaxAge}, Path: "/", SameSite: "Lax"}}
 	x := strategy.TrafficExtras{Sticky: sticky}
 	pop := newPopulation(t, users, 32)
-	check := &stickyCheck{base: w.proxy.url, sticky: sticky, everCanary: make([]bool, users), forward: true}
+	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, users), forward: true}
+	check.setSticky(sticky)
 	tr := &traffic{pop: pop, seen: check.seen}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
