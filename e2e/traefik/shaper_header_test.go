@@ -41,30 +41,64 @@ func checkNoOwnedRules(t *testing.T, w *world, what string) {
 	}
 }
 
-// TestRouterHeaderRouteThroughTraefik: the Router's header route (x-beta: 1)
-// beside a user's rule that rewrites /app to /v2, through two rollouts
-// while 600 users (200 of them sending the header) keep sending requests:
-// while the header route is applied, before and during the weight steps,
-// every request with the header reaches the canary, rewritten; the others
-// follow the weight (none on the canary at weight 0); the route is back to
-// the user's rule alone after the abort of the first rollout and the
-// completion of the second.
+// headerUsers makes users with the header x-beta: 1 and the cookie
+// beta=yes (the first withHeader users) and users with near misses of both
+// (x-beta: 2, xbeta=yes, beta=yess), or neither, for the header tests.
+func headerUsers(t *testing.T, base string, users, withHeader int) *population {
+	t.Helper()
+	pop := newPopulation(t, users, 32)
+	for i, u := range pop.users {
+		var c *http.Cookie
+		switch {
+		case i < withHeader:
+			u.header.Set("X-Beta", "1")
+			c = &http.Cookie{Name: "beta", Value: "yes", Path: "/"}
+		case i%4 == 0:
+			u.header.Set("X-Beta", "2")
+		case i%4 == 1:
+			c = &http.Cookie{Name: "xbeta", Value: "yes", Path: "/"}
+		case i%4 == 2:
+			c = &http.Cookie{Name: "beta", Value: "yess", Path: "/"}
+		}
+		if c != nil {
+			if err := u.setCookie(base, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return pop
+}
+
+// The header routes of the header tests: an Exact match on x-beta, and a
+// Cookie match on beta=yes.
+var (
+	headerExact  = strategy.HeaderMatch{Type: strategy.HeaderExact, Name: "x-beta", Value: "1"}
+	headerCookie = strategy.HeaderMatch{Type: strategy.HeaderCookie, Name: "beta", Value: "yes"}
+)
+
+// TestRouterHeaderRouteThroughTraefik: the Router's header route beside a
+// user's rule that rewrites /app to /v2, through two rollouts while 600
+// users (200 of them sending x-beta: 1 and the cookie beta=yes, the others
+// near misses or nothing) keep sending requests; the first rollout's header
+// route matches x-beta exactly, the second's the cookie. While the header
+// route is applied, before and during the weight steps, every request with
+// the header reaches the canary, rewritten; the others follow the weight
+// (none on the canary at weight 0); the route is back to the user's rule
+// alone after the abort of the first rollout and the completion of the
+// second.
 func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 	w := newWorld(t)
 	rewriteApp(t, w)
 	const settle, hold, users, withHeader = 1500 * time.Millisecond, time.Second, 600, 200
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
-	pop := newPopulation(t, users, 32)
-	for _, u := range pop.users[:withHeader] {
-		u.header.Set("X-Beta", "1")
-	}
+	pop := headerUsers(t, w.proxy.url, users, withHeader)
 	tr := &traffic{pop: pop}
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := tr.run(ctx, w.proxy.url, "/app/x", pop.users)
 
 	x := strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{ExpectedPercent: ptr32(40),
-		Matches: []strategy.HeaderMatch{{Type: strategy.HeaderExact, Name: "x-beta", Value: "1"}}}}
+		Matches: []strategy.HeaderMatch{headerExact}}}
 	step := func(canary int32, extras strategy.TrafficExtras) {
 		log.apply(t, rollout.Routes{Weights: weightsFor(canary), Canary: canarySide, Extras: extras})
 		time.Sleep(hold)
@@ -76,7 +110,8 @@ func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
 	}
 	step(0, strategy.TrafficExtras{})
 	checkNoOwnedRules(t, w, "after the abort")
-	// Rollout 2: header route, weights 10 and 50, completion.
+	// Rollout 2: the cookie, weights 10 and 50, completion.
+	x.HeaderRoute.Matches = []strategy.HeaderMatch{headerCookie}
 	for _, canary := range []int32{0, 10, 50, 100} {
 		step(canary, x)
 	}
