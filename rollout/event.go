@@ -18,6 +18,9 @@ const (
 	HopCapacity HopKind = "capacity"
 	// HopDeploy: a side was asked to run a revision.
 	HopDeploy HopKind = "deploy"
+	// HopRoutes: the router was asked for the weights and the extras (a
+	// header route, a mirror, sticky sessions) in one update.
+	HopRoutes HopKind = "routes"
 )
 
 // Hop is one change the Runner applied through an adapter.
@@ -33,6 +36,8 @@ type Hop struct {
 	Weights Weights
 	// Revision is the revision deployed (HopDeploy).
 	Revision string
+	// Extras are the extras written with the weights (HopRoutes).
+	Extras strategy.TrafficExtras
 }
 
 // String renders a hop: "weight 30 (A=70 B=30)", "canary capacity 40 (side
@@ -43,6 +48,9 @@ func (h Hop) String() string {
 	}
 	if h.Kind == HopWeight {
 		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
+	}
+	if h.Kind == HopRoutes {
+		return fmt.Sprintf("weight %d (A=%d B=%d) with %s to side %s", h.Value, h.Weights.A, h.Weights.B, h.Extras, h.Side)
 	}
 	if h.Steady {
 		return fmt.Sprintf("%s capacity steady (side %s)", h.Role, h.Side)

@@ -186,6 +186,9 @@ func (r *Runner) Validate() error {
 			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the replicas capacity mode", ErrInvalid))
 		}
 	}
+	if _, ok := r.Router.(RouteShaper); r.Router != nil && !ok && strategy.UsesExtras(r.Strategy) {
+		errs = append(errs, fmt.Errorf("%w runner: the strategy asks for header routes, mirrors or sticky sessions; Router must be a RouteShaper", ErrInvalid))
+	}
 	if err := r.Owner.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -394,7 +397,20 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 	canarySide := stableSide.Other()
 	obs := strategy.Observation{At: strategy.Micro(now)}
 	if r.Router != nil {
-		rs, err := r.Router.Weights(ctx)
+		var rs RouteStatus
+		var err error
+		if shaper, ok := r.Router.(RouteShaper); ok {
+			var st RoutesStatus
+			st, err = shaper.Routes(ctx)
+			rs = st.RouteStatus
+			if err == nil && (st.Canary == canarySide || st.Extras.IsZero()) {
+				// Extras pointed at the stable side are not the canary's:
+				// the strategy sees none and asks again for its own.
+				obs.Extras = *st.Extras.DeepCopy()
+			}
+		} else {
+			rs, err = r.Router.Weights(ctx)
+		}
 		if err != nil {
 			return obs, &AdapterError{Adapter: "router", Op: "read weights", Err: err}
 		}
@@ -502,19 +518,38 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 			}
 		}
 	}
-	// 2. the weight
-	if d.Weight.Set {
-		w := Weights{A: 100 - d.Weight.Value, B: d.Weight.Value}
-		if stableSide == strategy.SideB {
-			w = Weights{A: d.Weight.Value, B: 100 - d.Weight.Value}
+	// 2. the weight, and the extras with it (one update of the route)
+	if d.Weight.Set || d.Extras {
+		v := d.Weight.Value
+		if !d.Weight.Set {
+			v = d.State.Desired.Weight
 		}
-		hop := Hop{Kind: HopWeight, Role: "canary", Side: stableSide.Other(), Value: d.Weight.Value, Weights: w}
-		if r.Router == nil {
+		w := Weights{A: 100 - v, B: v}
+		if stableSide == strategy.SideB {
+			w = Weights{A: v, B: 100 - v}
+		}
+		hop := Hop{Kind: HopWeight, Role: "canary", Side: stableSide.Other(), Value: v, Weights: w}
+		shaper, shapes := r.Router.(RouteShaper)
+		extras := d.Extras || !d.State.DesiredExtras.IsZero() || !d.State.Observed.Extras.IsZero()
+		if extras {
+			hop.Kind, hop.Extras = HopRoutes, *d.State.DesiredExtras.DeepCopy()
+		}
+		switch {
+		case r.Router == nil:
 			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(),
 				Err: Permanent(fmt.Errorf("%w runner: no router", ErrInvalid))}
-		}
-		if err := r.Router.SetWeights(ctx, w); err != nil {
-			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
+		case extras && !shapes:
+			return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(),
+				Err: Permanent(fmt.Errorf("%w runner: the router programs no extras (not a RouteShaper)", ErrUnsupported))}
+		case extras:
+			err := shaper.SetRoutes(ctx, Routes{Weights: w, Canary: stableSide.Other(), Extras: hop.Extras})
+			if err != nil {
+				return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(), Err: err}
+			}
+		default:
+			if err := r.Router.SetWeights(ctx, w); err != nil {
+				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
+			}
 		}
 		log.V(1).Info("hop", "hop", hop.String())
 		applied = append(applied, hop)

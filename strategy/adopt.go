@@ -219,6 +219,8 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 	}
 	a.StableCapacity, a.CanaryCapacity = min(max(a.StableCapacity, 0), 100), min(max(a.CanaryCapacity, 0), 100)
 	st.Desired = a
+	// Extras the router shows are what was asked: the steps move them on.
+	st.DesiredExtras = *o.Extras.DeepCopy()
 	now := micro(r.now)
 	st.Phase = PhaseProgressing
 	st.StartedAt, st.StepStartedAt, st.WeightChangedAt = now, now, now

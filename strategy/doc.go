@@ -12,6 +12,17 @@
 // moves all traffic in one hop. [Options] holds what they share (capacity
 // mode, abort ramp, health, deadlines). They embed in a CRD spec as they are.
 //
+// # Beyond weights
+//
+// Canary steps [SetHeaderRoute] and [SetMirror] send chosen requests to the
+// canary and copy stable requests to it; [Options].SessionAffinity keeps each
+// session on one side ([Sticky] tickets: the share of sessions on the canary
+// is the weight, none flips back while the weight rises, all are on the
+// stable side at weight 0). They travel to the router with the weight
+// ([State].DesiredExtras, [Decision].Extras). Header-routed and mirrored
+// requests are load on the canary ([TrafficExtras.CanaryLoad]): a header
+// route counts its ExpectedPercent, or all requests when that is unknown.
+//
 // # Use
 //
 // On every reconcile, in this order (package rollout's Runner does it all):
@@ -40,7 +51,7 @@
 // [Strategy]); 6 to 8 hold while the sides report revisions ([DeployTarget]).
 //
 //  1. traffic never exceeds a side's observed ready capacity ([AbortEmergency]
-//     excepted);
+//     excepted), header-routed and mirrored requests counted on the canary;
 //  2. desired StableCapacity + CanaryCapacity <= 100 + MaxSurgePercent;
 //  3. a side is scaled down only to the traffic it may still receive;
 //  4. a hop is asked for only once the previous one is observed applied (a
@@ -61,5 +72,9 @@
 //  13. weight moves forward only while healthy and not commanded back; pauses
 //     last exactly their duration;
 //  14. a rollout left alone ends, waits for a person, or reports Degraded once
-//     its progress deadline has passed.
+//     its progress deadline has passed;
+//  15. extras are hops like weights: an abort drops the header route and the
+//     mirror before the weight walks back and never raises them; a rollout
+//     ends with none; with sticky sessions the weight stops only on ticket
+//     values and never falls while it goes forward.
 package strategy

@@ -18,6 +18,12 @@ type engine struct {
 	interval time.Duration // Incremental: least time between weight hops
 	steps    []CanaryStep
 	canary   bool
+	// Session affinity (Options.SessionAffinity) and its ticket values:
+	// the weights the rollout walks through, each weight hop rounded to
+	// one of them.
+	affinity *SessionAffinity
+	grid     []int32
+	mask     gridMask
 }
 
 // run is one Step in progress.
@@ -299,12 +305,19 @@ func (r *run) facts() facts {
 		revisions:      st.Observed.Revisions,
 		surge:          r.e.surge,
 		maxUnavailable: r.e.opts.MaxUnavailablePercent,
+		hdr:            max(st.DesiredExtras.headerShare(), st.Observed.Extras.headerShare()),
+		mirror:         min(max(st.DesiredExtras.MirrorPercent, st.Observed.Extras.MirrorPercent, 0), 100),
+		grid:           r.e.mask,
 	}
 }
 
 // applied reports whether the last hop is observed applied: the route
-// programmed with the desired weight, each side settled at its capacity.
-func (r *run) applied() bool { return r.e.mode.applied(r.facts()) }
+// programmed with the desired weight and extras, each side settled at its
+// capacity.
+func (r *run) applied() bool { return r.e.mode.applied(r.facts()) && r.extrasApplied() }
+
+// extrasApplied reports whether the router reports the desired extras.
+func (r *run) extrasApplied() bool { return r.st.DesiredExtras.Equal(r.st.Observed.Extras) }
 
 // inPlace reports, for a walk back, whether every adapter holds what was
 // asked, settled or not, and whether or not the data plane has accepted the
@@ -312,7 +325,7 @@ func (r *run) applied() bool { return r.e.mode.applied(r.facts()) }
 // is ready for it, so a parent that rejects the route (or never writes its
 // status) must not freeze it. Scaling the canary down below traffic it may
 // still receive does wait for the route to be accepted (awaitRoute).
-func (r *run) inPlace() bool { return r.e.mode.inPlace(r.facts()) }
+func (r *run) inPlace() bool { return r.e.mode.inPlace(r.facts()) && r.extrasApplied() }
 
 func (r *run) waitApplied() {
 	r.st.Message = msgWaitingHop
@@ -397,6 +410,106 @@ func (r *run) repair() {
 		c := want.CanaryCapacity
 		r.d.CanaryCapacity = Target{Set: true, Value: c, Steady: st.SteadyRequested && c == 100}
 	}
+	if !r.extrasApplied() && r.extrasFit(st.DesiredExtras) {
+		r.d.Extras = true
+	}
+}
+
+// extrasFit reports whether the router may be asked for extras x now: they
+// put no more load on the canary than the extras it reports, or the
+// canary's observed ready capacity covers their load at the larger of the
+// desired and the observed weight.
+func (r *run) extrasFit(x TrafficExtras) bool {
+	st := r.st
+	w := max(st.Desired.Weight, st.Observed.Weight)
+	need := x.CanaryLoad(w)
+	if need <= st.Observed.Extras.CanaryLoad(w) {
+		return true
+	}
+	_, canary := r.e.mode.ready(r.facts())
+	return need <= canary
+}
+
+// extrasAt is the extras in force at step i: the last header route and the
+// last mirror at or before it, and the sticky sessions of this rollout.
+func (r *run) extrasAt(i int) TrafficExtras {
+	e := r.e
+	var x TrafficExtras
+	if e.canary {
+		hdr, mir := false, false
+		for j := min(i, len(e.steps)-1); j >= 0 && !(hdr && mir); j-- {
+			s := &e.steps[j]
+			if s.SetHeaderRoute != nil && !hdr {
+				hdr = true
+				if len(s.SetHeaderRoute.Matches) > 0 {
+					x.HeaderRoute = s.SetHeaderRoute
+				}
+			}
+			if s.SetMirror != nil && !mir {
+				mir = true
+				x.MirrorPercent = s.SetMirror.Percent
+			}
+		}
+	}
+	if e.affinity != nil {
+		x.Sticky = r.sticky()
+	}
+	return x
+}
+
+// sticky is the session affinity of this rollout: its tickets are named by
+// the canary revision and the instant the rollout started.
+func (r *run) sticky() *Sticky {
+	st := r.st
+	want := Sticky{Run: runID(st.CanaryRevision, st.StartedAt), Grid: r.e.grid, Cookie: r.e.affinity.withDefaults()}
+	if cur := st.DesiredExtras.Sticky; cur != nil && cur.equal(&want) {
+		return cur
+	}
+	return &want
+}
+
+// extrasTo moves the router's extras to x, in a hop of its own, once the
+// canary's observed ready capacity covers the load they put on it at the
+// desired weight (see TrafficExtras.CanaryLoad); in the managed mode the
+// canary is first asked for that capacity, within the surge budget. Extras
+// that put less load on the canary go at once. It reports whether x is in
+// place.
+func (r *run) extrasTo(x TrafficExtras) bool {
+	st := r.st
+	if st.DesiredExtras.Equal(x) {
+		return true
+	}
+	w := st.Desired.Weight
+	if need := x.CanaryLoad(w); need > st.DesiredExtras.CanaryLoad(w) {
+		f := r.facts()
+		if _, ready := r.e.mode.ready(f); need > ready {
+			if h := r.e.mode.provide(f, need); h.kind == scaleCanary || h.kind == scaleStable {
+				r.take(h, 0)
+				return false
+			}
+			r.waitCapacity()
+			st.Message = "waiting for canary ready capacity " + itoa(need) + " (the load of the header route or mirror at weight " + itoa(w) + "), " + itoa(ready) + " ready"
+			return false
+		}
+	}
+	st.DesiredExtras = *x.DeepCopy()
+	r.d.Extras = true
+	r.hopped()
+	return false
+}
+
+// clearExtras asks the router to drop the header route and the mirror,
+// keeping sticky sessions (see walkBack); it reports whether that changes
+// anything.
+func (r *run) clearExtras() bool {
+	st := r.st
+	x := TrafficExtras{Sticky: st.DesiredExtras.Sticky}
+	if st.DesiredExtras.Equal(x) {
+		return false
+	}
+	st.DesiredExtras = x
+	r.d.Extras = true
+	return true
 }
 
 // fits reports whether canary weight w would keep traffic within the
@@ -408,8 +521,9 @@ func (r *run) fits(w int32) bool {
 		(w == 0 || w < st.Observed.Weight && !st.Observed.WeightInvalid) {
 		return true
 	}
-	stable, canary := r.e.mode.ready(r.facts())
-	return w <= canary && 100-w <= stable
+	f := r.facts()
+	stable, canary := r.e.mode.ready(f)
+	return f.load(w) <= canary && 100-w <= stable
 }
 
 // countHealth counts a new observation's health and reports whether the
@@ -465,14 +579,20 @@ func (r *run) markEmergency() {
 // whether it asked for anything.
 func (r *run) emergency() bool {
 	st := r.st
-	if st.Desired.Weight == 0 {
+	extras := !st.DesiredExtras.Equal(TrafficExtras{Sticky: st.DesiredExtras.Sticky})
+	if st.Desired.Weight == 0 && !extras {
 		return false
 	}
 	ok, stable := r.e.mode.emergency(r.facts())
 	if !ok {
 		return false
 	}
-	r.hopWeight(0)
+	if r.clearExtras() {
+		r.hopped() // in the same update as the weight
+	}
+	if st.Desired.Weight != 0 {
+		r.hopWeight(0)
+	}
 	r.take(stable, 0)
 	st.Message = msgAborting
 	return true
@@ -589,6 +709,9 @@ func (r *run) progress() {
 	if !r.onRevision() {
 		return
 	}
+	if !r.extrasTo(r.extrasAt(int(st.StepIndex))) {
+		return
+	}
 	if st.PromoteFullRequested {
 		if r.move(100, 0, 0) {
 			r.reached()
@@ -604,6 +727,9 @@ func (r *run) progress() {
 	for int(st.StepIndex) < len(e.steps) {
 		i := st.StepIndex
 		s := &e.steps[i]
+		if !r.extrasTo(r.extrasAt(int(i))) {
+			return // a header route or mirror step, or a step edited
+		}
 		switch {
 		case s.SetWeight != nil:
 			st.PromoteRequested = false // nothing to skip in a walk
@@ -749,6 +875,14 @@ func (r *run) complete() {
 		}
 		return
 	}
+	if !st.DesiredExtras.IsZero() {
+		// All traffic is on the canary: the extras have nothing left to
+		// do; the router removes them before the sides move.
+		st.DesiredExtras = TrafficExtras{}
+		r.d.Extras = true
+		r.hopped()
+		return
+	}
 	drain, release := r.e.mode.completion()
 	if drain && st.Desired.StableCapacity > 0 {
 		if end := after(st.ReachedAt, o.ScaleDownDelay.Duration); r.now.Before(end) {
@@ -796,6 +930,14 @@ func (r *run) walkBack() {
 	st, e := r.st, r.e
 	st.Phase = PhaseAborting
 	st.Message = msgAborting
+	if r.clearExtras() {
+		// The header route and the mirror go first, in a hop of their own
+		// observed before the weight walks back; sticky sessions follow the
+		// weight down (a session leaves the canary once the weight falls
+		// below its ticket) and go once it is 0.
+		r.hopped()
+		return
+	}
 	gradual := e.opts.AbortRamp == AbortGradual
 	for {
 		t := int32(0)
@@ -824,6 +966,12 @@ func (r *run) walkBack() {
 	}
 	if !r.applied() {
 		r.waitApplied() // the last hops of the walk back, observed before the end
+		return
+	}
+	if !st.DesiredExtras.IsZero() {
+		st.DesiredExtras = TrafficExtras{} // every session is on the stable side: drop the tickets' rules
+		r.d.Extras = true
+		r.hopped()
 		return
 	}
 	r.d.RequeueAfter = 0

@@ -3,6 +3,7 @@ package strategy
 import (
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -211,6 +212,69 @@ type TrafficExtras struct {
 	Sticky *Sticky `json:"sticky,omitempty"`
 }
 
+// String describes x for people, as Plan names an extras hop: for example
+// "header route x-beta=1 (at most 5%), mirror 20%, sticky sessions", or
+// "no extras".
+func (x TrafficExtras) String() string {
+	var parts []string
+	if h := x.HeaderRoute; h != nil && len(h.Matches) > 0 {
+		var ms []string
+		for _, m := range h.Matches {
+			switch m.Type {
+			case HeaderRegularExpression:
+				ms = append(ms, m.Name+"~"+m.Value)
+			case HeaderCookie:
+				ms = append(ms, "cookie "+m.Name+"="+m.Value)
+			default:
+				ms = append(ms, m.Name+"="+m.Value)
+			}
+		}
+		share := "share unknown, counted as 100%"
+		if h.ExpectedPercent != nil {
+			share = "at most " + itoa(h.share()) + "%"
+		}
+		parts = append(parts, "header route "+strings.Join(ms, " and ")+" ("+share+")")
+	}
+	if x.MirrorPercent > 0 {
+		parts = append(parts, "mirror "+itoa(x.MirrorPercent)+"%")
+	}
+	if x.Sticky != nil {
+		parts = append(parts, "sticky sessions")
+	}
+	if len(parts) == 0 {
+		return "no extras"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// UsesExtras reports whether s asks a router for extras: a header route or
+// mirror step, or session affinity. A router that programs them
+// (rollout.RouteShaper) is then required.
+func UsesExtras(s Strategy) bool {
+	if s == nil {
+		return false
+	}
+	if s.Shared().SessionAffinity != nil {
+		return true
+	}
+	var steps []CanaryStep
+	switch c := s.(type) {
+	case Canary:
+		steps = c.Steps
+	case *Canary:
+		steps = c.Steps
+	}
+	{
+		c := Canary{Steps: steps}
+		for i := range c.Steps {
+			if c.Steps[i].SetHeaderRoute != nil || c.Steps[i].SetMirror != nil {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // IsZero reports whether x programs nothing.
 func (x TrafficExtras) IsZero() bool {
 	return (x.HeaderRoute == nil || len(x.HeaderRoute.Matches) == 0) && x.MirrorPercent == 0 && x.Sticky == nil
@@ -277,39 +341,41 @@ func (a *SessionAffinity) equal(b *SessionAffinity) bool {
 // extras, in percent of the route's requests: the header route's counted
 // share h (HeaderRoute), the weight's share of the rest, and the mirrored
 // copies of what the weight sends to the stable side (MirrorPercent p of
-// it), each rounded up, at most 100:
+// it), rounded up, at most 100:
 //
-//	load = h + ceil((100-h)·w/100) + ceil((100-h)·(100-w)·p/10000)
+//	load = ceil(h + (100-h)·w/100 + (100-h)·(100-w)·p/10000)
 //
 // Mirrored requests count in full although their answers are discarded:
 // the canary serves them. Sticky sessions change nothing: the share of
 // sessions, and so of requests, on the canary is the weight. The load never
 // falls as w grows, so CanaryWeightFor finds the largest weight that fits.
 func (x TrafficExtras) CanaryLoad(w int32) int32 {
-	h, p := x.headerShare(), min(max(x.MirrorPercent, 0), 100)
-	w = min(max(w, 0), 100)
-	return min(100, h+ceilDiv((100-h)*w, 100)+ceilDiv((100-h)*(100-w)*p, 10000))
+	return canaryLoad(x.headerShare(), x.MirrorPercent, min(max(w, 0), 100))
+}
+
+// canaryLoad counts in millionths of the route's requests, rounded up once
+// at the end: rounding each term apart would let the sum fall as w grows.
+func canaryLoad(h, p, w int32) int32 {
+	p = min(max(p, 0), 100)
+	e := 10000*h + (100-h)*(100*w+(100-w)*p)
+	return min(100, ceilDiv(e, 10000))
 }
 
 // CanaryWeightFor is the largest canary weight whose CanaryLoad is at most
 // ready, or -1 when even weight 0 does not fit.
 func (x TrafficExtras) CanaryWeightFor(ready int32) int32 {
-	if x.headerShare() == 0 && x.MirrorPercent <= 0 {
-		return min(ready, 100) // the common case, exact
-	}
-	for w := int32(100); w >= 0; w-- {
-		if x.CanaryLoad(w) <= ready {
-			return w
-		}
-	}
-	return -1
+	f := facts{hdr: x.headerShare(), mirror: min(max(x.MirrorPercent, 0), 100)}
+	return min(f.weightFor(ready), 100)
 }
 
 func ceilDiv(a, b int32) int32 { return (a + b - 1) / b }
 
 // stickyGrid returns the ticket values for weights ws: the distinct values
-// in (0, 100) and 100, ascending. ok is false when they are more than 16.
-func stickyGrid(ws []int32) (grid []int32, ok bool) {
+// in (0, 100) and 100, ascending, with a value every gap between two that
+// are further apart (gap 0: none added; the managed mode adds one every
+// MaxSurgePercent, as far as capacity lets a weight hop reach). ok is false
+// when they are more than 16.
+func stickyGrid(ws []int32, gap int32) (grid []int32, ok bool) {
 	var seen [101]bool
 	seen[100] = true
 	for _, w := range ws {
@@ -317,10 +383,17 @@ func stickyGrid(ws []int32) (grid []int32, ok bool) {
 			seen[w] = true
 		}
 	}
+	prev := int32(0)
 	for w := int32(1); w <= 100; w++ {
-		if seen[w] {
-			grid = append(grid, w)
+		if !seen[w] {
+			continue
 		}
+		for gap > 0 && w-prev > gap {
+			prev += gap
+			grid = append(grid, prev)
+		}
+		grid = append(grid, w)
+		prev = w
 	}
 	return grid, len(grid) <= maxStickyGrid
 }
@@ -329,25 +402,40 @@ func stickyGrid(ws []int32) (grid []int32, ok bool) {
 // reference each; the Gateway API allows 16 per rule).
 const maxStickyGrid = 16
 
-// onGrid returns the value of grid nearest w in the direction of travel:
-// up (w rounded down to a ticket value, 0 below the first), or down (w
-// rounded up). Without a grid it returns w.
-func onGrid(grid []int32, w int32, up bool) int32 {
-	if len(grid) == 0 || w <= 0 || w >= 100 {
+// gridMask is the set of a grid's values, as bits 0..100 (no pointer, so
+// it travels in facts).
+type gridMask [2]uint64
+
+func maskOf(grid []int32) gridMask {
+	var m gridMask
+	for _, g := range grid {
+		if g >= 0 && g <= 100 {
+			m[g/64] |= 1 << (g % 64)
+		}
+	}
+	return m
+}
+
+func (m gridMask) has(w int32) bool { return m[w/64]&(1<<(w%64)) != 0 }
+
+// snap returns the grid value nearest w in the direction of travel: up (w
+// rounded down to a value, 0 below the first), or down (w rounded up, 100
+// above the last). Without a grid it returns w.
+func (m gridMask) snap(w int32, up bool) int32 {
+	if m == (gridMask{}) || w <= 0 || w >= 100 {
 		return w
 	}
 	if up {
-		r := int32(0)
-		for _, g := range grid {
-			if g <= w {
-				r = g
+		for v := w; v > 0; v-- {
+			if m.has(v) {
+				return v
 			}
 		}
-		return r
+		return 0
 	}
-	for _, g := range grid {
-		if g >= w {
-			return g
+	for v := w; v < 100; v++ {
+		if m.has(v) {
+			return v
 		}
 	}
 	return 100

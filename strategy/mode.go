@@ -29,6 +29,11 @@ type mover interface {
 	// hop bounded by limit (0: no bound); arrived when t is reached with
 	// nothing left to do.
 	next(f facts, t, limit int32) hop
+	// provide is the hop that gives the canary observed ready capacity for
+	// load (a header route or a mirror about to be added): a capacity hop
+	// within the surge budget where the mode has capacity setters, else
+	// awaitReady.
+	provide(f facts, load int32) hop
 	// restore is what a walk back still asks of the sides once traffic is
 	// back on the stable side; arrived when nothing is left.
 	restore(f facts) hop
@@ -103,6 +108,36 @@ type facts struct {
 	revisions                    bool  // Observation.Revisions: each side's revision is observed
 	surge                        int32 // MaxSurgePercent
 	maxUnavailable               int32 // Options.MaxUnavailablePercent
+	// The header route's counted share and the mirror percent in force:
+	// the larger of what was asked and what the router reports, so a hop
+	// on its way counts either way. Both 0 without extras.
+	hdr, mirror int32
+	// With sticky sessions, the weights a hop may stop on (the tickets'
+	// values); empty without.
+	grid gridMask
+}
+
+// load is the canary's load at weight w with the extras in force (see
+// TrafficExtras.CanaryLoad); w itself without extras.
+func (f facts) load(w int32) int32 {
+	if f.hdr == 0 && f.mirror == 0 {
+		return w
+	}
+	return canaryLoad(f.hdr, f.mirror, w)
+}
+
+// weightFor is the largest weight whose load is at most ready (-1 when
+// none is); ready itself without extras.
+func (f facts) weightFor(ready int32) int32 {
+	if f.hdr == 0 && f.mirror == 0 {
+		return ready
+	}
+	for w := int32(100); w >= 0; w-- {
+		if canaryLoad(f.hdr, f.mirror, w) <= ready {
+			return w
+		}
+	}
+	return -1
 }
 
 // hop is one move of a walk, as a mover decides it and the engine makes it.
@@ -169,7 +204,7 @@ func (f facts) sidesHeldBack() bool {
 // shortOfTraffic reports which sides have observed ready capacity below the
 // traffic the route sends them while they are not settled.
 func (f facts) shortOfTraffic() (stable, canary bool) {
-	return 100-f.weight > f.stable.Ready && !f.stable.Settled, f.weight > f.canary.Ready && !f.canary.Settled
+	return 100-f.weight > f.stable.Ready && !f.stable.Settled, f.load(f.weight) > f.canary.Ready && !f.canary.Settled
 }
 
 // routeTakeable reports whether the route, accepted as a valid split, sends
@@ -182,7 +217,7 @@ func (f facts) routeTakeable() bool {
 // routeFits reports whether the traffic the route sends each side is within
 // its observed ready capacity.
 func (f facts) routeFits() bool {
-	return f.weight <= f.canary.Ready && 100-f.weight <= f.stable.Ready
+	return f.load(f.weight) <= f.canary.Ready && 100-f.weight <= f.stable.Ready
 }
 
 // routeRepair reports whether a repair writes the desired weight back: the
@@ -198,16 +233,18 @@ func (f facts) weightHop(t, limit, rs, rc int32) (h hop, ok bool) {
 	w := f.want.Weight
 	switch {
 	case w < t:
-		next := min(t, rc)
+		next := min(t, f.weightFor(rc))
 		if limit > 0 {
 			next = min(next, w+limit)
 		}
+		next = f.grid.snap(next, true)
 		return hop{shiftWeight, next}, next > w
 	case w > t:
 		next := max(t, 100-rs)
 		if limit > 0 {
 			next = max(next, w-limit)
 		}
+		next = f.grid.snap(next, false)
 		return hop{shiftWeight, next}, next < w
 	}
 	return hop{}, false
@@ -222,7 +259,7 @@ func (f facts) weightHop(t, limit, rs, rc int32) (h hop, ok bool) {
 // unknown) and the other side as observed, or as it is asked to shrink to
 // in the same repair.
 func (f facts) repairSides(down func(f facts, c, traffic int32, other SideObservation) bool) (stable, canary bool) {
-	canaryTraffic, stableTraffic := max(f.want.Weight, f.weight), 100-min(f.want.Weight, f.weight)
+	canaryTraffic, stableTraffic := f.load(max(f.want.Weight, f.weight)), 100-min(f.want.Weight, f.weight)
 	if f.weightInvalid || !f.weightApplied {
 		// The real split is unknown: an invalid one, or weights the data
 		// plane has not accepted yet (it may still route by older ones).

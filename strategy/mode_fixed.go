@@ -25,7 +25,7 @@ func (f facts) provisioned() facts {
 		f.stable.Ready = min(f.stable.Ready, 100-share)
 	}
 	if !f.canary.Updated {
-		f.canary.Ready = min(f.canary.Ready, share)
+		f.canary.Ready = min(f.canary.Ready, f.load(share))
 	}
 	return f
 }
@@ -59,6 +59,8 @@ func (fixedMover) next(f facts, t, limit int32) hop {
 }
 
 func (fixedMover) restore(facts) hop { return hop{kind: arrived} }
+
+func (fixedMover) provide(facts, int32) hop { return hop{kind: awaitReady} }
 
 func (fixedMover) emergency(facts) (bool, hop) { return true, hop{kind: arrived} }
 

@@ -29,9 +29,9 @@ func (managedMover) next(f facts, t, limit int32) hop {
 	}
 	switch {
 	case w < t:
-		want := t
-		if c >= t && f.canary.Ready < t { // settled below what was asked: ask for more
-			want = c + t - f.canary.Ready
+		want := f.load(t)
+		if c >= want && f.canary.Ready < want { // settled below what was asked: ask for more
+			want = c + want - f.canary.Ready
 		}
 		if n := min(100, want, 100+f.surge-s); n > c {
 			return hop{scaleCanary, n}
@@ -47,16 +47,34 @@ func (managedMover) next(f facts, t, limit int32) hop {
 		if n := min(100, want, 100+f.surge-c); n > s {
 			return hop{scaleStable, n}
 		}
-		if w < c {
+		if l := f.load(w); l < c {
 			if !f.routeApplied() {
 				// The canary may still receive its old share until the
 				// route is accepted.
 				return hop{kind: awaitRoute}
 			}
-			return hop{scaleCanary, w}
+			return hop{scaleCanary, l}
 		}
 	default:
 		return hop{kind: arrived}
+	}
+	return hop{kind: awaitReady}
+}
+
+// provide asks the canary for load within the surge budget (more when it
+// settled below what it was asked: a backend that rounds), scaling the
+// stable side down to its traffic first when the budget is spent.
+func (managedMover) provide(f facts, load int32) hop {
+	c, s := f.want.CanaryCapacity, f.want.StableCapacity
+	want := load
+	if c >= load && f.canary.Ready < load {
+		want = c + load - f.canary.Ready
+	}
+	if n := min(100, want, 100+f.surge-s); n > c {
+		return hop{scaleCanary, n}
+	}
+	if n := 100 - f.want.Weight; n < s {
+		return hop{scaleStable, n} // down to its traffic, to free surge budget
 	}
 	return hop{kind: awaitReady}
 }
@@ -140,7 +158,7 @@ func (managedMover) carries(f facts) bool {
 // is asked for and is observed receiving, on an accepted route.
 func (managedMover) keepHeld(f facts) (Allocation, bool) {
 	a, ok := f.want, false
-	if c := f.canary.Capacity; c < a.CanaryCapacity && c >= a.Weight && c >= f.weight && !f.weightInvalid && f.weightApplied {
+	if c := f.canary.Capacity; c < a.CanaryCapacity && c >= f.load(a.Weight) && c >= f.load(f.weight) && !f.weightInvalid && f.weightApplied {
 		a.CanaryCapacity, ok = c, true
 	}
 	return a, ok

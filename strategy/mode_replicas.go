@@ -91,6 +91,9 @@ func (r *run) replicaHop(c int32, interval time.Duration) {
 	}
 }
 
+// provide: the Replicas mode has no router, so no extras to provide for.
+func (replicasMover) provide(facts, int32) hop { return hop{kind: awaitReady} }
+
 func (replicasMover) restore(facts) hop { return hop{kind: arrived} }
 
 // emergency is not possible without a router (Options.validate rejects

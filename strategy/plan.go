@@ -36,6 +36,11 @@ type PlanEntry struct {
 	// Allocation is the allocation in force after the event, in the roles
 	// of the rollout being planned (before the swap at success).
 	Allocation Allocation
+	// Extras are the header route, mirror and sticky sessions in force
+	// after the event; CanaryLoad their load on the canary with the
+	// allocation's weight (TrafficExtras.CanaryLoad), in percent.
+	Extras     TrafficExtras
+	CanaryLoad int32
 }
 
 // Timeline is the result of Plan.
@@ -112,13 +117,18 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 		d := s.Step(st, now)
 		st = d.State
 		add := func(what string) {
-			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: what, Phase: st.Phase, Allocation: st.Desired})
+			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: what, Phase: st.Phase, Allocation: st.Desired,
+				Extras: st.DesiredExtras, CanaryLoad: st.DesiredExtras.CanaryLoad(st.Desired.Weight)})
 		}
 		if d.HasHops() {
 			applyInstantly(&st, &d)
 			if d.Weight.Set {
 				tl.Hops++
 				add(fmt.Sprintf("weight %d", d.Weight.Value))
+			}
+			if d.Extras {
+				tl.Hops++
+				add(st.DesiredExtras.String())
 			}
 			if d.StableCapacity.Set {
 				tl.Hops++
@@ -145,7 +155,8 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			if st.Phase == PhaseSucceeded { // report the allocation before the swap
 				end.Desired = Allocation{Weight: 100, StableCapacity: st.Desired.CanaryCapacity, CanaryCapacity: st.Desired.StableCapacity}
 			}
-			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired})
+			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired,
+				CanaryLoad: end.Desired.Weight})
 			tl.Duration = now.Sub(o.Start)
 			tl.Final = st
 			return tl, nil
@@ -174,6 +185,9 @@ func applyInstantly(st *State, d *Decision) {
 	o := &st.Observed
 	if d.Weight.Set {
 		o.Weight, o.WeightApplied = d.Weight.Value, true
+	}
+	if d.Extras {
+		o.Extras = *st.DesiredExtras.DeepCopy()
 	}
 	if d.StableCapacity.Set {
 		rev, updated := o.Stable.Revision, o.Stable.Updated

@@ -169,9 +169,10 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 	repair := (want == in.Desired || want == kept) && (d.State.SteadyRequested == in.SteadyRequested || d.State.Phase == PhaseAborting) &&
 		(!d.Weight.Set || d.Weight.Value == want.Weight) &&
 		(!d.StableCapacity.Set || d.StableCapacity.Value == want.StableCapacity) &&
-		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == want.CanaryCapacity)
+		(!d.CanaryCapacity.Set || d.CanaryCapacity.Value == want.CanaryCapacity) &&
+		d.State.DesiredExtras.Equal(in.DesiredExtras)
 	if repair && !emergency {
-		if naiveApplied(&in, mode) {
+		if naiveApplied(&in, mode) && in.DesiredExtras.Equal(in.Observed.Extras) {
 			t.Fatalf("a repair while everything is applied: %+v", d)
 		}
 		return d
@@ -368,6 +369,9 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 			if d.Weight.Set {
 				hops = append(hops, fmt.Sprintf("weight %d", d.Weight.Value))
 			}
+			if d.Extras {
+				hops = append(hops, d.State.DesiredExtras.String())
+			}
 			if d.StableCapacity.Set {
 				hops = append(hops, fmt.Sprintf("stable capacity %d", d.StableCapacity.Value))
 			}
@@ -470,14 +474,18 @@ func isPause(what string) bool { return len(what) > 6 && what[:6] == "pause " }
 func checkSafeHops(t TB, mode CapacityMode, in *State, d *Decision, emergency bool) {
 	t.Helper()
 	o := &in.Observed
+	// The canary's load at a weight, with the extras in force (the larger
+	// of those asked and those observed): the weight itself without any.
+	x := facts{hdr: max(d.State.DesiredExtras.headerShare(), o.Extras.headerShare()),
+		mirror: min(max(d.State.DesiredExtras.MirrorPercent, o.Extras.MirrorPercent, 0), 100)}
 	if d.Weight.Set && !emergency {
 		w := d.Weight.Value
 		// With an invalid split the real shares are unknown: only a walk
 		// back may write a valid split that sends the canary less than the
 		// last desired weight (a repair re-asking that weight may not).
 		walkBackInvalid := d.State.Phase == PhaseAborting && w < in.Desired.Weight && w <= o.Weight
-		if w > o.Canary.Ready && (o.WeightInvalid && !walkBackInvalid || !o.WeightInvalid && w > o.Weight) {
-			t.Fatalf("weight %d puts more on the canary than its ready %d (route holds %d, invalid %v)", w, o.Canary.Ready, o.Weight, o.WeightInvalid)
+		if x.load(w) > o.Canary.Ready && (o.WeightInvalid && !walkBackInvalid || !o.WeightInvalid && w > o.Weight) {
+			t.Fatalf("weight %d (load %d) puts more on the canary than its ready %d (route holds %d, invalid %v)", w, x.load(w), o.Canary.Ready, o.Weight, o.WeightInvalid)
 		}
 		if 100-w > o.Stable.Ready && (o.WeightInvalid || w < o.Weight) {
 			t.Fatalf("weight %d puts %d on the stable side, ready %d (route holds %d, invalid %v)", w, 100-w, o.Stable.Ready, o.Weight, o.WeightInvalid)
@@ -488,7 +496,7 @@ func checkSafeHops(t TB, mode CapacityMode, in *State, d *Decision, emergency bo
 	}
 	a := d.State.Desired
 	if c := d.CanaryCapacity; c.Set && c.Value < o.Canary.Capacity {
-		if o.WeightInvalid || c.Value < max(o.Weight, a.Weight) {
+		if o.WeightInvalid || c.Value < x.load(max(o.Weight, a.Weight)) {
 			t.Fatalf("canary scaled down to %d below the traffic it may carry (route %d, desired %d, invalid %v)", c.Value, o.Weight, a.Weight, o.WeightInvalid)
 		}
 	}

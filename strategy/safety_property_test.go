@@ -198,9 +198,15 @@ func rounds(t *testing.T, n int, prop func(*rapid.T)) {
 	}
 }
 
-func neverUnsafe(t *rapid.T) {
+func neverUnsafe(t *rapid.T) { unsafeWith(t, genStrategy, nil) }
+
+// unsafeWith is neverUnsafe for the strategies gen draws; check, when set,
+// checks each decision Step made from state s as well, and the world may
+// also drop the route's extras (another writer re-applying the route
+// without them).
+func unsafeWith(t *rapid.T, gen func(*rapid.T, CapacityMode) Strategy, check func(t *rapid.T, s State, d *Decision)) {
 	mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
-	strat := genStrategy(t, mode)
+	strat := gen(t, mode)
 	opts, _ := optionsOf(strat)
 	var s State
 	if rapid.Bool().Draw(t, "fresh") {
@@ -230,6 +236,9 @@ func neverUnsafe(t *rapid.T) {
 			if valid && !d.State.check(mode, nil) {
 				t.Fatalf("Step made a valid state invalid: %v\nin %+v\nout %+v", d.State.Validate(mode), s, d.State)
 			}
+			if check != nil && valid {
+				check(t, s, &d)
+			}
 			emergencySeen = emergencySeen || d.State.Aborted != nil && d.State.Aborted.Emergency
 			w.apply(&d, rapid.IntRange(0, 3).Draw(t, "lag"))
 			if d.State.stableSide() != s.stableSide() && (d.State.Phase == PhaseSucceeded || s.Unobserved) {
@@ -245,6 +254,10 @@ func neverUnsafe(t *rapid.T) {
 				t.Fatalf("world: weight %d, ready stable %d canary %d, with no crash to explain it", w.weight, w.stable.ready, w.canary.ready)
 			}
 		case 6:
+			if check != nil && rapid.IntRange(0, 3).Draw(t, "dropExtras") == 0 {
+				w.askedExtras, w.extras = TrafficExtras{}, TrafficExtras{} // the route re-applied without them
+				break
+			}
 			worldAction(t, w)
 		case 7:
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(10*time.Minute)).Draw(t, "advance")))

@@ -130,7 +130,7 @@ func (in *Incremental) validate() field.ErrorList {
 			"must not exceed maxSurgePercent ("+strconv.Itoa(int(in.MaxSurgePercent))+"): traffic could never catch up with capacity"))
 	}
 	if in.SessionAffinity != nil && in.StepPercent >= 1 && in.StepPercent <= 100 {
-		if grid, ok := stickyGrid(in.weights()); !ok {
+		if grid, ok := stickyGrid(in.weights(), 0); !ok {
 			errs = append(errs, field.Invalid(field.NewPath("incremental", "stepPercent"), in.StepPercent,
 				"sessionAffinity allows at most 16 weights: a step of at least 7 ("+strconv.Itoa(len(grid))+" weights now)"))
 		}
@@ -189,6 +189,11 @@ func (in Incremental) Step(s State, now time.Time) Decision {
 	if errs := in.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}
+	if in.SessionAffinity != nil {
+		e.affinity = in.SessionAffinity
+		e.grid, _ = stickyGrid(in.weights(), 0)
+		e.mask = maskOf(e.grid)
+	}
 	return e.step(s, now)
 }
 
@@ -214,6 +219,9 @@ func (b *BlueGreen) validate() field.ErrorList {
 // Step decides the next hop. See Strategy.
 func (b BlueGreen) Step(s State, now time.Time) Decision {
 	e := engine{opts: b.Options, mode: moverFor(b.Capacity), surge: 100, stepPct: 100}
+	if b.SessionAffinity != nil {
+		e.affinity, e.grid, e.mask = b.SessionAffinity, []int32{100}, maskOf([]int32{100})
+	}
 	if errs := b.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
 	}
@@ -385,16 +393,11 @@ func (c *Canary) validate() field.ErrorList {
 			errs = append(errs, field.Invalid(p, n, "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror must be set"))
 		}
 	}
+	errs = append(errs, c.validateLoad()...)
 	if c.SessionAffinity != nil {
-		ws := make([]int32, 0, len(c.Steps))
-		for i := range c.Steps {
-			if w := c.Steps[i].SetWeight; w != nil {
-				ws = append(ws, *w)
-			}
-		}
-		if grid, ok := stickyGrid(ws); !ok {
-			errs = append(errs, field.TooMany(field.NewPath("canary", "steps"), len(grid),
-				maxStickyGrid-1).WithOrigin("sessionAffinity allows at most 15 distinct weights between 0 and 100"))
+		if grid, ok := stickyGrid(c.weights(), c.gridGap()); !ok {
+			errs = append(errs, field.Invalid(field.NewPath("canary", "sessionAffinity"), len(grid),
+				"allows at most 16 ticket values: the distinct step weights, 100, and in the managed capacity mode one every maxSurgePercent between them"))
 		}
 	}
 	errs = append(errs, validateSurge("canary", c.MaxSurgePercent, c.Capacity)...)
@@ -406,6 +409,11 @@ func (c Canary) Step(s State, now time.Time) Decision {
 	e := engine{opts: c.Options, mode: moverFor(c.Capacity), surge: c.MaxSurgePercent, steps: c.Steps, canary: true}
 	if errs := c.validate(); errs != nil {
 		return e.invalid(s, now, toError(errs))
+	}
+	if c.SessionAffinity != nil {
+		e.affinity = c.SessionAffinity
+		e.grid, _ = stickyGrid(c.weights(), c.gridGap())
+		e.mask = maskOf(e.grid)
 	}
 	return e.step(s, now)
 }
@@ -463,6 +471,95 @@ func stepsHash(steps []CanaryStep, buf *[16]byte) []byte {
 		h >>= 4
 	}
 	return buf[:]
+}
+
+// validateLoad checks, in the managed mode, that the load a header route
+// or a mirror puts on the canary fits what the canary may be provisioned
+// with at every step: the step's weight plus MaxSurgePercent, since the
+// stable side keeps the capacity its own traffic needs; and that the
+// weight can still rise from there, its next value (the next ticket value
+// with sticky sessions) fitting the same budget before the stable side
+// shrinks. A step beyond it could only wait until its progress deadline.
+func (c *Canary) validateLoad() field.ErrorList {
+	if c.Capacity != CapacityManaged {
+		return nil
+	}
+	var grid []int32
+	if c.SessionAffinity != nil {
+		grid, _ = stickyGrid(c.weights(), c.gridGap())
+	}
+	var errs field.ErrorList
+	var x TrafficExtras
+	w := int32(0)
+	for i := range c.Steps {
+		st := &c.Steps[i]
+		switch {
+		case st.SetWeight != nil:
+			w = min(max(*st.SetWeight, 0), 100)
+		case st.SetHeaderRoute != nil:
+			x.HeaderRoute = st.SetHeaderRoute
+		case st.SetMirror != nil:
+			x.MirrorPercent = st.SetMirror.Percent
+		default:
+			continue
+		}
+		budget := w + c.MaxSurgePercent
+		if l := x.CanaryLoad(w); l > budget {
+			errs = append(errs, field.Invalid(field.NewPath("canary", "steps").Index(i), x.String(),
+				"puts a load of "+itoa(l)+" on the canary at weight "+itoa(w)+", above what it may be provisioned with (the weight plus maxSurgePercent, "+itoa(min(100, budget))+")"))
+			return errs // the steps after it follow from it
+		}
+		if w == 100 || x.IsZero() {
+			continue
+		}
+		next := w + 1
+		for _, g := range grid {
+			if g > w {
+				next = g
+				break
+			}
+		}
+		if l := x.CanaryLoad(next); l > budget {
+			errs = append(errs, field.Invalid(field.NewPath("canary", "steps").Index(i), x.String(),
+				"leaves the weight no room to rise from "+itoa(w)+": weight "+itoa(next)+" would put a load of "+itoa(l)+
+					" on the canary, above the weight plus maxSurgePercent ("+itoa(min(100, budget))+"); raise maxSurgePercent or lower the extras' share"))
+			return errs
+		}
+	}
+	return errs
+}
+
+// gridGap is the widest gap between two ticket values: in the managed mode,
+// MaxSurgePercent less the most load a header route or mirror of the steps
+// adds at weight 0 (a weight hop reaches no further while capacity moves
+// within the surge budget); none in the fixed mode.
+func (c *Canary) gridGap() int32 {
+	if c.Capacity != CapacityManaged {
+		return 0
+	}
+	var x TrafficExtras
+	over := int32(0)
+	for i := range c.Steps {
+		if h := c.Steps[i].SetHeaderRoute; h != nil {
+			x.HeaderRoute = h
+		}
+		if m := c.Steps[i].SetMirror; m != nil {
+			x.MirrorPercent = m.Percent
+		}
+		over = max(over, x.CanaryLoad(0))
+	}
+	return max(c.MaxSurgePercent-over, 1)
+}
+
+// weights are the weights the steps name.
+func (c *Canary) weights() []int32 {
+	ws := make([]int32, 0, len(c.Steps))
+	for i := range c.Steps {
+		if w := c.Steps[i].SetWeight; w != nil {
+			ws = append(ws, *w)
+		}
+	}
+	return ws
 }
 
 // Shared returns the options every strategy shares. See Strategy.

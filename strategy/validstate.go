@@ -95,6 +95,18 @@ func (s *State) valid(m mover, bad func(path string, value any, detail string)) 
 	pct("observed.stable.ready", s.Observed.Stable.Ready)
 	pct("observed.canary.capacity", s.Observed.Canary.Capacity)
 	pct("observed.canary.ready", s.Observed.Canary.Ready)
+	pct("desiredExtras.mirrorPercent", s.DesiredExtras.MirrorPercent)
+	if h := s.DesiredExtras.HeaderRoute; h != nil && h.ExpectedPercent != nil {
+		pct("desiredExtras.headerRoute.expectedPercent", *h.ExpectedPercent)
+	}
+	if k := s.DesiredExtras.Sticky; k != nil {
+		if !gridValid(k.Grid) && fail() {
+			bad("desiredExtras.sticky.grid", k.Grid, "must be at most 16 ascending values in 1..100 ending in 100")
+		}
+		if k.Run == "" && fail() {
+			bad("desiredExtras.sticky.run", k.Run, "must name the rollout's tickets")
+		}
+	}
 	if !ok && bad == nil || !inRange {
 		return false // the allocation is not worth checking further
 	}
@@ -119,6 +131,20 @@ func (s *State) valid(m mover, bad func(path string, value any, detail string)) 
 		}
 	}
 	return ok
+}
+
+// gridValid reports whether grid is a sticky ticket grid: ascending values
+// in 1..100, the last 100, at most 16.
+func gridValid(grid []int32) bool {
+	if len(grid) == 0 || len(grid) > maxStickyGrid || grid[len(grid)-1] != 100 {
+		return false
+	}
+	for i, g := range grid {
+		if g < 1 || i > 0 && g <= grid[i-1] {
+			return false
+		}
+	}
+	return true
 }
 
 func itoa(v int32) string { return strconv.Itoa(int(v)) }

@@ -28,6 +28,9 @@ type world struct {
 	askedWeight, weight int32
 	weightLag           int
 	accepted            bool
+	// The extras as the route's spec holds them and as the data plane
+	// applies them: they land with the weight's lag (one route object).
+	askedExtras, extras TrafficExtras
 
 	stable, canary side
 
@@ -207,6 +210,10 @@ func (w *world) apply(d *Decision, lag int) {
 		w.weightLag = lag
 		w.invalid = false
 	}
+	if d.Extras && w.mode != CapacityReplicas && !d.State.DesiredExtras.Equal(w.askedExtras) {
+		w.askedExtras = *d.State.DesiredExtras.DeepCopy()
+		w.weightLag = lag
+	}
 	if w.mode == CapacityFixed {
 		return
 	}
@@ -231,6 +238,7 @@ func (w *world) tick() {
 		w.weightLag--
 	} else {
 		w.weight = w.askedWeight
+		w.extras = w.askedExtras
 	}
 	w.stable.tick()
 	w.canary.tick()
@@ -244,7 +252,7 @@ func (w *world) swap() {
 
 // settle ticks until nothing moves.
 func (w *world) settle() {
-	for i := 0; i < 1000 && !(w.weight == w.askedWeight && w.stable.settled() && w.canary.settled() &&
+	for i := 0; i < 1000 && !(w.weight == w.askedWeight && w.extras.Equal(w.askedExtras) && w.stable.settled() && w.canary.settled() &&
 		(w.stable.updated || w.stable.stuck) && (w.canary.updated || w.canary.stuck)); i++ {
 		w.tick()
 	}
@@ -397,8 +405,9 @@ func (w *world) adopt(st *State) {
 func (w *world) observe(now time.Time) Observation {
 	o := Observation{
 		At:            micro(now),
-		Weight:        w.askedWeight,                                         // the route's spec, as a router reads it; w.weight is what the data plane does
-		WeightApplied: w.accepted && w.weight == w.askedWeight && !w.invalid, // accepted: the data plane routes by the spec
+		Weight:        w.askedWeight,                                                                          // the route's spec, as a router reads it; w.weight is what the data plane does
+		WeightApplied: w.accepted && w.weight == w.askedWeight && w.extras.Equal(w.askedExtras) && !w.invalid, // accepted: the data plane routes by the spec
+		Extras:        *w.askedExtras.DeepCopy(),
 		WeightInvalid: w.invalid,
 		Stable:        SideObservation{Capacity: w.stable.current, Ready: w.stable.ready, Settled: w.stable.settled()},
 		Canary:        SideObservation{Capacity: w.canary.current, Ready: w.canary.ready, Settled: w.canary.settled()},
@@ -422,7 +431,7 @@ func (w *world) trafficFits(maxUnavailable int32) bool {
 	if w.mode == CapacityReplicas {
 		return w.stable.ready+w.canary.ready >= 100-maxUnavailable
 	}
-	return w.weight <= w.canary.ready && 100-w.weight <= w.stable.ready
+	return w.extras.CanaryLoad(w.weight) <= w.canary.ready && 100-w.weight <= w.stable.ready
 }
 
 // overloadExplained reports whether traffic fits ready capacity or, where
@@ -449,7 +458,7 @@ func (w *world) overloadExplained(maxUnavailable int32) bool {
 	case w.invalid:
 		return true
 	}
-	return (w.weight <= w.canary.ready || w.canary.crashed || w.canary.scaled) &&
+	return (w.extras.CanaryLoad(w.weight) <= w.canary.ready || w.canary.crashed || w.canary.scaled) &&
 		(100-w.weight <= w.stable.ready || w.stable.crashed || w.stable.scaled)
 }
 
