@@ -28,12 +28,15 @@
 // deterministic counter (exactly ⌊p·n⌋ or ⌈p·n⌉ copies of n requests); and a
 // RequestMirror filter, which Traefik answers with 500 while the route stays
 // Accepted (why the gateway Router checks the GatewayClass's
-// supportedFeatures before it writes one). Then the gateway Router programs
-// them (SetRoutes: its owned rules, its TraefikService) through rollouts
-// while users keep sending requests; each request is checked against the
-// routes in effect while it was in flight (written, and reported applied
-// with the settle delay, before it was sent; the next write not begun
-// before its answer).
+// supportedFeatures before it writes one). Then whole Canary rollouts with a
+// header route, a mirror (the Router's TraefikService) and session affinity
+// run through the rollout Runner, on fake capacities, and the real gateway
+// Router (its owned rules) on the real route, while hundreds to thousands of
+// users keep sending requests: each request is checked against the routes
+// in effect while it was in flight (written, and reported applied with the
+// settle delay, before it was sent; the next write not begun before its
+// answer), and the capacity rule, with header-routed and mirrored requests
+// counted, against every state the Runner returns.
 //
 // Traefik serves its Prometheus metrics (per entry point, router and backend
 // service) on a loopback entry point of their own; tests read them directly

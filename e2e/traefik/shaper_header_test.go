@@ -76,54 +76,6 @@ var (
 	headerCookie = strategy.HeaderMatch{Type: strategy.HeaderCookie, Name: "beta", Value: "yes"}
 )
 
-// TestRouterHeaderRouteThroughTraefik: the Router's header route beside a
-// user's rule that rewrites /app to /v2, through two rollouts while 600
-// users (200 of them sending x-beta: 1 and the cookie beta=yes, the others
-// near misses or nothing) keep sending requests; the first rollout's header
-// route matches x-beta exactly, the second's the cookie. While the header
-// route is applied, before and during the weight steps, every request with
-// the header reaches the canary, rewritten; the others follow the weight
-// (none on the canary at weight 0); the route is back to the user's rule
-// alone after the abort of the first rollout and the completion of the
-// second.
-func TestRouterHeaderRouteThroughTraefik(t *testing.T) {
-	w := newWorld(t)
-	rewriteApp(t, w)
-	const settle, hold, users, withHeader = 1500 * time.Millisecond, time.Second, 600, 200
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
-	pop := headerUsers(t, w.proxy.url, users, withHeader)
-	tr := &traffic{pop: pop}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := tr.run(ctx, w.proxy.url, "/app/x", pop.users)
-
-	x := strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{ExpectedPercent: ptr32(40),
-		Matches: []strategy.HeaderMatch{headerExact}}}
-	step := func(canary int32, extras strategy.TrafficExtras) {
-		log.apply(t, rollout.Routes{Weights: weightsFor(canary), Canary: canarySide, Extras: extras})
-		time.Sleep(hold)
-	}
-	time.Sleep(hold)
-	// Rollout 1: header route, weights 10 and 30, abort.
-	for _, canary := range []int32{0, 10, 30} {
-		step(canary, x)
-	}
-	step(0, strategy.TrafficExtras{})
-	checkNoOwnedRules(t, w, "after the abort")
-	// Rollout 2: the cookie, weights 10 and 50, completion.
-	x.HeaderRoute.Matches = []strategy.HeaderMatch{headerCookie}
-	for _, canary := range []int32{0, 10, 50, 100} {
-		step(canary, x)
-	}
-	step(100, strategy.TrafficExtras{})
-	checkNoOwnedRules(t, w, "after the completion")
-	stop()
-	<-done
-	tr.stats.report(t)
-
-	checkHeader(t, log.snapshot(), hold*9/10, tr.log, withHeader)
-}
-
 // checkHeader checks the requests of a header-route rollout against the
 // writes in effect: while a header route holds, every request of the users
 // below withHeader (who send it) reaches the canary; every other request
@@ -171,8 +123,8 @@ func checkHeader(t *testing.T, writes []routesWrite, hold time.Duration, log []s
 		if !moved[i].IsZero() {
 			lag = moved[i].Sub(wr.at)
 		}
-		t.Logf("write %2d: canary %3d, header route %-5v applied %4v after the write, traffic moved %4v after it: with the header %4d/%4d on the canary, without %4d/%4d",
-			i, canary, header, wr.applied.Sub(wr.at).Round(time.Millisecond), lag.Round(time.Millisecond), ct.headerCanary, ct.header, ct.otherCanary, ct.other)
+		t.Logf("write %2d: canary %3d, header route %-5v %s, traffic moved %4v after it: with the header %4d/%4d on the canary, without %4d/%4d",
+			i, canary, header, appliedAfter(wr), lag.Round(time.Millisecond), ct.headerCanary, ct.header, ct.otherCanary, ct.other)
 		if ct.header == 0 || ct.other == 0 {
 			if heldLong(writes, i, hold) {
 				t.Errorf("write %d: no request while it held", i)

@@ -1,7 +1,6 @@
 package traefik_test
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"net/http"
@@ -10,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/upshift-dev/upshift/gateway"
-	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -97,56 +92,6 @@ func (c *stickyCheck) ticket(u *user) int32 {
 	return 0
 }
 
-// TestRouterStickySessionsThroughTraefik: 2,000 users with cookie jars keep
-// sending requests while the Router's sticky sessions (grid 10,20,50,100)
-// move with the canary's weight 10, 20, 50, and then an abort to 0. While
-// each weight holds, the share of users on the canary is the weight within
-// 2 points and each user is on the side its ticket says; no user goes back
-// to stable while the weight rises (in transitions too); every answer keeps
-// the application's own cookie; once the abort is applied (its settle delay
-// included) every user is on stable; the route ends with the user's rule
-// alone.
-//
-// The 2-point bound: tickets are handed out by the split rule's weighted
-// round robin, which Traefik runs deterministically (earliest deadline
-// first), and only new sessions reach it; so the tickets of N sessions
-// match the grid's gaps up to one per bucket, an error of at most
-// 4/N = 0.2 points here, not a binomial one (which at 99.99% would be 4.4
-// points for 2,000 users at 50%).
-func TestRouterStickySessionsThroughTraefik(t *testing.T) {
-	w := newWorld(t)
-	const settle, hold, users = 1500 * time.Millisecond, 2500 * time.Millisecond, 2000
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
-	sticky := &strategy.Sticky{Run: "5e55a0b1", Grid: []int32{10, 20, 50, 100},
-		Cookie: strategy.SessionAffinity{CookieName: strategy.DefaultSessionCookie,
-			MaxAge: &metav1.Duration{Duration: strategy.DefaultSessionMaxAge}, Path: "/", SameSite: "Lax"}}
-	x := strategy.TrafficExtras{Sticky: sticky}
-	pop := newPopulation(t, users, 32)
-	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, users), forward: true}
-	check.setSticky(sticky)
-	tr := &traffic{pop: pop, seen: check.seen}
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	done := tr.run(ctx, w.proxy.url, "/", pop.users)
-	time.Sleep(time.Second)
-	for _, canary := range []int32{10, 20, 50} {
-		log.apply(t, rollout.Routes{Weights: weightsFor(canary), Canary: canarySide, Extras: x})
-		time.Sleep(hold)
-	}
-	check.backward()
-	abortAt := time.Now()
-	log.apply(t, rollout.Routes{Weights: weightsFor(0), Canary: canarySide, Extras: x})
-	time.Sleep(hold)
-	log.apply(t, rollout.Routes{Weights: weightsFor(0)})
-	time.Sleep(hold)
-	stop()
-	<-done
-	tr.stats.report(t)
-	checkNoOwnedRules(t, w, "after the abort")
-
-	checkSticky(t, log.snapshot(), hold*9/10, tr.log, check, abortAt, pop)
-}
-
 // checkSticky checks the requests of users through a rollout with sticky
 // sessions aborted at abortAt: per write, the share of the users answered
 // while it held is its weight within 2 points and each is on its ticket's
@@ -199,8 +144,8 @@ func checkSticky(t *testing.T, writes []routesWrite, hold time.Duration, log []s
 			continue
 		}
 		share := 100 * float64(onCanary) / float64(active)
-		t.Logf("write %d: canary %3d, sticky %-5v applied %v after the write: %.2f%% of %d active users on the canary, %d on both sides, %d not on their ticket's side",
-			i, theta, wr.routes.Extras.Sticky != nil, wr.applied.Sub(wr.at).Round(time.Millisecond), share, active, both, wrongTicket)
+		t.Logf("write %d: canary %3d, sticky %-5v %s: %.2f%% of %d active users on the canary, %d on both sides, %d not on their ticket's side",
+			i, theta, wr.routes.Extras.Sticky != nil, appliedAfter(wr), share, active, both, wrongTicket)
 		if math.Abs(share-float64(theta)) > 2 {
 			t.Errorf("write %d (canary %d): %.2f%% of the users on the canary", i, theta, share)
 		}

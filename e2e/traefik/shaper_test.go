@@ -9,7 +9,6 @@ import (
 
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/rollout"
-	"github.com/upshift-dev/upshift/strategy"
 )
 
 // The extras programmed by the gateway Router (its owned rules, its
@@ -37,8 +36,8 @@ type routesWrite struct {
 	routes      rollout.Routes
 }
 
-// shaperLog wraps a RouteShaper (for a driver of its own, or the Runner) and
-// logs every update and when it was first reported applied.
+// shaperLog wraps a RouteShaper (the Runner's router) and logs every update
+// and when it was first reported applied.
 type shaperLog struct {
 	rollout.RouteShaper
 	mu     sync.Mutex
@@ -101,30 +100,6 @@ func (l *shaperLog) snapshot() []routesWrite {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]routesWrite(nil), l.writes...)
-}
-
-// apply is a driver of its own: it writes rs and polls until the router
-// reports it applied.
-func (l *shaperLog) apply(t *testing.T, rs rollout.Routes) {
-	t.Helper()
-	ctx := context.Background()
-	if err := l.SetRoutes(ctx, rs); err != nil {
-		t.Fatalf("SetRoutes %+v: %v", rs, err)
-	}
-	start := time.Now()
-	for {
-		st, err := l.Routes(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.Accepted && st.Weights == rs.Weights && st.Extras.Equal(rs.Extras) {
-			return
-		}
-		if time.Since(start) > propagationBudget {
-			t.Fatalf("routes %+v not applied: %+v", rs, st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // inEffect returns the index of the write in effect the whole time a
@@ -206,10 +181,10 @@ func (tr *traffic) run(ctx context.Context, base, path string, us []*user) <-cha
 	return done
 }
 
-// Helpers for extras.
-
-var canarySide = strategy.SideB
-
-func weightsFor(canary int32) rollout.Weights { return rollout.Weights{A: 100 - canary, B: canary} }
-
-func ptr32(v int32) *int32 { return &v }
+// appliedAfter says when the write was reported applied.
+func appliedAfter(wr routesWrite) string {
+	if wr.applied.IsZero() {
+		return "never reported applied"
+	}
+	return "applied " + wr.applied.Sub(wr.at).Round(time.Millisecond).String() + " after the write"
+}
