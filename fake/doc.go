@@ -26,11 +26,16 @@
 // your own. Each piece also stands alone (the package Example wires them
 // by hand):
 //
-//   - Router, a rollout.TrafficRouter whose data plane accepts weights late;
+//   - Router, a rollout.TrafficRouter and rollout.RouteShaper whose data
+//     plane accepts weights and extras (header routes, mirrors, sticky
+//     sessions) late;
 //   - Capacity, one side's workload and a rollout.Deployer; FixedSide, a
 //     side of the fixed capacity mode that runs a revision;
 //   - Traffic, simulated requests split by the applied weights, counting
-//     what each side could not serve (Overloaded, Dropped);
+//     what each side could not serve (Overloaded, Dropped); with users
+//     (SetUsers) and marked requests (SetHeaderShare) it follows the
+//     applied extras request by request: header routes, mirrored copies
+//     and sticky-session tickets, counting sessions and flips;
 //   - Metrics, an analysis.Source over the simulated requests;
 //   - Store and Analyzer, a rollout.Store and a rollout.Analyzer;
 //   - Clock, a manual clock.Clock whose timers fire as the test advances it.
@@ -40,8 +45,8 @@
 // Router.Claim). Faults are methods of each fake: SetLag delays changes by
 // a Lag (reads and/or a duration on the Clock); FailWith fails every call
 // until FailWith(nil); others stand for what the real system does (Reject,
-// Conflicts, Overwrite, Crash, CrashLoop, StallDeploys, Redeploy,
-// SetErrorRate, SetDown...). For anything else, such as a delay, a one-off
+// Conflicts, Overwrite, DropExtras, Unsupported, Crash, CrashLoop,
+// StallDeploys, Redeploy, SetErrorRate, SetDown...). For anything else, such as a delay, a one-off
 // error or a write that lands but reports failure, wrap any adapter with
 // InterceptRouter or InterceptCapacity: each intercepting func receives
 // the wrapped adapter and decides what to do with the call.

@@ -369,7 +369,8 @@ func TestTraffic(t *testing.T) {
 	tr.Tick()
 	_ = a.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0})
 	tr.Tick() // side A gets 700 requests with nothing ready
-	want := fake.TrafficStats{Ticks: 3, Served: 1000 + 900 + 200, Overloaded: 100 + 100, Dropped: 700, PeakCapacity: 120}
+	want := fake.TrafficStats{Ticks: 3, Served: 1000 + 900 + 200, Overloaded: 100 + 100, Dropped: 700, PeakCapacity: 120,
+		A: fake.SideTraffic{Requests: 1000 + 700 + 700}, B: fake.SideTraffic{Requests: 300 + 300}}
 	if diff := cmp.Diff(want, tr.Stats()); diff != "" {
 		t.Fatalf("(-want +got):\n%s", diff)
 	}

@@ -10,14 +10,77 @@ import (
 // wrapped router, so it can fail, delay, alter or pass the call on. A nil
 // func passes the call through, so the zero value intercepts nothing. The
 // wrapper is as safe for concurrent use as the wrapped router and the funcs.
+//
+// SetRoutes and Routes intercept a rollout.RouteShaper's calls; they are
+// used only when the wrapped router is one. Without them, SetWeights and
+// Weights see the weights of those calls too: a SetRoutes call goes
+// through SetWeights (its next writes the weights it is given with the
+// call's extras, in one SetRoutes), and a Routes call through Weights (its
+// next reads Routes; the extras read are reported with the status
+// Weights returns). So a weights interceptor sees every weight a Runner
+// writes and reads, whichever of the calls it uses.
 type RouterFuncs struct {
 	SetWeights func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error
 	Weights    func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error)
+	SetRoutes  func(ctx context.Context, next rollout.RouteShaper, r rollout.Routes) error
+	Routes     func(ctx context.Context, next rollout.RouteShaper) (rollout.RoutesStatus, error)
 }
 
-// InterceptRouter wraps next with funcs.
+// InterceptRouter wraps next with funcs. When next is a rollout.RouteShaper
+// (as a Router is) the wrapper is one too.
 func InterceptRouter(next rollout.TrafficRouter, funcs RouterFuncs) rollout.TrafficRouter {
+	if rs, ok := next.(rollout.RouteShaper); ok {
+		return &interceptedShaper{interceptedRouter{next: next, f: funcs}, rs}
+	}
 	return &interceptedRouter{next: next, f: funcs}
+}
+
+type interceptedShaper struct {
+	interceptedRouter
+	shaper rollout.RouteShaper
+}
+
+func (r *interceptedShaper) SetRoutes(ctx context.Context, rt rollout.Routes) error {
+	switch {
+	case r.f.SetRoutes != nil:
+		return r.f.SetRoutes(ctx, r.shaper, rt)
+	case r.f.SetWeights != nil:
+		return r.f.SetWeights(ctx, &routesVia{RouteShaper: r.shaper, write: rt}, rt.Weights)
+	}
+	return r.shaper.SetRoutes(ctx, rt)
+}
+
+func (r *interceptedShaper) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
+	switch {
+	case r.f.Routes != nil:
+		return r.f.Routes(ctx, r.shaper)
+	case r.f.Weights != nil:
+		via := &routesVia{RouteShaper: r.shaper}
+		st, err := r.f.Weights(ctx, via)
+		return rollout.RoutesStatus{RouteStatus: st, Canary: via.read.Canary, Extras: via.read.Extras}, err
+	}
+	return r.shaper.Routes(ctx)
+}
+
+// routesVia is the next router a weights interceptor gets for a SetRoutes
+// or Routes call: SetWeights writes the weights with the call's extras,
+// Weights reads Routes and keeps what it read.
+type routesVia struct {
+	rollout.RouteShaper
+	write rollout.Routes
+	read  rollout.RoutesStatus
+}
+
+func (v *routesVia) SetWeights(ctx context.Context, w rollout.Weights) error {
+	rt := v.write
+	rt.Weights = w
+	return v.RouteShaper.SetRoutes(ctx, rt)
+}
+
+func (v *routesVia) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	st, err := v.RouteShaper.Routes(ctx)
+	v.read = st
+	return st.RouteStatus, err
 }
 
 type interceptedRouter struct {

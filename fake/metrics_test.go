@@ -191,7 +191,8 @@ func TestTrafficRecords(t *testing.T) {
 	_ = b.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0})
 	clock.Advance(time.Second)
 	traffic.Tick() // side B has nothing ready: its 100 are dropped
-	want := fake.TrafficStats{Ticks: 4, Served: 3*1000 + 900, Dropped: 100, Failed: 3 * 7, PeakCapacity: 200}
+	want := fake.TrafficStats{Ticks: 4, Served: 3*1000 + 900, Dropped: 100, Failed: 3 * 7, PeakCapacity: 200,
+		A: fake.SideTraffic{Requests: 4 * 900}, B: fake.SideTraffic{Requests: 4 * 100}}
 	if got := traffic.Stats(); got != want {
 		t.Errorf("stats %+v, want %+v", got, want)
 	}

@@ -240,7 +240,10 @@ func (c *Capacity) Deploys() int {
 // Serving returns a func reporting the share of requests (0..100) side
 // receives: the larger of its weight in the data plane and in the route's
 // spec (a weight written and not yet applied is traffic about to arrive).
-// A side of a deleted route receives nothing. Give it to
+// The side the extras send to counts them too: a header route (at its
+// ExpectedPercent, all requests when unset) and mirrored copies make it
+// receive requests even at weight 0. A side of a deleted route receives
+// nothing. Give it to
 // Capacity.ServingFunc, FixedSide.ServingFunc or raytest.Server.ServingFunc
 // (package serve/ray/raytest).
 func (r *Router) Serving(side strategy.Side) func() int32 {
@@ -248,7 +251,7 @@ func (r *Router) Serving(side strategy.Side) func() int32 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.settle()
-		return max(shareOf(r.spec, side), shareOf(r.applied, side))
+		return max(loadOf(r.spec, r.extras, side), loadOf(r.applied, r.live, side))
 	}
 }
 

@@ -550,7 +550,7 @@ func TestDeployment(t *testing.T) {
 	if diff := cmp.Diff([]string{`deploy "v3" over "v1" while serving 100% of traffic`}, a.Violations()); diff != "" {
 		t.Errorf("violations (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(fake.TrafficStats{Ticks: 3, Served: 200, Dropped: 100, PeakCapacity: 200}, traffic.Stats()); diff != "" {
+	if diff := cmp.Diff(fake.TrafficStats{Ticks: 3, Served: 200, Dropped: 100, PeakCapacity: 200, A: fake.SideTraffic{Requests: 300}}, traffic.Stats()); diff != "" {
 		t.Errorf("traffic (-want +got):\n%s", diff)
 	}
 	a.StallDeploys(true)

@@ -21,9 +21,12 @@ type Lag struct {
 // the zero Call names no call.
 type Call struct {
 	At  time.Time
-	Op  string // "SetWeights", "Weights", "SetCapacity", "Capacity", "Deploy", "Revision", "Load", "Save", "Analyze"
+	Op  string // "SetWeights", "Weights", "SetRoutes", "Routes", "SetCapacity", "Capacity", "Deploy", "Revision", "Load", "Save", "Analyze"
 	Arg string // the argument, formatted
 	Err error
+	// Routes is what a SetRoutes call asked for (a copy), nil for any
+	// other call.
+	Routes *rollout.Routes
 	// Owner is the owner the call was made for (rollout.OwnerFrom of its
 	// context; the claimant for Claim and Release), zero for none.
 	Owner rollout.Owner
@@ -66,13 +69,16 @@ func (h *history) add(clock *Clock, op, arg string, err error) {
 
 func (h *history) count(op string) int { return h.ok[op] }
 
-// Router is an in-memory rollout.TrafficRouter: a route whose spec holds the
-// weights last set, and whose data plane accepts them after a Lag. Applied
-// reports what the data plane routes by, which is what the Traffic simulator
-// uses. Test-only controls: SetLag, FailWith, Conflicts, Reject, Overwrite
-// (another writer), Delete and Create (the route removed and re-created),
-// DropNotifications, History. It is a rollout.Notifier (see Notify) and a
-// rollout.Claimer (see Claim).
+// Router is an in-memory rollout.TrafficRouter and rollout.RouteShaper: a
+// route whose spec holds the weights and the extras (a header route, a
+// mirror, sticky sessions) last set, and whose data plane accepts them after
+// a Lag. Applied and AppliedRoutes report what the data plane routes by,
+// which is what the Traffic simulator uses. Test-only controls: SetLag,
+// FailWith, Conflicts, Reject, Overwrite (another writer), Delete and Create
+// (the route removed and re-created), DropExtras (a GitOps tool re-applying
+// the route without the extras), Unsupported (a data plane without an
+// extra), DropNotifications, History. It is a rollout.Notifier (see Notify)
+// and a rollout.Claimer (see Claim).
 //
 // The zero value routes everything to side A and applies changes at once.
 // Safe for concurrent use.
@@ -82,6 +88,9 @@ type Router struct {
 	lag      Lag
 	spec     rollout.Weights
 	applied  rollout.Weights
+	extras   programmed // the extras in the route's spec
+	live     programmed // the extras the data plane routes by
+	refused  map[Extra]bool
 	change   *pending
 	err      error
 	conflict int
@@ -94,6 +103,7 @@ type Router struct {
 
 var (
 	_ rollout.TrafficRouter = (*Router)(nil)
+	_ rollout.RouteShaper   = (*Router)(nil)
 	_ rollout.Notifier      = (*Router)(nil)
 )
 
@@ -111,7 +121,8 @@ func (r *Router) now() time.Time {
 }
 
 // SetWeights writes the weights into the route's spec. They are accepted by
-// the data plane after the Lag.
+// the data plane after the Lag. Extras programmed by SetRoutes stay as they
+// are: only the weights are written.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	defer r.note.flush()
 	r.mu.Lock()
@@ -157,6 +168,7 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 
 // write puts w into the spec; the data plane takes it after the lag.
 func (r *Router) write(w rollout.Weights) {
+	r.settle() // a change whose lag is over was applied before this one
 	r.spec = w
 	r.change = &pending{reads: r.lag.Reads}
 	if r.lag.Duration > 0 {
@@ -189,23 +201,25 @@ func (r *Router) Delete() {
 	}
 	r.deleted = true
 	r.spec, r.applied, r.change = rollout.Weights{}, rollout.Weights{}, nil
+	r.extras, r.live = programmed{}, programmed{}
 	r.claim.holder = rollout.Owner{} // the route's annotations go with it
 }
 
 // Create re-creates a deleted route (or replaces a live one) with weights
-// w, taken by the data plane after the lag.
+// w, taken by the data plane after the lag. The new route holds no extras.
 func (r *Router) Create(w rollout.Weights) {
 	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.deleted = false
-	r.write(w)
+	r.writeRoutes(w, programmed{})
 }
 
 // settle applies a pending change whose lag has passed.
 func (r *Router) settle() {
 	if r.change != nil && r.rejected == "" && r.change.ready(r.now()) {
 		r.applied = r.spec
+		r.live = r.extras
 		r.change = nil
 	}
 }
@@ -315,18 +329,18 @@ func (r *Router) History() []Call {
 	return append([]Call(nil), r.hist.calls...)
 }
 
-// Writes counts successful SetWeights calls.
+// Writes counts successful SetWeights and SetRoutes calls.
 func (r *Router) Writes() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.hist.count("SetWeights")
+	return r.hist.count("SetWeights") + r.hist.count("SetRoutes")
 }
 
-// Reads counts successful Weights calls.
+// Reads counts successful Weights and Routes calls.
 func (r *Router) Reads() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.hist.count("Weights")
+	return r.hist.count("Weights") + r.hist.count("Routes")
 }
 
 // Notify calls wake whenever what Weights reports may have changed, until

@@ -23,6 +23,15 @@ import (
 // a side receives into a Metrics, as a data plane's metrics would count
 // it: an overloaded or dropped request as a 503.
 //
+// With a Router that programs extras (SetRoutes), Traffic does what the
+// data plane does with them, request by request: see SetUsers,
+// SetHeaderShare and SetSeed, and the fields of TrafficStats that count
+// them. As a gateway does, it hands out tickets by smooth weighted round
+// robin and mirrors by a deterministic count. Users send once a round, in
+// an order shuffled every round; a tick's sample of them may lean to one
+// side, so with users a side queues what a tick's ready capacity cannot
+// serve, for at most a round, before it counts as overloaded.
+//
 // Build it with the fakes it reads; the zero value is not usable. Safe for
 // concurrent use.
 type Traffic struct {
@@ -41,6 +50,9 @@ type Traffic struct {
 	dropped      int64
 	failed       int64
 	peakCapacity int32
+
+	sides [2]SideTraffic // A, B
+	x     extrasModel
 }
 
 // answers is how one revision answers: the share that fails, the
@@ -53,19 +65,73 @@ type answers struct {
 }
 
 // TrafficStats are the counts so far. Failed counts the requests served
-// with a 500 (SetErrorRate), which Served counts too. It is a plain value;
-// the zero value counts nothing.
+// with a 500 (SetErrorRate), which Served counts too. Served, Overloaded,
+// Dropped and Failed count the clients' requests only: a mirrored copy is
+// counted in the side's SideTraffic. It is a plain value; the zero value
+// counts nothing.
 type TrafficStats struct {
 	Ticks, Served, Overloaded, Dropped int64
 	Failed                             int64
 	PeakCapacity                       int32
+
+	// A and B count what each physical side received (with no route, the
+	// requests no side received are not counted in either).
+	A, B SideTraffic
+	// HeaderMarked counts the requests that carried the headers of
+	// SetHeaderShare; HeaderRouted the requests a header route sent to the
+	// canary (whether marked or not: a route may match other requests).
+	HeaderMarked, HeaderRouted int64
+	// Tickets counts the sticky-session tickets handed out: one per
+	// request that carried no ticket of the run the data plane applies.
+	Tickets int64
+	// Sessions is, at the last tick, the number of users (SetUsers)
+	// holding a ticket of the run the data plane applies, and
+	// CanarySessions those whose ticket sends them to the canary (a
+	// ticket at most the canary's weight). Both are 0 without sticky
+	// sessions or users.
+	Sessions, CanarySessions int64
+	// Flips counts the requests of a user that went to the stable side
+	// while the user's previous request went to the canary, and the
+	// canary's weight was not lower than then: what sticky sessions
+	// prevent. It needs users, and a canary side (the one the extras
+	// last sent to).
+	Flips int64
+}
+
+// SideTraffic counts what one side received. It is a plain value; the zero
+// value counts nothing.
+type SideTraffic struct {
+	// The clients' requests sent to the side: served, overloaded or
+	// dropped.
+	Requests int64
+	// The mirrored copies sent to the side (their answers reach no
+	// client), and those it could not serve: beyond its ready capacity,
+	// after the clients' requests, or with nothing ready.
+	Mirrored, MirrorLost int64
+}
+
+// Of returns the counts of a physical side (side A for any value but B).
+func (s TrafficStats) Of(side strategy.Side) SideTraffic {
+	if side == strategy.SideB {
+		return s.B
+	}
+	return s.A
+}
+
+// SessionShare is CanarySessions in percent of Sessions; 0 without
+// sessions.
+func (s TrafficStats) SessionShare() float64 {
+	if s.Sessions == 0 {
+		return 0
+	}
+	return 100 * float64(s.CanarySessions) / float64(s.Sessions)
 }
 
 // NewTraffic simulates perTick requests per tick against router (nil: no
 // router, traffic follows ready capacity) and the two sides (nil: fixed
 // capacity, always 100 percent ready).
 func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
-	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}}
+	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}, x: newExtrasModel()}
 	if a != nil {
 		t.a, t.revA = a.Status, func() string { return a.RevisionStatus().Revision }
 	}
@@ -80,7 +146,7 @@ func NewTraffic(router *Router, a, b *Capacity, perTick int64) *Traffic {
 // 100 percent ready): a side serves at most its ready share, which a
 // deploy lowers while its replicas restart.
 func NewFixedTraffic(router *Router, a, b *FixedSide, perTick int64) *Traffic {
-	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}}
+	t := &Traffic{router: router, perTick: perTick, answers: map[string]*answers{}, x: newExtrasModel()}
 	if a != nil {
 		t.a, t.revA = a.Status, func() string { return a.RevisionStatus().Revision }
 	}
@@ -126,6 +192,16 @@ func (t *Traffic) answersOf(revision string) *answers {
 	return a
 }
 
+// answer accounts for served more requests answered, and returns how many
+// of them failed.
+func (a *answers) answer(served int64) (failed int64) {
+	failed = int64(math.Floor(float64(a.served+served)*a.errorRate+1e-9)) - a.failed // 1e-9: 0.29 * 100 is 29
+	failed = min(max(failed, 0), served)
+	a.served += served
+	a.failed += failed
+	return failed
+}
+
 func sideRevision(rev func() string) string {
 	if rev == nil {
 		return ""
@@ -138,10 +214,7 @@ func sideRevision(rev func() string) string {
 // had nothing ready), and records them.
 func (t *Traffic) serve(side strategy.Side, revision string, sent, served int64, ready bool, at time.Time) {
 	ans := t.answersOf(revision)
-	failed := int64(math.Floor(float64(ans.served+served)*ans.errorRate+1e-9)) - ans.failed // 1e-9: 0.29 * 100 is 29
-	failed = min(max(failed, 0), served)
-	ans.served += served
-	ans.failed += failed
+	failed := ans.answer(served)
 	t.served += served
 	t.failed += failed
 	if ready {
@@ -149,6 +222,7 @@ func (t *Traffic) serve(side strategy.Side, revision string, sent, served int64,
 	} else {
 		t.dropped += sent - served
 	}
+	t.sides[sideIndex(side)].Requests += sent
 	if t.metrics != nil {
 		t.metrics.recordN(side, at, 200, ans.latency, served-failed)
 		t.metrics.recordN(side, at, 500, ans.latency, failed)
@@ -193,9 +267,15 @@ func (t *Traffic) Tick() {
 		t.serve(strategy.SideB, revB, n-servedA-overA, served-servedA, true, at)
 		return
 	}
-	w := t.router.Applied()
+	rt := t.router.AppliedRoutes()
+	w := rt.Weights
+	t.x.sessions, t.x.canarySessions = 0, 0
 	if w.A+w.B <= 0 {
 		t.dropped += n // no route: nothing reaches either side
+		return
+	}
+	if t.x.detailed(&rt) {
+		t.tickRequests(&rt, [2]int64{readyA, readyB}, [2]string{revA, revB}, at)
 		return
 	}
 	toA := n * int64(w.A) / int64(w.A+w.B) // requests follow the weights' proportions
@@ -207,5 +287,7 @@ func (t *Traffic) Tick() {
 func (t *Traffic) Stats() TrafficStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return TrafficStats{Ticks: t.ticks, Served: t.served, Overloaded: t.overloaded, Dropped: t.dropped, Failed: t.failed, PeakCapacity: t.peakCapacity}
+	return TrafficStats{Ticks: t.ticks, Served: t.served, Overloaded: t.overloaded, Dropped: t.dropped, Failed: t.failed, PeakCapacity: t.peakCapacity,
+		A: t.sides[0], B: t.sides[1], HeaderMarked: t.x.headerMarked, HeaderRouted: t.x.headerRouted, Tickets: t.x.tickets,
+		Sessions: t.x.sessions, CanarySessions: t.x.canarySessions, Flips: t.x.flips}
 }

@@ -243,6 +243,12 @@ func NewWorld(opts WorldOptions) (*World, error) {
 					}
 					return next.SetWeights(ctx, wt)
 				},
+				SetRoutes: func(ctx context.Context, next rollout.RouteShaper, rt rollout.Routes) error {
+					if err := fails.next("route weights and extras"); err != nil {
+						return err
+					}
+					return next.SetRoutes(ctx, rt)
+				},
 			})
 		}
 	}
@@ -527,6 +533,7 @@ func (w *World) record(event string) {
 	ticked := stats.Ticks > w.stats.Ticks
 	sent := (stats.Served + stats.Overloaded + stats.Dropped) - (w.stats.Served + w.stats.Overloaded + w.stats.Dropped)
 	overloaded, dropped := stats.Overloaded-w.stats.Overloaded, stats.Dropped-w.stats.Dropped
+	lostCopies := stats.A.MirrorLost + stats.B.MirrorLost - w.stats.A.MirrorLost - w.stats.B.MirrorLost
 	w.stats = stats
 
 	type sideObs struct {
@@ -539,9 +546,9 @@ func (w *World) record(event string) {
 	}
 	var obs [2]sideObs
 	stable := stableSide(&w.state)
-	var applied rollout.Weights
+	var applied rollout.Routes
 	if w.router != nil {
-		applied = w.router.Applied()
+		applied = w.router.AppliedRoutes()
 	}
 	for i, side := range []strategy.Side{strategy.SideA, strategy.SideB} {
 		c := w.sides[i]
@@ -551,7 +558,7 @@ func (w *World) record(event string) {
 			o.wantRevs = w.state.CanaryRevision
 		}
 		if w.router != nil {
-			o.share = shareOf(applied, side)
+			o.share = loadOf(applied.Weights, programmedOf(applied), side)
 		}
 		obs[i] = o
 	}
@@ -570,6 +577,9 @@ func (w *World) record(event string) {
 	}
 	if ticked && overloaded > 0 {
 		w.found(ruleOverload, now, fmt.Sprintf("%d of %d requests overloaded a side (%s)", overloaded, sent, sidesText()))
+	}
+	if ticked && lostCopies > 0 {
+		w.found(ruleOverload, now, fmt.Sprintf("%d mirrored copies found the canary without ready capacity for them (%s)", lostCopies, sidesText()))
 	}
 	if ticked && dropped > 0 {
 		w.found(ruleDrop, now, fmt.Sprintf("%d of %d requests dropped (%s)", dropped, sent, sidesText()))
@@ -643,7 +653,8 @@ func phaseText(s *strategy.State) string {
 // observation the World recorded was safe:
 //
 //   - overload: no request found a side with ready capacity short of its
-//     share (Traffic's Overloaded);
+//     share (Traffic's Overloaded), and no mirrored copy found the canary
+//     without ready capacity left for it (SideTraffic.MirrorLost);
 //   - dropped requests: no request found a side with nothing ready, or no
 //     route (Traffic's Dropped);
 //   - surge over budget: in the managed and replicas modes, the two sides'

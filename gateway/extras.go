@@ -15,7 +15,8 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// MirrorMode says how a Router programs a mirror (Config.Mirror).
+// MirrorMode says how a Router programs a mirror (Config.Mirror). The zero
+// value is MirrorGatewayAPI.
 type MirrorMode string
 
 const (
@@ -133,15 +134,18 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // every later request by its ticket. Tickets of another run match no
 // sticky rule: the session gets a new ticket.
 //
-// Tickets, not draws: a session re-drawn with probability w_i at each step
-// ends up on the canary with probability 1-Π(1-w_i), more than the weight
-// (steps of 10, 20, 30% put 49.6% of the sessions on the canary at weight
-// 30), and a session re-drawn on every request crosses over almost at once.
-// A ticket is drawn once, independently of time, so at every step the
-// share of sessions on the canary is θ in expectation; as θ grows the set
-// of canary tickets only grows, so no session flips back to the stable
-// side while the rollout goes forward; an abort lowers θ with the weight,
-// and at weight 0 every session is on the stable side.
+// Tickets, not draws: if sessions on the canary stayed there while every
+// stable session were drawn again at each step i with that step's weight
+// w_i, the share on the canary after k steps would be 1-Π(1-w_i), above
+// the weight: steps of 10, 20 and 30% leave 1-0.9·0.8·0.7 = 49.6% of the
+// sessions on the canary at weight 30; drawn again on every request, a
+// session crosses over almost at once. A ticket is drawn once, independently
+// of time, so at every step the share of sessions on the canary is θ in
+// expectation; as θ grows the set of canary tickets only grows, so no
+// session flips back to the stable side while the rollout goes forward;
+// an abort lowers θ with the weight, and at weight 0 every session is on
+// the stable side. A client that drops the cookie gets a new ticket on each
+// request, on the canary with probability θ.
 //
 // # Permissions
 //

@@ -2,9 +2,12 @@ package gateway_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -87,5 +90,84 @@ func TestExtrasOnKube(t *testing.T) {
 	want[1].BackendRefs[0].Weight, want[1].BackendRefs[1].Weight = ptr(int32(50)), ptr(int32(50))
 	if diff := cmp.Diff(want, got.Spec.Rules); diff != "" {
 		t.Errorf("after removal (-stored +got):\n%s", diff)
+	}
+}
+
+// TestExtrasLeastPrivilege: header routes and sticky sessions need only
+// the routes' permissions; a Gateway API mirror also needs get on the
+// parent Gateways and on GatewayClasses, and says so while it lacks them,
+// writing nothing.
+func TestExtrasLeastPrivilege(t *testing.T) {
+	env := kubetest.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	class := "mirroring-" + ns
+	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Spec: gwv1.GatewayClassSpec{ControllerName: "example.com/gw"}}
+	if err := env.Client.Create(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), gc) })
+	gc.Status.SupportedFeatures = []gwv1.SupportedFeature{{Name: gateway.FeatureRequestMirror}, {Name: gateway.FeatureRequestPercentageMirror}}
+	if err := env.Client.Status().Update(ctx, gc); err != nil {
+		t.Fatal(err)
+	}
+	gw, err := gateway.BuildGateway(ns, "gw", class, gateway.Listener{Name: "http", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	rt := extrasRoute(t)
+	rt.Namespace = ns
+	if err := env.Client.Create(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	sa := env.ServiceAccount(t, ns, "upshift-router")
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"},
+		ResourceNames: []string{"web"}, Verbs: []string{"get", "update"}})
+	r, err := gateway.NewRouter(sa.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun})); err != nil {
+		t.Fatalf("header route and sticky sessions with the routes' permissions only: %v", err)
+	}
+	before := getHTTPRoute(t, env.Client, ref)
+	mirror := routesAt(20, strategy.TrafficExtras{MirrorPercent: 10})
+	err = r.SetRoutes(ctx, mirror)
+	if err == nil || !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "Gateway "+ns+"/gw: forbidden") {
+		t.Fatalf("mirror without get on gateways: %v, want a permanent error naming the Gateway", err)
+	}
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"gateways"}, Verbs: []string{"get"}})
+	err = r.SetRoutes(ctx, mirror)
+	if err == nil || !rollout.IsPermanent(err) || !strings.Contains(err.Error(), "GatewayClass "+class+": forbidden") {
+		t.Fatalf("mirror without get on gatewayclasses: %v, want a permanent error naming the GatewayClass", err)
+	}
+	if got := getHTTPRoute(t, env.Client, ref); got.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("a refused mirror wrote the route")
+	}
+	cr := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "gatewayclasses-" + ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{gwv1.GroupName}, Resources: []string{"gatewayclasses"}, Verbs: []string{"get"}}}}
+	crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: cr.Name},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cr.Name}, Subjects: []rbacv1.Subject{sa.Subject}}
+	if err := env.Client.Create(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cr) })
+	if err := env.Client.Create(ctx, crb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), crb) })
+	deadline := time.Now().Add(30 * time.Second)
+	for err = r.SetRoutes(ctx, mirror); err != nil; err = r.SetRoutes(ctx, mirror) {
+		if time.Now().After(deadline) {
+			t.Fatalf("mirror with get on gateways and gatewayclasses: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st, err := r.Routes(ctx); err != nil || st.Extras.MirrorPercent != 10 {
+		t.Fatalf("Routes: %+v, %v", st, err)
 	}
 }

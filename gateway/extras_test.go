@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -450,6 +451,18 @@ func TestRefusals(t *testing.T) {
 				var l *gateway.RuleLimitError
 				return errors.As(err, &l) && l.Need == 17
 			}, field: "spec.rules[1].matches[0].headers"},
+		{name: "too many matches in the route", class: "mirroring", extras: strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun},
+			edit: func(rt *gwv1.HTTPRoute) {
+				for i := 0; i < 39; i++ {
+					m := *rt.Spec.Rules[1].Matches[0].DeepCopy()
+					m.Path.Value = ptr(fmt.Sprintf("/shop/%d", i))
+					rt.Spec.Rules[1].Matches = append(rt.Spec.Rules[1].Matches, m)
+				}
+			},
+			check: func(err error) bool {
+				var l *gateway.RuleLimitError
+				return errors.As(err, &l) && l.Need == 5*40+2 && l.Max == 128
+			}, field: "spec.rules[*].matches"},
 		{name: "R matches the header", class: "mirroring", extras: strategy.TrafficExtras{HeaderRoute: betaHeader},
 			edit: func(rt *gwv1.HTTPRoute) {
 				rt.Spec.Rules[1].Matches[0].Headers = []gwv1.HTTPHeaderMatch{{Name: "x-beta", Value: "0"}}
@@ -646,5 +659,51 @@ func TestRoutesAccepted(t *testing.T) {
 	st, err := r.Routes(ctx)
 	if err != nil || !st.Accepted || !st.Extras.Equal(x) {
 		t.Fatalf("Routes after acceptance: %+v, %v", st, err)
+	}
+}
+
+// TestRouteGroupExtras: every route of a group gets the extras; Routes
+// reports them only while every route holds them.
+func TestRouteGroupExtras(t *testing.T) {
+	ctx := context.Background()
+	second := extrasRoute(t)
+	second.Name = "web-2"
+	ref2 := gateway.RouteRef{Namespace: "shop", Name: "web-2"}
+	c, r := extrasWorld(t, "mirroring", gateway.Config{Routes: []gateway.RouteRef{webRef, ref2}}, extrasRoute(t), second)
+	x := strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun}
+	rs := routesAt(20, x)
+	rs.Weights, rs.Canary = rollout.Weights{A: 20, B: 80}, strategy.SideA // the canary on side A
+	if err := r.SetRoutes(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.Routes(ctx)
+	if err != nil || st.Canary != strategy.SideA || !st.Extras.Equal(x) {
+		t.Fatalf("Routes: %q %+v, %v", st.Canary, st.Extras, err)
+	}
+	for _, ref := range []gateway.RouteRef{webRef, ref2} {
+		rt := getHTTPRoute(t, c, ref)
+		header := rt.Spec.Rules[1]
+		if header.Name == nil || string(*header.Name) != gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader) ||
+			header.BackendRefs[0].Name != gwv1.ObjectName(stable.Name) {
+			t.Errorf("%s: rule 1 is %v to %s, want the header rule to side A (%s)", ref, header.Name, header.BackendRefs[0].Name, stable.Name)
+		}
+	}
+	rt := getHTTPRoute(t, c, ref2)
+	rt.Spec.Rules = append(rt.Spec.Rules[:1], rt.Spec.Rules[2:]...) // drop the header rule of one route
+	if err := c.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := r.Routes(ctx); err != nil || !st.Extras.IsZero() {
+		t.Errorf("Routes with one route incomplete: %+v, %v", st.Extras, err)
+	}
+}
+
+func TestConfigMirrorValidation(t *testing.T) {
+	for _, cfg := range []gateway.Config{{Mirror: "Envoy"}, {MirrorMaxBodySize: -2}} {
+		cfg.Routes, cfg.A, cfg.B = []gateway.RouteRef{webRef}, stable, canary
+		err := cfg.Validate()
+		if !errors.Is(err, gateway.ErrInvalid) || !strings.Contains(err.Error(), "mirror") {
+			t.Errorf("%+v: %v, want ErrInvalid naming the mirror field", cfg, err)
+		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 const RulesAnnotationPrefix = "upshift.dev/rules-"
 
 // RuleRole is the part an owned rule plays; it ends the rule's name (see
-// OwnedRuleName).
+// OwnedRuleName). The zero value names no role.
 type RuleRole string
 
 // The owned rules, in the order a Router lists them, immediately before

@@ -307,8 +307,9 @@ func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name
 // +kubebuilder:validation:XValidation:rule="(has(self.capacity) && self.capacity in ['Fixed', 'Replicas']) || (has(self.maxSurgePercent) && self.maxSurgePercent >= 1)",message="must be at least 1 in the managed capacity mode",fieldPath=".maxSurgePercent",reason="FieldValueInvalid"
 // +kubebuilder:validation:XValidation:rule="!has(self.capacity) || self.capacity != 'Replicas' || (has(self.maxSurgePercent) ? self.maxSurgePercent : 0) + (has(self.maxUnavailablePercent) ? self.maxUnavailablePercent : 0) >= 1",message="maxSurgePercent + maxUnavailablePercent must be at least 1 or replicas can never move",fieldPath=".maxUnavailablePercent",reason="FieldValueInvalid"
 type Canary struct {
-	// Walked in order; an implicit last step promotes to 100.
+	// Walked in order; an implicit last step promotes to 100. At most 64.
 	// +optional
+	// +kubebuilder:validation:MaxItems=64
 	Steps []CanaryStep `json:"steps"`
 	// The capacity provisioned beyond 100 percent while traffic moves; at
 	// least 1 in the managed capacity mode.
@@ -323,8 +324,14 @@ type Canary struct {
 func (c Canary) Validate() error { return toError(c.validate()) }
 
 func (c *Canary) stepsLookValid() bool {
+	if len(c.Steps) > 64 {
+		return false
+	}
 	for i := range c.Steps {
 		st := &c.Steps[i]
+		if st.SetHeaderRoute != nil || st.SetMirror != nil {
+			return false // checked in full by validate
+		}
 		switch {
 		case st.SetWeight != nil && st.Pause == nil && st.Gate == nil:
 			if *st.SetWeight < 0 || *st.SetWeight > 100 {
@@ -338,8 +345,6 @@ func (c *Canary) stepsLookValid() bool {
 			if st.Gate.Name == "" {
 				return false
 			}
-		case st.SetHeaderRoute != nil || st.SetMirror != nil:
-			return false // checked in full by validate
 		default:
 			return false
 		}
@@ -392,6 +397,9 @@ func (c *Canary) validate() field.ErrorList {
 		if n != 1 {
 			errs = append(errs, field.Invalid(p, n, "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror must be set"))
 		}
+	}
+	if len(c.Steps) > 64 {
+		errs = append(errs, field.TooMany(field.NewPath("canary", "steps"), len(c.Steps), 64))
 	}
 	errs = append(errs, c.validateLoad()...)
 	if c.SessionAffinity != nil {

@@ -281,9 +281,21 @@ var ownCases = []invalidCase{
 	// Canary steps.
 	{"step with two actions", can(func(s *strategy.Canary) {
 		s.Steps = append(s.Steps, strategy.CanaryStep{SetWeight: i32(50), Pause: &strategy.PauseStep{Duration: dp(time.Minute)}})
-	}), "spec.canary.steps[2]", "exactly one of setWeight, pause and gate"},
+	}), "spec.canary.steps[2]", "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror"},
 	{"step with no action", can(func(s *strategy.Canary) { s.Steps = append(s.Steps, strategy.CanaryStep{}) }),
-		"spec.canary.steps[2]", "exactly one of setWeight, pause and gate"},
+		"spec.canary.steps[2]", "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror"},
+	{"mirror and weight in one step", can(func(s *strategy.Canary) {
+		s.Steps = append(s.Steps, strategy.CanaryStep{SetWeight: i32(50), SetMirror: &strategy.MirrorStep{Percent: 10}})
+	}), "spec.canary.steps[2]", "exactly one of setWeight, pause, gate, setHeaderRoute and setMirror"},
+	{"mirror 101", can(func(s *strategy.Canary) { s.Steps[0] = strategy.SetMirror(101) }), "spec.canary.steps[0].setMirror.percent", lte100},
+	{"header match without a name", can(func(s *strategy.Canary) {
+		s.Steps[0] = strategy.SetHeaderRoute(5, strategy.HeaderMatch{Value: "1"})
+	}), "spec.canary.steps[0].setHeaderRoute.matches[0].name", "at least 1 chars long"},
+	{"header match type Prefix", can(func(s *strategy.Canary) {
+		s.Steps[0] = strategy.SetHeaderRoute(5, strategy.HeaderMatch{Type: "Prefix", Name: "x", Value: "1"})
+	}), "spec.canary.steps[0].setHeaderRoute.matches[0].type", "Unsupported value"},
+	{"sameSite Lenient", can(func(s *strategy.Canary) { s.SessionAffinity = &strategy.SessionAffinity{SameSite: "Lenient"} }),
+		"spec.canary.sessionAffinity.sameSite", "Unsupported value"},
 	{"set weight 101", can(func(s *strategy.Canary) { s.Steps[0] = strategy.SetWeight(101) }), "spec.canary.steps[0].setWeight", lte100},
 	{"set weight negative", can(func(s *strategy.Canary) { s.Steps[0] = strategy.SetWeight(-1) }), "spec.canary.steps[0].setWeight", gte0},
 	{"pause of 0", can(func(s *strategy.Canary) { s.Steps[1] = strategy.Pause(0) }), "spec.canary.steps[1].pause.duration", "must be positive"},

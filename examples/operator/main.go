@@ -114,7 +114,9 @@ func run(ctx context.Context, cfg Config) error {
 		// weights, with the route's resourceVersion: a read from the
 		// cache could be older than the Router's last write and make it
 		// retry. The watch of routes still goes through the cache.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&gwv1.HTTPRoute{}}}},
+		// Gateways and GatewayClasses are read only to check what a
+		// mirror needs, by name: no cache (and no list or watch) for them.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&gwv1.HTTPRoute{}, &gwv1.Gateway{}, &gwv1.GatewayClass{}}}},
 	}
 	if cfg.Namespace != "" {
 		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}}

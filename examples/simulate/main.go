@@ -39,8 +39,31 @@
 // succeed. Each summary then adds the requests sent and failed and, for an
 // abort, how long after the first failed request it came.
 //
+// Traffic extras: -sticky turns on sticky sessions (the strategies'
+// SessionAffinity) for -users simulated users with cookie jars; -header
+// name=value:PCT adds a header route step to the canary strategy, PCT
+// percent being both its declared ExpectedPercent and the true share of
+// requests (users) that carry the header; -mirror P adds a step that
+// copies P percent of the stable side's requests to the canary. Both steps
+// come before the canary's first weight. With any of them, each rollout
+// ends with a table of its steps: the weight, the share of sessions on
+// the canary beside what a re-draw model
+// would give (a session on the stable side drawn again at every step with
+// the step's weight as probability, 1-Π(1-w), which drifts above the
+// weight), the sessions that flipped from the canary to the stable side,
+// the mirrored copies, the header-routed requests, the canary's peak load
+// against its ready capacity and the extras the route applies; -svg plots
+// them too. The program exits
+// 1 when a session flips while the weight does not fall, when the share
+// of sessions on the canary strays from the weight beyond the Hoeffding
+// bound (probability 1e-6), or when mirrored copies find the canary
+// without ready capacity. The extras reach the route only through the
+// Runner (the strategy decides when each applies): a route that applies
+// none shows "no extras".
+//
 //	go run ./examples/simulate
 //	go run ./examples/simulate -strategy canary -abort-at 15s -svg out.svg
+//	go run ./examples/simulate -strategy canary -sticky -users 5000 -header x-beta=1:5 -mirror 20
 //	go run ./examples/simulate -faults -speed 0
 //	go run ./examples/simulate -analysis -canary-errors 0.1
 package main
@@ -72,6 +95,11 @@ func main() {
 	flag.StringVar(&cfg.SVG, "svg", "", "write a timeline plot of the last rollout as SVG to this file")
 	flag.BoolVar(&cfg.Analysis, "analysis", false, "judge each canary by its success rate (at least 95% of its requests in a 3s window, from metrics of the simulated traffic): a failing canary aborts by itself")
 	flag.Float64Var(&cfg.CanaryErrors, "canary-errors", 0, "share of its requests (0..1) that each rollout's new revision answers with a 500")
+	flag.BoolVar(&cfg.Sticky, "sticky", false, "sticky sessions: every new session gets a ticket that keeps it on one side while the weight moves")
+	flag.IntVar(&cfg.Users, "users", cfg.Users, "simulated users with cookie jars sending the requests (with -sticky, -header or -mirror)")
+	flag.StringVar(&cfg.Header, "header", "", "canary: a header route step, name=value:PCT (PCT: the declared expected percent and the true share of users carrying the header)")
+	flag.IntVar(&cfg.Mirror, "mirror", 0, "canary: a mirror step copying this percent of the stable side's requests to the canary")
+	flag.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "seed of the simulated users' draws")
 	flag.Parse()
 	if err := run(context.Background(), cfg, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
@@ -97,6 +125,14 @@ type Config struct {
 	// share of requests each rollout's new revision fails.
 	Analysis     bool
 	CanaryErrors float64
+	// Sticky turns on sticky sessions; Users is the number of simulated
+	// users; Header is -header name=value:PCT; Mirror the percent of
+	// -mirror; Seed seeds the users' draws.
+	Sticky bool
+	Users  int
+	Header string
+	Mirror int
+	Seed   uint64
 }
 
 func defaultConfig() Config {
@@ -110,6 +146,8 @@ func defaultConfig() Config {
 		AbortRamp:   "immediate",
 		Replicas:    10,
 		Speed:       10,
+		Users:       5000,
+		Seed:        1,
 	}
 }
 

@@ -19,8 +19,12 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// tick is the simulated time between two batches of requests.
-const tick = 100 * time.Millisecond
+// tick is the simulated time between two batches of requests, of
+// trafficPerTick requests each.
+const (
+	tick           = 100 * time.Millisecond
+	trafficPerTick = 1000
+)
 
 var start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -68,6 +72,16 @@ type simulation struct {
 	// metrics records every simulated request (with -analysis), for the
 	// analysis to read.
 	metrics *fake.Metrics
+	// traffic is the current rollout's, and lastStats its stats at the
+	// last sample.
+	traffic   *fake.Traffic
+	lastStats fake.TrafficStats
+	// wrapRouter, when set, wraps the route the Runner of each rollout
+	// writes to (canary: that rollout's canary side); tests use it.
+	wrapRouter func(next rollout.TrafficRouter, canary strategy.Side) rollout.TrafficRouter
+	// configure, when set, adjusts each rollout's traffic after the flags
+	// did; tests use it.
+	configure func(*fake.Traffic)
 }
 
 type faultCounts struct{ conflicts, errors int }
@@ -80,6 +94,8 @@ type sample struct {
 	weight, stable, canary   int32
 	readyStable, readyCanary int32
 	paused                   bool
+	// extras is what the traffic extras did at the sample.
+	extras extrasSample
 }
 
 // deploy is a deploy hop the Runner applied: revision on side, at (since the
@@ -127,6 +143,13 @@ type result struct {
 	// when the rollout aborted.
 	firstFailure time.Duration
 	abortWhy     string
+	// extras reports that the rollout ran with an extras flag: its
+	// samples hold what the extras did.
+	extras bool
+	// sticky reports -sticky; redraw is the re-draw model's share of
+	// sessions on the canary at each sample (filled by the plot).
+	sticky bool
+	redraw []float64
 	// problems lists what went wrong: an unexpected phase, requests dropped
 	// or overloaded, capacity above the surge budget, a deploy violation.
 	// Empty when all is well.
@@ -142,6 +165,20 @@ func newSimulation(cfg Config, out io.Writer) (*simulation, error) {
 	}
 	if !(cfg.CanaryErrors >= 0 && cfg.CanaryErrors <= 1) {
 		return nil, fmt.Errorf("-canary-errors %v: want a share from 0 to 1", cfg.CanaryErrors)
+	}
+	if cfg.Mirror < 0 || cfg.Mirror > 100 {
+		return nil, fmt.Errorf("-mirror %d: want a percent from 0 to 100", cfg.Mirror)
+	}
+	if cfg.Header != "" {
+		if _, err := parseHeader(cfg.Header); err != nil {
+			return nil, err
+		}
+	}
+	if (cfg.Header != "" || cfg.Mirror > 0) && cfg.Strategy != "canary" && cfg.Strategy != "all" {
+		return nil, fmt.Errorf("-header and -mirror add canary steps: want -strategy canary or all, not %s", cfg.Strategy)
+	}
+	if cfg.extrasOn() && cfg.Users < 1 {
+		return nil, fmt.Errorf("-users %d: want at least 1", cfg.Users)
 	}
 	sim := &simulation{cfg: cfg, out: out, clock: fake.NewClock(start), side: strategy.SideA, running: "v1"}
 	sim.metrics = fake.NewMetrics(sim.clock)
@@ -183,12 +220,19 @@ func (sim *simulation) strategy(name string) (strategy.Strategy, error) {
 	if sim.cfg.Analysis {
 		opts.UnhealthyThreshold = 1 // the analysis' own limits decide
 	}
+	if sim.cfg.Sticky {
+		opts.SessionAffinity = &strategy.SessionAffinity{}
+	}
 	var s strategy.Strategy
 	switch name {
 	case "incremental":
 		s = strategy.Incremental{StepPercent: int32(sim.cfg.Step), Interval: metav1.Duration{Duration: sim.cfg.Interval}, MaxSurgePercent: int32(sim.cfg.Surge), Options: opts}
 	case "canary":
-		steps := []strategy.CanaryStep{strategy.SetWeight(20)}
+		steps, err := sim.cfg.extrasSteps()
+		if err != nil {
+			return nil, err
+		}
+		steps = append(steps, strategy.SetWeight(20))
 		if sim.cfg.Analysis {
 			steps = append(steps, strategy.Gate(gateName))
 		}
@@ -294,6 +338,14 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rol
 				}
 				return next.SetWeights(ctx, w)
 			},
+			SetRoutes: func(ctx context.Context, next rollout.RouteShaper, r rollout.Routes) error {
+				writes++
+				if writes%3 == 0 {
+					sim.faults.conflicts++
+					return fmt.Errorf("route update: %w", rollout.ErrConflict)
+				}
+				return next.SetRoutes(ctx, r)
+			},
 		})
 		flaky := func(c *fake.Capacity) rollout.CapacitySetter {
 			calls := 0
@@ -311,6 +363,9 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rol
 		a, b = flaky(sim.a), flaky(sim.b)
 		deployA = &flakyDeployer{side: sim.a, failed: func() { sim.faults.errors++ }}
 		deployB = &flakyDeployer{side: sim.b, failed: func() { sim.faults.errors++ }}
+	}
+	if sim.wrapRouter != nil {
+		router = sim.wrapRouter(router, sim.side.Other())
 	}
 	return &rollout.Runner{
 		Strategy: strat, Router: router, A: a, B: b, RevisionA: deployA, RevisionB: deployB, Clock: sim.clock,
@@ -375,11 +430,18 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 	if err := sim.judged(runner); err != nil {
 		return nil, err
 	}
-	traffic := fake.NewTraffic(sim.router, sim.a, sim.b, 1000)
+	traffic := fake.NewTraffic(sim.router, sim.a, sim.b, trafficPerTick)
 	traffic.SetErrorRate(next, sim.cfg.CanaryErrors)
 	if sim.cfg.Analysis {
 		traffic.RecordTo(sim.metrics)
 	}
+	if err := sim.configureTraffic(traffic); err != nil {
+		return nil, err
+	}
+	if sim.configure != nil {
+		sim.configure(traffic)
+	}
+	sim.traffic, sim.lastStats = traffic, fake.TrafficStats{}
 	s := strategy.NewState(sim.running, next)
 	s.StableSide = sim.side
 	began := sim.clock.Now()
@@ -491,12 +553,19 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 		}
 	}
 	res.problems = sim.check(res, abortAsked)
+	if sim.cfg.extrasOn() {
+		res.extras, res.sticky = true, sim.cfg.Sticky
+		res.problems = append(res.problems, checkExtras(res)...)
+	}
 	sim.line(res.took, &s, string(s.Phase))
 	if s.Phase == strategy.PhaseSucceeded {
 		sim.side = s.StableSide // the canary side is the stable side of the next rollout
 		sim.running = s.StableRevision
 	}
 	sim.summary(res, faultCounts{sim.faults.conflicts - faultsBefore.conflicts, sim.faults.errors - faultsBefore.errors})
+	if sim.cfg.extrasOn() {
+		printSteps(sim.out, res, &sim.cfg)
+	}
 	return res, nil
 }
 
@@ -659,7 +728,14 @@ func (sim *simulation) watchDeploys(res *result, began time.Time, s *strategy.St
 func (sim *simulation) record(res *result, began time.Time, s *strategy.State) {
 	stable, canary := sim.sides()
 	st, cs := stable.Status(), canary.Status()
+	var extras extrasSample
+	if sim.traffic != nil && sim.cfg.extrasOn() {
+		stats := sim.traffic.Stats()
+		extras = extrasNow(sim.router.AppliedRoutes(), sim.side.Other(), stats, sim.lastStats, trafficPerTick)
+		sim.lastStats = stats
+	}
 	res.samples = append(res.samples, sample{
+		extras:      extras,
 		at:          sim.clock.Now().Sub(began),
 		weight:      sim.router.Applied().Of(sim.side.Other()),
 		stable:      st.Capacity,
@@ -691,7 +767,8 @@ func bar(w int32) string {
 }
 
 // hopText describes a hop the Runner applied, with the side it went to when
-// withSide: "weight 30 (A=70 B=30)", "canary capacity 40 (side B)", "canary
+// withSide: "weight 30 (A=70 B=30)", "weight 20 (A=80 B=20) with mirror 20%
+// to side B", "canary capacity 40 (side B)", "canary
 // side B back to its steady state (full capacity, nothing pinned)", "deploy
 // v3 on side A".
 func hopText(h rollout.Hop, withSide bool) string {
@@ -703,6 +780,13 @@ func hopText(h rollout.Hop, withSide bool) string {
 	}
 	if h.Kind == rollout.HopWeight {
 		return fmt.Sprintf("weight %d (A=%d B=%d)", h.Value, h.Weights.A, h.Weights.B)
+	}
+	if h.Kind == rollout.HopRoutes {
+		text := fmt.Sprintf("weight %d (A=%d B=%d) with %s", h.Value, h.Weights.A, h.Weights.B, h.Extras)
+		if withSide && !h.Extras.IsZero() {
+			text += " to side " + string(h.Side)
+		}
+		return text
 	}
 	if h.Steady {
 		side := ""

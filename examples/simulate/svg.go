@@ -33,6 +33,33 @@ var timelineSeries = []series{
 		`stroke="#b2182b" stroke-width="2"`},
 }
 
+// extraSeries is a line of the plot of a rollout with traffic extras; v
+// reports no value where the line has none (sessions without sticky
+// sessions applied), where the line breaks.
+type extraSeries struct {
+	name  string
+	v     func(r *result, i int) (float64, bool)
+	style string
+}
+
+// extrasSeries lists the lines of the extras, drawn under the others: the
+// canary's load (its clients' requests and the mirrored copies), the
+// share of sessions on the canary, and what the re-draw model would give.
+var extrasSeries = []extraSeries{
+	{"canary load", func(r *result, i int) (float64, bool) { return float64(r.samples[i].extras.canaryLoad), true },
+		`stroke="#ff7f0e" stroke-width="1.5"`},
+	{"sessions on canary", func(r *result, i int) (float64, bool) {
+		e := r.samples[i].extras
+		return e.sessionShare, e.sticky
+	}, `stroke="#9467bd" stroke-width="2.5"`},
+	{"re-draw model", func(r *result, i int) (float64, bool) {
+		if !r.sticky {
+			return 0, false
+		}
+		return r.redraw[i], true
+	}, `stroke="#9467bd" stroke-width="1.5" stroke-dasharray="2,3"`},
+}
+
 const (
 	pauseFill    = "#f2e6c9"
 	abortStroke  = `stroke="#000" stroke-width="1.5" stroke-dasharray="2,3"`
@@ -130,6 +157,44 @@ func writeSVG(w io.Writer, r *result) error {
 		fmt.Fprintf(b, `<text class="abort" x="%.1f" y="%d">abort at %s</text>`+"\n", ax+4, top+14, seconds(r.abortAt))
 	}
 
+	// The extras' lines, under the others, broken where they have no value.
+	var extrasShown []extraSeries
+	if r.extras {
+		r.redraw = make([]float64, len(r.samples))
+		for _, st := range steps(r.samples) {
+			for i := st.from; i < st.to; i++ {
+				r.redraw[i] = st.redraw
+			}
+		}
+		yf := func(v float64) float64 { return top + float64(plotH)*(1-v/ymax) }
+		for _, s := range extrasSeries {
+			shown, open := false, false
+			for j := range r.samples {
+				v, ok := s.v(r, j)
+				if !ok {
+					if open {
+						fmt.Fprintf(b, "\"/>\n")
+						open = false
+					}
+					continue
+				}
+				if !open {
+					fmt.Fprintf(b, `<polyline class="extras" data-name="%s" fill="none" stroke-linejoin="round" %s points="`, s.name, s.style)
+					open, shown = true, true
+				} else if pv, _ := s.v(r, j-1); pv != v {
+					fmt.Fprintf(b, "%.1f,%.1f ", x(r.samples[j].at), yf(pv))
+				}
+				fmt.Fprintf(b, "%.1f,%.1f ", x(r.samples[j].at), yf(v))
+			}
+			if open {
+				fmt.Fprintf(b, "\"/>\n")
+			}
+			if shown {
+				extrasShown = append(extrasShown, s)
+			}
+		}
+	}
+
 	// The series as step lines, in drawing order.
 	for _, s := range timelineSeries {
 		fmt.Fprintf(b, `<polyline class="series" data-name="%s" fill="none" stroke-linejoin="round" %s points="`, s.name, s.style)
@@ -152,6 +217,11 @@ func writeSVG(w io.Writer, r *result) error {
 	}
 	for _, i := range []int{4, 0, 2, 1, 3} { // the weight, then each side's set and ready capacity
 		s := timelineSeries[i]
+		ex, ey := next()
+		fmt.Fprintf(b, `<line class="legend" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/><text class="legend" x="%.1f" y="%.1f">%s</text>`+"\n",
+			ex, ey, ex+24, ey, s.style, ex+30, ey+4, s.name)
+	}
+	for _, s := range extrasShown {
 		ex, ey := next()
 		fmt.Fprintf(b, `<line class="legend" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" %s/><text class="legend" x="%.1f" y="%.1f">%s</text>`+"\n",
 			ex, ey, ex+24, ey, s.style, ex+30, ey+4, s.name)

@@ -48,6 +48,8 @@ import (
 // +kubebuilder:rbac:groups=operator.upshift.dev,resources=releases/status,verbs=get;update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=httproutes,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;gatewayclasses,verbs=get
+// +kubebuilder:rbac:groups=traefik.io,resources=traefikservices,verbs=get;create;update;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;create;update
@@ -316,6 +318,9 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 	}
 	if d := rel.Spec.Route.SettleDelay; d != nil {
 		cfg.SettleDelay = d.Duration
+	}
+	if rel.Spec.Route.Mirror == string(gateway.MirrorTraefikService) {
+		cfg.Mirror = gateway.MirrorTraefikService
 	}
 	router, err := gateway.NewRouter(r.Client, cfg)
 	if err != nil {

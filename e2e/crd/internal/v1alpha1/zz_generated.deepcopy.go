@@ -74,7 +74,7 @@ func (in *RolloutSpec) DeepCopyInto(out *RolloutSpec) {
 	if in.Incremental != nil {
 		in, out := &in.Incremental, &out.Incremental
 		*out = new(strategy.Incremental)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 	if in.Canary != nil {
 		in, out := &in.Canary, &out.Canary
@@ -84,7 +84,7 @@ func (in *RolloutSpec) DeepCopyInto(out *RolloutSpec) {
 	if in.BlueGreen != nil {
 		in, out := &in.BlueGreen, &out.BlueGreen
 		*out = new(strategy.BlueGreen)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 	in.Control.DeepCopyInto(&out.Control)
 }

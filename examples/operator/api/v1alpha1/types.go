@@ -114,6 +114,14 @@ type RouteRef struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s')",message="must not be negative"
 	SettleDelay *metav1.Duration `json:"settleDelay,omitempty"`
+	// Mirror is how a canary's setMirror steps copy requests: empty, the
+	// Gateway API's RequestMirror filter (Extended conformance; only on
+	// gateways whose GatewayClass lists HTTPRouteRequestMirror and
+	// HTTPRouteRequestPercentageMirror), or TraefikService, a Traefik
+	// TraefikService the operator owns (implementation-specific).
+	// +optional
+	// +kubebuilder:validation:Enum="";TraefikService
+	Mirror string `json:"mirror,omitempty"`
 }
 
 // ReleaseStrategy holds exactly one strategy.

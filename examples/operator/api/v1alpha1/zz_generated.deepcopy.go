@@ -155,7 +155,7 @@ func (in *ReleaseStrategy) DeepCopyInto(out *ReleaseStrategy) {
 	if in.Incremental != nil {
 		in, out := &in.Incremental, &out.Incremental
 		*out = new(strategy.Incremental)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 	if in.Canary != nil {
 		in, out := &in.Canary, &out.Canary
@@ -165,7 +165,7 @@ func (in *ReleaseStrategy) DeepCopyInto(out *ReleaseStrategy) {
 	if in.BlueGreen != nil {
 		in, out := &in.BlueGreen, &out.BlueGreen
 		*out = new(strategy.BlueGreen)
-		**out = **in
+		(*in).DeepCopyInto(*out)
 	}
 }
 
