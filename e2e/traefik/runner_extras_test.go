@@ -94,8 +94,11 @@ func (e *extrasRunner) drive(ctx context.Context, s strategy.State, done func(st
 	return s
 }
 
+// pausedAt: paused with weight w applied.
 func pausedAt(w int32) func(strategy.State) bool {
-	return func(s strategy.State) bool { return s.Phase == strategy.PhasePaused && s.Desired.Weight == w }
+	return func(s strategy.State) bool {
+		return s.Phase == strategy.PhasePaused && s.Desired.Weight == w && s.Observed.Weight == w && s.Observed.WeightApplied
+	}
 }
 
 func phaseIs(p strategy.Phase) func(strategy.State) bool {
@@ -114,13 +117,14 @@ func phaseIs(p strategy.Phase) func(strategy.State) bool {
 func TestRunnerHeaderRouteThroughTraefik(t *testing.T) {
 	w := newWorld(t)
 	rewriteApp(t, w)
-	const settle, hold, users, withHeader = 1500 * time.Millisecond, 1500 * time.Millisecond, 600, 200
+	const settle, users, withHeader = 2 * time.Second, 600, 200
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
 	pop := headerUsers(t, w.proxy.url, users, withHeader)
 	tr := &traffic{pop: pop}
 	loadCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := tr.run(loadCtx, w.proxy.url, "/app/x", pop.users)
+	hold := tr.holdFor(t, 1500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -159,9 +163,9 @@ func TestRunnerHeaderRouteThroughTraefik(t *testing.T) {
 func TestRunnerMirrorThroughTraefik(t *testing.T) {
 	f := &faults{}
 	w := newWorldWith(t, startBackend(t, nameStable), startFaultyBackend(t, nameCanary, f))
-	const settle, hold = 1500 * time.Millisecond, 3 * time.Second
+	const settle = 2 * time.Second
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorTraefikService)}
-	pop := newPopulation(t, 997, 32)
+	pop := newPopulation(t, 997, 16)
 	var stableN, canaryN atomic.Int64
 	var mu sync.Mutex
 	var rounds []mirrorRound
@@ -184,6 +188,7 @@ func TestRunnerMirrorThroughTraefik(t *testing.T) {
 	loadCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := tr.run(loadCtx, w.proxy.url, "/", pop.users)
+	hold := tr.holdFor(t, 3*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	r := newExtrasRunner(t, strategy.Canary{MaxSurgePercent: 100, Steps: []strategy.CanaryStep{
@@ -191,7 +196,7 @@ func TestRunnerMirrorThroughTraefik(t *testing.T) {
 		strategy.SetWeight(30), strategy.Pause(hold),
 	}}, log)
 	s := r.drive(ctx, strategy.NewState("v1", "v2"), func(s strategy.State) bool {
-		return s.Phase == strategy.PhasePaused && s.Observed.Extras.MirrorPercent == 20
+		return s.Phase == strategy.PhasePaused && s.Observed.Extras.MirrorPercent == 20 && s.Observed.WeightApplied
 	})
 	time.Sleep(hold)
 	failFrom := time.Now()
@@ -231,14 +236,15 @@ func TestRunnerMirrorThroughTraefik(t *testing.T) {
 // points for 2,000 users at 50%, and would need 9,500 users for 2 points).
 func TestRunnerStickyThroughTraefik(t *testing.T) {
 	w := newWorld(t)
-	const settle, hold, users = 1500 * time.Millisecond, 2500 * time.Millisecond, 2000
+	const settle, users = 2 * time.Second, 2000
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
-	pop := newPopulation(t, users, 32)
+	pop := newPopulation(t, users, 16)
 	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, users), forward: true}
 	tr := &traffic{pop: pop, seen: check.seen}
 	loadCtx, stop := context.WithCancel(context.Background())
 	defer stop()
 	done := tr.run(loadCtx, w.proxy.url, "/", pop.users)
+	hold := tr.holdFor(t, 2500*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	strat := strategy.Canary{MaxSurgePercent: 100, Steps: []strategy.CanaryStep{

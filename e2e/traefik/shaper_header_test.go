@@ -46,7 +46,7 @@ func checkNoOwnedRules(t *testing.T, w *world, what string) {
 // (x-beta: 2, xbeta=yes, beta=yess), or neither, for the header tests.
 func headerUsers(t *testing.T, base string, users, withHeader int) *population {
 	t.Helper()
-	pop := newPopulation(t, users, 32)
+	pop := newPopulation(t, users, 16)
 	for i, u := range pop.users {
 		var c *http.Cookie
 		switch {
@@ -140,7 +140,7 @@ func checkHeader(t *testing.T, writes []routesWrite, hold time.Duration, log []s
 				i, canary, header, ct.headerCanary, ct.header, wantHeader)
 		}
 		share := 100 * float64(ct.otherCanary) / float64(ct.other)
-		if (canary == 0 || canary == 100) && share != float64(canary) || math.Abs(share-float64(canary)) > 2 {
+		if (canary == 0 || canary == 100) && share != float64(canary) || offWeight(int64(ct.otherCanary), int64(ct.other), canary) {
 			t.Errorf("write %d (canary %d): %.2f%% of the requests without the header on the canary", i, canary, share)
 		}
 	}

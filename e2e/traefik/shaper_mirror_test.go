@@ -1,7 +1,6 @@
 package traefik_test
 
 import (
-	"math"
 	"testing"
 	"time"
 )
@@ -39,7 +38,7 @@ func checkMirror(t *testing.T, writes []routesWrite, hold time.Duration, rounds 
 			t.Errorf("write %d (canary 0): the users saw %d canary answers", i, r.canary)
 		}
 		if n := r.stable + r.canary; rs.Weights.B > 0 && n > 0 {
-			if share := 100 * float64(r.canary) / float64(n); math.Abs(share-float64(rs.Weights.B)) > 2 {
+			if share := 100 * float64(r.canary) / float64(n); offWeight(r.canary, n, rs.Weights.B) {
 				t.Errorf("write %d (canary %d): %.2f%% of the answers from the canary", i, rs.Weights.B, share)
 			}
 		}

@@ -2,6 +2,7 @@ package traefik_test
 
 import (
 	"context"
+	"math"
 	"sort"
 	"sync"
 	"testing"
@@ -150,6 +151,30 @@ type traffic struct {
 	// chunk, when set, makes a round of the next chunk users only,
 	// cycling through them.
 	chunk int
+	// durations of the rounds so far, under mu.
+	durations []time.Duration
+}
+
+// holdFor returns how long a step should hold for its requests to be
+// checked: at least min, and at least three rounds as long as the longest
+// of the first two (which it waits for); the machine may be slow.
+func (tr *traffic) holdFor(t *testing.T, least time.Duration) time.Duration {
+	t.Helper()
+	deadline := time.Now().Add(propagationBudget)
+	for {
+		tr.mu.Lock()
+		ds := append([]time.Duration(nil), tr.durations...)
+		tr.mu.Unlock()
+		if len(ds) >= 2 {
+			d := max(least, 3*max(ds[0], ds[1])).Round(100 * time.Millisecond)
+			t.Logf("rounds of the users took %v and %v: steps hold %v", ds[0].Round(time.Millisecond), ds[1].Round(time.Millisecond), d)
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the users did not finish two rounds in %v", propagationBudget)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // run sends rounds of every user in us to base+path until ctx is done; the
@@ -176,9 +201,21 @@ func (tr *traffic) run(ctx context.Context, base, path string, us []*user) <-cha
 			if tr.afterRound != nil {
 				tr.afterRound(round, from, time.Now())
 			}
+			tr.mu.Lock()
+			tr.durations = append(tr.durations, time.Since(from))
+			tr.mu.Unlock()
 		}
 	}()
 	return done
+}
+
+// offWeight reports whether c of n requests on the canary is off the
+// canary weight w by more than 2 points: weighted round robin in Traefik is
+// deterministic, so the count of any run of consecutive requests is within
+// one or two of w·n; for small n, two requests is allowed instead.
+func offWeight(c, n int64, w int32) bool {
+	want := float64(n) * float64(w) / 100
+	return math.Abs(float64(c)-want) > max(0.02*float64(n), 2)
 }
 
 // appliedAfter says when the write was reported applied.
