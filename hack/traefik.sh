@@ -18,6 +18,11 @@
 #     providers (and their factory entries) is used instead. ACME DNS
 #     challenges are not used by upshift's tests.
 #
+# The e2e tests also install the traefik.io CRDs that this module ships
+# (docs/content/reference/dynamic-configuration/kubernetes-crd-definition-v1.yml):
+# they locate it with `go mod download -json`, so the download below serves
+# them too.
+#
 # The binary lands in a cache outside the repository:
 #
 #   ${UPSHIFT_TRAEFIK_BIN:-$HOME/.cache/upshift/traefik/v3.7.13/traefik}

@@ -39,6 +39,11 @@ const (
 	nameStable        = "stable"
 	nameCanary        = "canary"
 	propagationBudget = 30 * time.Second
+	// Every backend answer names the backend and the path it received, and
+	// sets the cookie appCookie=<backend name>.
+	headerBackend = "X-Upshift-Backend"
+	headerPath    = "X-Upshift-Path"
+	appCookie     = "app"
 )
 
 // traefikBinary returns the cached Traefik binary, or skips t (fails it when
@@ -69,6 +74,8 @@ func traefikBinary(t testing.TB) string {
 
 // backend is a real HTTP server on loopback answering with its name, with
 // status 200, or with the status code NNN for a request to /status/NNN.
+// Every answer carries the headers headerBackend and headerPath and sets
+// the cookie appCookie.
 type backend struct {
 	name string
 	port int
@@ -103,6 +110,12 @@ func startFaultyBackend(t testing.TB, name string, f *faults) *backend {
 			time.Sleep(time.Duration(d))
 		}
 		w.Header().Set("Content-Type", "text/plain")
+		// Who answered and the path it saw (after any URLRewrite), and a
+		// cookie of the application's own, which whatever the route adds
+		// must leave intact.
+		w.Header().Set(headerBackend, b.name)
+		w.Header().Set(headerPath, r.URL.Path)
+		http.SetCookie(w, &http.Cookie{Name: appCookie, Value: b.name, Path: "/"})
 		if c, ok := strings.CutPrefix(r.URL.Path, "/status/"); ok {
 			if code, err := strconv.Atoi(c); err == nil && code >= 200 && code <= 599 {
 				w.WriteHeader(code)
@@ -147,13 +160,15 @@ type proxy struct {
 // first bucket.
 const latencyBuckets = "0.001,0.0025,0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5"
 
-// startTraefik runs Traefik with its kubernetesGateway provider against env's
-// API server, in a private mount namespace whose /etc/hosts maps the backends'
-// names to 127.0.0.1 and whose resolv.conf and nsswitch.conf keep every lookup
-// on loopback.
+// startTraefik runs Traefik with its kubernetesGateway and kubernetesCRD
+// providers against env's API server (the traefik.io CRDs installed first),
+// in a private mount namespace whose /etc/hosts maps the backends' names to
+// 127.0.0.1 and whose resolv.conf and nsswitch.conf keep every lookup on
+// loopback.
 func startTraefik(t testing.TB, env *kubetest.Env, backends ...*backend) *proxy {
 	t.Helper()
 	bin := traefikBinary(t)
+	installTraefikCRDs(t, env)
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -189,6 +204,10 @@ func startTraefik(t testing.TB, env *kubetest.Env, backends ...*backend) *proxy 
 		"--providers.providersThrottleDuration=10ms",
 		"--providers.kubernetesGateway=true",
 		"--providers.kubernetesGateway.throttleDuration=0s",
+		// The kubernetesCRD provider serves the traefik.io resources; with
+		// it registered, an HTTPRoute may name a TraefikService backend.
+		"--providers.kubernetesCRD=true",
+		"--providers.kubernetesCRD.throttleDuration=0s",
 		"--log.level=INFO",
 		"--log.filePath=" + logFile,
 	}
