@@ -40,6 +40,10 @@
 // HTTPRouteRequestPercentageMirror, or a Traefik TraefikService
 // ([MirrorTraefikService]). Sticky sessions hand each new session a ticket
 // cookie once and route by it, so the share of sessions on the canary is
-// the weight at every step. The layout, the conformance of each part, the
-// refusals and the permissions are in [Router.SetRoutes].
+// the weight at every step: re-drawing a session at each step instead would
+// leave 1-Π(1-w_i) of them on the canary (49.6% after 10, 20 and 30%). A
+// ticket never changes, so no session returns to the stable side while the
+// weight rises, and at weight 0 all of them are there. The layout, the
+// conformance of each part, the refusals and the permissions are in
+// [Router.SetRoutes].
 package gateway
