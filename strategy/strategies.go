@@ -405,7 +405,8 @@ func (c *Canary) validate() field.ErrorList {
 	if c.SessionAffinity != nil {
 		if grid, ok := stickyGrid(c.weights(), c.gridGap()); !ok {
 			errs = append(errs, field.Invalid(field.NewPath("canary", "sessionAffinity"), len(grid),
-				"allows at most 16 ticket values: the distinct step weights, 100, and in the managed capacity mode one every maxSurgePercent between them"))
+				"allows at most 16 ticket values: the distinct step weights, 100, and in the managed capacity mode one every "+
+					itoa(c.gridGap())+" between them (maxSurgePercent less the load header routes and mirrors add at weight 0)"))
 		}
 	}
 	errs = append(errs, validateSurge("canary", c.MaxSurgePercent, c.Capacity)...)
