@@ -135,18 +135,8 @@ func TestExtrasTerminateAsPlanned(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed}).Draw(t, "mode")
 		strat := genStrategyExtras(t, mode)
-		tl, err := Plan(strat, PlanOptions{Start: t0})
-		if err != nil {
-			t.Fatalf("plan: %v", err)
-		}
-		if tl.Final.Phase != PhaseSucceeded {
-			t.Fatalf("plan ended %s", tl.Final.Phase)
-		}
-		var planned []string
+		tl, planned := plannedHops(t, strat)
 		for _, e := range tl.Entries {
-			if e.What != "pause until resumed" && e.What != "resume" && e.What != string(PhaseSucceeded) && !isPause(e.What) {
-				planned = append(planned, e.What)
-			}
 			if e.CanaryLoad > 100 || e.CanaryLoad < e.Allocation.Weight {
 				t.Fatalf("%s: canary load %d at weight %d", e.What, e.CanaryLoad, e.Allocation.Weight)
 			}

@@ -432,19 +432,7 @@ func TestTerminationAndPlanAgreement(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		mode := rapid.SampledFrom([]CapacityMode{CapacityManaged, CapacityFixed, CapacityReplicas}).Draw(t, "mode")
 		strat := genStrategy(t, mode)
-		tl, err := Plan(strat, PlanOptions{Start: t0})
-		if err != nil {
-			t.Fatalf("plan: %v", err)
-		}
-		if tl.Final.Phase != PhaseSucceeded {
-			t.Fatalf("plan ended %s", tl.Final.Phase)
-		}
-		var planned []string
-		for _, e := range tl.Entries {
-			if e.What != "pause until resumed" && e.What != "resume" && e.What != string(PhaseSucceeded) && !isPause(e.What) {
-				planned = append(planned, e.What)
-			}
-		}
+		tl, planned := plannedHops(t, strat)
 		if b := hopBound(strat); tl.Hops > b {
 			t.Fatalf("%d hops exceed the bound %d", tl.Hops, b)
 		}
@@ -461,6 +449,26 @@ func TestTerminationAndPlanAgreement(t *testing.T) {
 			t.Fatalf("hops differ from the plan (-plan +run):\n%s", diff)
 		}
 	})
+}
+
+// plannedHops plans strat from t0, which must succeed, and returns the
+// timeline and the hops it lists (pauses, resumes and the end left out).
+func plannedHops(t TB, strat Strategy) (Timeline, []string) {
+	t.Helper()
+	tl, err := Plan(strat, PlanOptions{Start: t0})
+	if err != nil {
+		t.Fatalf("plan: %v", err)
+	}
+	if tl.Final.Phase != PhaseSucceeded {
+		t.Fatalf("plan ended %s", tl.Final.Phase)
+	}
+	var planned []string
+	for _, e := range tl.Entries {
+		if e.What != "pause until resumed" && e.What != "resume" && e.What != string(PhaseSucceeded) && !isPause(e.What) {
+			planned = append(planned, e.What)
+		}
+	}
+	return tl, planned
 }
 
 func isPause(what string) bool { return len(what) > 6 && what[:6] == "pause " }
