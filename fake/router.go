@@ -99,6 +99,10 @@ type Router struct {
 	claim    claim
 	hist     history
 	note     notifier
+	// state is the JSON of the state a RouteStore keeps on the route.
+	state []byte
+	// stateWrites counts the writes that carried the state.
+	stateWrites int
 }
 
 var (
@@ -124,6 +128,12 @@ func (r *Router) now() time.Time {
 // the data plane after the Lag. Extras programmed by SetRoutes stay as they
 // are: only the weights are written.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
+	return r.setWeights(ctx, w, nil)
+}
+
+// setWeights is SetWeights, writing the state st (JSON) in the same update
+// when it is not nil.
+func (r *Router) setWeights(ctx context.Context, w rollout.Weights, st []byte) error {
 	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -159,6 +169,10 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	}
 	r.hist.add(r.clock, "SetWeights", arg, nil)
 	r.hist.owned(ctx)
+	if st != nil {
+		r.state = st
+		r.stateWrites++
+	}
 	if w == r.spec {
 		return nil
 	}

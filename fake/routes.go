@@ -77,6 +77,12 @@ func (p programmed) kinds() []Extra {
 // values); an extra set by Unsupported (rollout.ErrUnsupported, naming it).
 // The call is kept in History with a copy of r (Call.Routes).
 func (r *Router) SetRoutes(ctx context.Context, rt rollout.Routes) error {
+	return r.setRoutes(ctx, rt, nil)
+}
+
+// setRoutes is SetRoutes, writing the state st (JSON) in the same update
+// when it is not nil.
+func (r *Router) setRoutes(ctx context.Context, rt rollout.Routes, st []byte) error {
 	defer r.note.flush()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -118,6 +124,10 @@ func (r *Router) SetRoutes(ctx context.Context, rt rollout.Routes) error {
 		return record(fmt.Errorf("fake router: %w", rollout.ErrConflict))
 	}
 	record(nil)
+	if st != nil {
+		r.state = st
+		r.stateWrites++
+	}
 	if w == r.spec && want.equal(r.extras) {
 		return nil
 	}

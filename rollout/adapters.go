@@ -234,6 +234,44 @@ type ControlStore interface {
 	LoadControl(ctx context.Context) (strategy.Control, error)
 }
 
+// HopStore is a Store that keeps the state on the object the Router
+// moves, and so can write a route hop and the state that records it in one
+// update: the weights (or the routes, with their extras) and the state land
+// together or not at all, so a crash, a lost connection or a conflict can
+// never leave weights on the route without the state that asked for them,
+// and each weight hop costs one write instead of two. The gateway
+// package's Router.AnnotationStore returns one (the state in an annotation
+// of the route the weights are in); fake.Router.Store another.
+//
+// Run uses it for every weight hop when Moves reports that the store writes
+// through the Runner's Router: after the capacity increases, SaveWeights
+// (or SaveRoutes, when the state has extras, as the Router would be asked
+// with SetWeights or RouteShaper.SetRoutes) writes the route with the
+// decision's state; the capacity decreases and the deploy follow, and a
+// reconcile whose only change was that hop writes nothing more. Hops that
+// move no weight (capacity, deploy) and commands are saved with Save, once,
+// as with any Store. ReconcileAt, which saves nothing, never uses it.
+//
+// The contract of each write is the Router's (the same checks, refusals,
+// claims and errors, the same "nothing written when nothing changes") plus
+// the state's: a write refused for any reason writes neither, and a route
+// that already holds the weights still gets the state. A Store of your own
+// whose routes live in the same object (a custom resource whose spec holds
+// the weights and whose status the state) implements it the same way.
+type HopStore interface {
+	Store
+	// SaveWeights writes w, as the Router's SetWeights would, and s, in one
+	// update.
+	SaveWeights(ctx context.Context, w Weights, s strategy.State) error
+	// SaveRoutes writes routes, as the Router's SetRoutes would, and s, in
+	// one update.
+	SaveRoutes(ctx context.Context, routes Routes, s strategy.State) error
+	// Moves reports whether router is the TrafficRouter whose writes
+	// SaveWeights and SaveRoutes make (the same value, not a wrapper of
+	// it).
+	Moves(router TrafficRouter) bool
+}
+
 // Sentinel errors. Adapters wrap them with %w.
 var (
 	// ErrInvalid: a Runner's configuration (see Runner.Validate) or a

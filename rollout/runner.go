@@ -280,7 +280,7 @@ func (r *Runner) Reconcile(ctx context.Context, s strategy.State) (strategy.Stat
 // An error marked Permanent aborts the rollout instead (or, during a walk
 // back, is returned like a transient one).
 func (r *Runner) ReconcileAt(ctx context.Context, s strategy.State, now time.Time) (strategy.State, time.Duration, error) {
-	return r.reconcileAt(ctx, s, now, r.Watched)
+	return r.reconcileAt(ctx, s, now, r.Watched, nil)
 }
 
 // requeue is the requeue of a decision for a caller that is (watched) or is
@@ -292,7 +292,14 @@ func requeue(d *strategy.Decision, watched bool) time.Duration {
 	return d.RequeueAfter
 }
 
-func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool) (strategy.State, time.Duration, error) {
+// hopWrite is how Run writes a weight hop: with the state that records it,
+// in one update of a HopStore; saved is told the state so written.
+type hopWrite struct {
+	store HopStore
+	saved func(strategy.State)
+}
+
+func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool, hw *hopWrite) (strategy.State, time.Duration, error) {
 	ctx = r.withOwner(ctx) // claim.go
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
@@ -334,7 +341,7 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	s.Observed = obs
 	d := r.Strategy.Step(s, now)
 	ev.Decision = d
-	applied, err := r.apply(ctx, log, &s, &d)
+	applied, err := r.apply(ctx, log, &s, &d, hw)
 	ev.Applied = applied
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
@@ -477,7 +484,8 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 }
 
 // apply carries out d's hops in the safe order and returns those applied.
-func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision) ([]Hop, error) {
+// With hw, the weight hop is written with d.State (HopStore).
+func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision, hw *hopWrite) ([]Hop, error) {
 	if !d.HasHops() {
 		return nil, nil
 	}
@@ -542,16 +550,31 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 			return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(),
 				Err: Permanent(fmt.Errorf("%w runner: the router programs no extras (not a RouteShaper)", ErrUnsupported))}
 		case extras:
-			err := shaper.SetRoutes(ctx, Routes{Weights: w, Canary: stableSide.Other(), Extras: hop.Extras})
+			rs := Routes{Weights: w, Canary: stableSide.Other(), Extras: hop.Extras}
+			var err error
+			if hw != nil {
+				err = hw.store.SaveRoutes(ctx, rs, d.State)
+			} else {
+				err = shaper.SetRoutes(ctx, rs)
+			}
 			if err != nil {
 				return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(), Err: err}
+			}
+		case hw != nil:
+			if err := hw.store.SaveWeights(ctx, w, d.State); err != nil {
+				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
 			}
 		default:
 			if err := r.Router.SetWeights(ctx, w); err != nil {
 				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
 			}
 		}
-		log.V(1).Info("hop", "hop", hop.String())
+		if hw != nil {
+			hw.saved(d.State) // the state travelled with the hop
+			log.V(1).Info("hop", "hop", hop.String(), "state", "saved with it")
+		} else {
+			log.V(1).Info("hop", "hop", hop.String())
+		}
 		applied = append(applied, hop)
 	}
 	// 3. capacity decreases
@@ -591,6 +614,12 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // state from Store (or starts from initial when nothing is saved), reconciles,
 // saves after every change, and waits for the requeue, a command or ctx.
 // Killed and restarted, it resumes where the Store says it was.
+//
+// A Store that is a HopStore writing through the Runner's Router (the
+// AnnotationStore that gateway.Router.AnnotationStore returns) takes every
+// weight hop with its state, in one write: a weight move costs one update
+// of the route, and no crash can separate the weights from the state that
+// asked for them (see HopStore). Other hops and commands are saved alone.
 //
 // A Store that is a ControlStore (the gateway package's AnnotationStore)
 // also carries a strategy.Control: Run reads it before every reconcile and
@@ -690,6 +719,12 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	wake, watched := r.notifications(subCtx)
 	watched = watched || r.Watched
 	controls, _ := r.Store.(ControlStore)
+	// A HopStore that writes through the Router takes every weight hop
+	// with the state that records it: one write, and nothing left to save.
+	var hw *hopWrite
+	if hs, ok := r.Store.(HopStore); ok && r.Router != nil && hs.Moves(r.Router) {
+		hw = &hopWrite{store: hs, saved: func(st strategy.State) { saved, dirty = st, false }}
+	}
 	for {
 		if controls != nil {
 			// The control written next to the state (ControlStore): its
@@ -713,7 +748,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 				}
 			}
 		}
-		next, requeue, err := r.reconcileAt(ctx, s, clk.Now(), watched)
+		next, requeue, err := r.reconcileAt(ctx, s, clk.Now(), watched, hw)
 		if err != nil && ctx.Err() != nil {
 			// The reconcile failed because ctx ended: nothing it saw holds.
 			return ended()
