@@ -154,6 +154,12 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // cluster-scoped gatewayclasses, so a ClusterRole); MirrorTraefikService
 // needs get, create, update and delete on traefikservices (traefik.io).
 func (r *Router) SetRoutes(ctx context.Context, rs rollout.Routes) error {
+	return r.setRoutes(ctx, rs, nil)
+}
+
+// setRoutes is SetRoutes; with also, the write of also's route makes
+// also's edit in the same update, and that route is written last.
+func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEdit) error {
 	if err := validateRoutes(rs); err != nil {
 		return rollout.Permanent(err)
 	}
@@ -188,8 +194,8 @@ func (r *Router) SetRoutes(ctx context.Context, rs rollout.Routes) error {
 			}
 		}
 	}
-	for _, ref := range r.cfg.Routes {
-		s := r.shapeFor(ref, rs)
+	for _, ref := range also.order(r.cfg.Routes) {
+		s, edit := r.shapeFor(ref, rs), also.on(ref)
 		err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
 			if err := r.checkWriter(ctx, ref, rt); err != nil {
 				return false, err
@@ -198,7 +204,7 @@ func (r *Router) SetRoutes(ctx context.Context, rs rollout.Routes) error {
 			if err != nil {
 				return false, rollout.Permanent(withRoute(err, ref))
 			}
-			return changed, nil
+			return withEdit(changed, rt, edit)
 		})
 		if err != nil {
 			return err

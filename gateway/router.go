@@ -298,6 +298,12 @@ func apiError(err error, ref RouteRef) error {
 // mirror's fraction), with the extras as they were programmed; owned rules
 // that another writer edited are left alone.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
+	return r.setWeights(ctx, w, nil)
+}
+
+// setWeights is SetWeights; with also, the write of also's route makes
+// also's edit in the same update, and that route is written last.
+func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeEdit) error {
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
 	}
@@ -312,15 +318,15 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 			}
 		}
 	}
-	for _, ref := range r.cfg.Routes {
-		if err := r.setRoute(ctx, ref, w); err != nil {
+	for _, ref := range also.order(r.cfg.Routes) {
+		if err := r.setRoute(ctx, ref, w, also.on(ref)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) error {
+func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights, edit func(route) (bool, error)) error {
 	return updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
 			return false, err
@@ -329,8 +335,51 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights) 
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}
-		return changed, nil
+		return withEdit(changed, rt, edit)
 	})
+}
+
+// routeEdit is a change of one route made in the same update as the
+// Router's (the AnnotationStore's state, written with the weights).
+type routeEdit struct {
+	ref  RouteRef
+	edit func(route) (bool, error)
+}
+
+// order returns routes with e's route last: the other routes get the
+// weights first, and the state is written with the last of them.
+func (e *routeEdit) order(routes []RouteRef) []RouteRef {
+	if e == nil {
+		return routes
+	}
+	out := make([]RouteRef, 0, len(routes))
+	for _, ref := range routes {
+		if ref != e.ref {
+			out = append(out, ref)
+		}
+	}
+	return append(out, e.ref)
+}
+
+// on returns e's edit when ref is e's route, nil otherwise.
+func (e *routeEdit) on(ref RouteRef) func(route) (bool, error) {
+	if e == nil || ref != e.ref {
+		return nil
+	}
+	return e.edit
+}
+
+// withEdit applies edit (when set) after a change of the Router's that
+// reported changed, and reports whether either changed the route.
+func withEdit(changed bool, rt route, edit func(route) (bool, error)) (bool, error) {
+	if edit == nil {
+		return changed, nil
+	}
+	edited, err := edit(rt)
+	if err != nil {
+		return false, err
+	}
+	return changed || edited, nil
 }
 
 // Weights reports the weights in the routes' spec and whether the data

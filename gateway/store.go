@@ -18,7 +18,9 @@ const StateAnnotation = "upshift.dev/rollout-state"
 
 // AnnotationStore is a rollout.Store that keeps the state as JSON in an
 // annotation on a managed route, so a standalone program that crashes
-// resumes from the cluster, not from its own memory. Annotations do not
+// resumes from the cluster, not from its own memory. Built by
+// Router.AnnotationStore, it is also a rollout.HopStore: the Runner's Run
+// writes each weight hop and its state in one update of the route. Annotations do not
 // change a route's generation, so saving never disturbs the acceptance that
 // the Router reads. Safe for concurrent use.
 type AnnotationStore struct {
@@ -36,9 +38,36 @@ type AnnotationStore struct {
 	// rollout.Runner.Run saves with a context that names the Runner's
 	// Owner, so a Store used by Run needs no Owner of its own.
 	Owner rollout.Owner
+	// router is the Router whose route this is, for a store built by
+	// Router.AnnotationStore; nil otherwise.
+	router *Router
 }
 
-var _ rollout.Store = (*AnnotationStore)(nil)
+var (
+	_ rollout.Store    = (*AnnotationStore)(nil)
+	_ rollout.HopStore = (*AnnotationStore)(nil)
+)
+
+// AnnotationStore returns the AnnotationStore that keeps a rollout's state
+// on route, one of the Router's routes, through the Router's client: it is
+// a rollout.HopStore, so rollout.Runner.Run writes each weight hop and the
+// state that records it in one update of the route (SaveWeights,
+// SaveRoutes), rather than the weights and then the annotation. Each
+// weight move then costs one write of the route, a crash can never leave
+// the weights without their state, and no second write races the
+// gateway's status writes. With several routes, the others get the
+// weights first and route carries the state with the last write. Its
+// reads and writes are the Router's (counted in Router.Counts). It is
+// refused with an error matching ErrInvalid when route is not one of the
+// Router's routes.
+func (r *Router) AnnotationStore(route RouteRef) (*AnnotationStore, error) {
+	for _, ref := range r.cfg.Routes {
+		if ref.kind() == route.kind() && ref.Namespace == route.Namespace && ref.Name == route.Name {
+			return &AnnotationStore{api: r.api, route: ref, MaxConflictRetries: r.cfg.MaxConflictRetries, router: r}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: annotation store: route %s is not one of the Router's routes", ErrInvalid, route)
+}
 
 // NewAnnotationStore keeps the state on route, through a controller-runtime
 // client.
@@ -104,11 +133,16 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	if retries == 0 {
 		retries = defaultConflictRetries
 	}
+	return updateRoute(ctx, s.api, s.route, retries, s.annotate(ctx, b))
+}
+
+// annotate is the change of the route that writes the state b.
+func (s *AnnotationStore) annotate(ctx context.Context, b []byte) func(route) (bool, error) {
 	owner := s.Owner
 	if owner.IsZero() {
 		owner, _ = rollout.OwnerFrom(ctx)
 	}
-	return updateRoute(ctx, s.api, s.route, retries, func(rt route) (bool, error) {
+	return func(rt route) (bool, error) {
 		m := rt.meta()
 		if err := storeWriter(s.route, m.Annotations, owner); err != nil { // claim.go
 			return false, err
@@ -121,7 +155,50 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 		}
 		m.Annotations[StateAnnotation] = string(b)
 		return true, nil
-	})
+	}
+}
+
+// SaveWeights writes w into the Router's routes, as Router.SetWeights
+// does, and the state into this store's route in the same update (see
+// Router.AnnotationStore): a write refused for any reason (a claim, a rule
+// the Router refuses, conflicts that outlast the retries) writes neither.
+// A store not built by Router.AnnotationStore refuses it with a permanent
+// error matching ErrInvalid.
+func (s *AnnotationStore) SaveWeights(ctx context.Context, w rollout.Weights, st strategy.State) error {
+	edit, err := s.hopEdit(ctx, st)
+	if err != nil {
+		return err
+	}
+	return s.router.setWeights(ctx, w, edit)
+}
+
+// SaveRoutes writes routes, as Router.SetRoutes does, and the state into
+// this store's route in the same update (see SaveWeights).
+func (s *AnnotationStore) SaveRoutes(ctx context.Context, routes rollout.Routes, st strategy.State) error {
+	edit, err := s.hopEdit(ctx, st)
+	if err != nil {
+		return err
+	}
+	return s.router.setRoutes(ctx, routes, edit)
+}
+
+// hopEdit is the edit that writes st with a hop.
+func (s *AnnotationStore) hopEdit(ctx context.Context, st strategy.State) (*routeEdit, error) {
+	if s.router == nil {
+		return nil, rollout.Permanent(fmt.Errorf("%w: annotation store of %s: it writes weights only when built by Router.AnnotationStore", ErrInvalid, s.route))
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("gateway: encoding the state: %w", err)
+	}
+	return &routeEdit{ref: s.route, edit: s.annotate(ctx, b)}, nil
+}
+
+// Moves reports whether router is the Router that built this store
+// (Router.AnnotationStore).
+func (s *AnnotationStore) Moves(router rollout.TrafficRouter) bool {
+	r, ok := router.(*Router)
+	return ok && s.router != nil && r == s.router
 }
 
 // ControlAnnotation is the annotation of a route in which a person (or
