@@ -12,6 +12,12 @@
 //	})
 //	r := &rollout.Runner{Strategy: s, Router: router, A: a, B: b}
 //
+// A standalone program keeps the state on the route with the Router's own
+// store, a rollout.HopStore: Run then writes each weight hop and the state
+// that records it in one update of the route.
+//
+//	r.Store, err = router.AnnotationStore(gateway.RouteRef{Namespace: "shop", Name: "web"})
+//
 // Rules:
 //   - the Router writes only the two weights in the rules that hold both
 //     backends, and one claim annotation per rule ([Router.Claim]); a GitOps

@@ -213,7 +213,12 @@ func run(ctx context.Context, cfg Config, stdin io.Reader, out io.Writer) error 
 	if err != nil {
 		return err
 	}
-	store := gateway.NewAnnotationStore(c, ref)
+	// The state lives on the route, and each weight hop writes it with the
+	// weights, in one update (a rollout.HopStore).
+	store, err := router.AnnotationStore(ref)
+	if err != nil {
+		return err
+	}
 	deployments := map[strategy.Side]string{strategy.SideA: cfg.StableDeployment, strategy.SideB: cfg.CanaryDeployment}
 	runner := &rollout.Runner{
 		Strategy: strat, Router: router, Store: store,
