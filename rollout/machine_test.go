@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ func TestMain(m *testing.M) {
 	if !set["rapid.checks"] {
 		_ = flag.Set("rapid.checks", "1000")
 	}
+	checksSet = set["rapid.checks"]
 	if !set["rapid.steps"] {
 		_ = flag.Set("rapid.steps", "120")
 	}
@@ -40,6 +42,24 @@ func TestMain(m *testing.M) {
 		fmt.Printf("runner state machine: %d actions in total\n", n)
 	}
 	os.Exit(code)
+}
+
+// checksSet reports whether -rapid.checks was given on the command line.
+var checksSet bool
+
+// withChecks runs f with rapid's checks at n, unless -rapid.checks was
+// given: for properties whose every check runs whole processes (Run on a
+// goroutine, a clock driven from the test), which the package's default
+// would make slow. The package's tests do not run in parallel.
+func withChecks(n int, f func()) {
+	if checksSet {
+		f()
+		return
+	}
+	old := flag.Lookup("rapid.checks").Value.String()
+	_ = flag.Set("rapid.checks", strconv.Itoa(n))
+	defer func() { _ = flag.Set("rapid.checks", old) }()
+	f()
 }
 
 var errTransient = errors.New("transient failure")
