@@ -422,7 +422,9 @@ type result struct {
 	runGets   int    // of which Run's own; the rest are the adapters' polls
 	dashPuts  [2]int
 	hops      map[rollout.HopKind]int
-	player    struct{ written, conflicts int }
+	// reconciles counts Run's reconciles.
+	reconciles int
+	player     struct{ written, conflicts int }
 	// violations are the safety checks that failed: a side observed with
 	// less ready capacity than routed, or a redeploy of a serving cluster.
 	violations []string
@@ -481,6 +483,7 @@ func (r result) table() string {
 		hs = append(hs, fmt.Sprintf("%v %d", k, r.hops[k]))
 	}
 	row("hops", "%s", strings.Join(hs, ", "))
+	row("reconciles", "%d (%.1f dashboard reads of Run's each)", r.reconciles, float64(r.runGets)/float64(max(r.reconciles, 1)))
 	return b.String()
 }
 
@@ -560,6 +563,7 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			hopMu.Lock()
 			defer hopMu.Unlock()
+			res.reconciles++
 			for _, h := range e.Applied {
 				res.hops[h.Kind]++
 			}

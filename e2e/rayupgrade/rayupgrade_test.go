@@ -110,6 +110,7 @@ func TestRayUpgrade(t *testing.T) {
 //	api-watches     watches opened
 //	dashboard-reads GETs of both clusters' Serve applications
 //	conflicts       answers 409
+//	reconciles      Run's reconciles
 //
 // and prints them as a table.
 func BenchmarkRayUpgrade(b *testing.B) {
@@ -132,5 +133,6 @@ func BenchmarkRayUpgrade(b *testing.B) {
 	b.ReportMetric(float64(r.watches), "api-watches")
 	b.ReportMetric(float64(r.dashboard[0]+r.dashboard[1]), "dashboard-reads")
 	b.ReportMetric(float64(r.conflicts), "conflicts")
+	b.ReportMetric(float64(r.reconciles), "reconciles")
 	fmt.Print(r.table()) // b.Log would cut it short
 }
