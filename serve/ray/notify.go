@@ -23,20 +23,37 @@ var (
 )
 
 // Notify implements rollout.Notifier. Ray Serve has no watch, so the
-// adapter polls, but only after a write: each SetCapacity or Deploy that
-// sent a PUT starts (or restarts) a fast poll of the cluster, one GET of
-// the applications per poll, the first Config.NotifyMinInterval after the
-// write, the next ones twice as far apart up to Config.NotifyMaxInterval.
-// A poll that sees a change calls every subscriber's wake and brings the
-// interval back to the minimum; the poll that sees nothing change at the
-// maximum interval is the last one until the next write. Nothing is polled
-// while nobody subscribes, nor while nothing was written. With the
-// defaults (50 ms, 2 s) a change the cluster shows at the n-th GET after a
-// write is seen at most 50+100+...+min(50*2^(n-1), 2000) ms after it
-// (sooner when earlier polls saw changes), and after the last change the
-// poller makes 7 more GETs over 5.15 s (50+100+...+1600+2000 ms) and stops.
-// The Runner's own requeue (its poll interval) covers what changes later,
-// such as replicas that take minutes to start.
+// adapter polls, but only after a write, and only until it sees what the
+// write waits for: each SetCapacity or Deploy that sent a PUT starts (or
+// restarts) a fast poll of the cluster, one GET of the applications per
+// poll, the first Config.NotifyMinInterval after the write, the next ones
+// twice as far apart up to Config.NotifyMaxInterval. A poll that sees a
+// change calls every subscriber's wake and brings the interval back to the
+// minimum. The poll that sees the writes' goal is the last one until the
+// next write:
+//
+//   - after SetCapacity, the cluster at the target_capacity written (null
+//     for a Steady request) and the side settled there (the
+//     CapacityStatus Capacity reports is Settled: every replica asked for
+//     runs, none starts or stops), which is what a Runner waits for before
+//     its next hop;
+//   - after Deploy, the revision deployed reported Updated (Revision).
+//
+// Writes whose goals the poller has not seen yet add up: a SetCapacity
+// right after a Deploy is polled for until both are seen; a later
+// SetCapacity replaces the capacity an earlier one waited for, and a
+// Deploy replaces every earlier goal (the config changed).
+//
+// With the defaults (50 ms, 2 s) a change the cluster shows at the n-th
+// GET after a write is seen at most 50+100+...+min(50*2^(n-1), 2000) ms
+// after it (sooner when earlier polls saw changes). A cluster that applies
+// a write at once costs one GET and nothing after it; one whose replicas
+// take a minute to start costs a GET every 2 s meanwhile, the rate of a
+// 2 s poll, and none once they run. A goal never reached (a side that
+// does not settle, a config someone else replaced) is polled for every
+// NotifyMaxInterval until the next write or until the subscribers leave.
+// Nothing is polled while nobody subscribes, nor while nothing was
+// written.
 //
 // A change is a change of what the adapter reports: the CapacityStatus
 // Capacity reports, the cluster's target_capacity, and the revision status
@@ -51,10 +68,11 @@ var (
 // The baseline of the first poll is the cluster as the write read it just
 // before the PUT, so the write itself (a new target capacity, a new config)
 // wakes the subscribers at the first poll. A GET that fails counts as no
-// change. The polls change nothing the adapter knows. A Ray and its
-// Deployer share one poller: the Runner subscribes to both and each poll is
-// one GET for all the subscribers, each woken on a change. No goroutine
-// waits between polls: each is a timer of Config.Clock.
+// change and not as the goal. The polls change nothing the adapter knows.
+// A Ray and its Deployer share one poller: the Runner subscribes to both
+// and each poll is one GET for all the subscribers, each woken on a
+// change. No goroutine waits between polls: each is a timer of
+// Config.Clock.
 func (r *Ray) Notify(ctx context.Context, wake func()) error {
 	return r.poll.subscribe(ctx, wake)
 }
@@ -88,6 +106,47 @@ func (r *Ray) view(d *instanceDetails) view {
 	return v
 }
 
+// goal is what the writes polled for wait to see.
+type goal struct {
+	// capacity: a SetCapacity waits for the cluster at target capacity
+	// tc (-1 for null), settled.
+	capacity bool
+	tc       float64
+	// revision: a Deploy waits for this revision reported Updated ("":
+	// none).
+	revision string
+}
+
+// capacityGoal is the goal of a capacity write of req.
+func capacityGoal(req rollout.CapacityRequest) goal {
+	if req.Steady {
+		return goal{capacity: true, tc: -1}
+	}
+	return goal{capacity: true, tc: float64(req.Percent)}
+}
+
+// deployGoal is the goal of a Deploy of revision.
+func deployGoal(revision string) goal { return goal{revision: revision} }
+
+// then returns the goal of the writes of g followed by one of next: a
+// Deploy replaces every earlier goal, a capacity write the earlier
+// capacity.
+func (g goal) then(next goal) goal {
+	if next.revision != "" {
+		return next
+	}
+	g.capacity, g.tc = next.capacity, next.tc
+	return g
+}
+
+// seen reports whether v shows everything g waits for.
+func (g goal) seen(v view) bool {
+	if g.capacity && (v.tc != g.tc || !v.capacity.Settled) {
+		return false
+	}
+	return g.revision == "" || v.revision.Revision == g.revision && v.revision.Updated
+}
+
 // poller polls one cluster after writes for the subscribers of a Ray and
 // its Deployer.
 type poller struct {
@@ -109,6 +168,9 @@ type poller struct {
 	delay time.Duration
 	// last is the view of the last poll, or of the GET before the write.
 	last view
+	// goal is what the writes polled for wait to see; the zero goal while
+	// nothing is polled.
+	goal goal
 }
 
 // subscriber is one Notify call. busy counts the polls in flight that
@@ -161,6 +223,7 @@ func (p *poller) unsubscribe(s *subscriber) {
 	s.gone = true
 	if len(p.subs) == 0 {
 		p.halt()
+		p.goal = goal{}
 		p.cancel() // ends a poll in flight
 	}
 	if s.busy == 0 {
@@ -189,9 +252,9 @@ func (p *poller) halt() {
 	}
 }
 
-// wrote starts a fast poll after a write; before is the cluster as read
-// just before it.
-func (p *poller) wrote(before *instanceDetails) {
+// wrote starts a fast poll after a write whose goal is g; before is the
+// cluster as read just before it.
+func (p *poller) wrote(before *instanceDetails, g goal) {
 	p.mu.Lock()
 	idle := len(p.subs) == 0
 	p.mu.Unlock()
@@ -206,6 +269,7 @@ func (p *poller) wrote(before *instanceDetails) {
 	}
 	p.halt()
 	p.last = v
+	p.goal = p.goal.then(g)
 	p.schedule(p.min)
 }
 
@@ -217,7 +281,7 @@ func (p *poller) schedule(d time.Duration) {
 }
 
 // poll reads the cluster once, wakes the subscribers if what the adapter
-// reports changed, and schedules the next poll.
+// reports changed, and schedules the next poll unless it saw the goal.
 func (p *poller) poll(gen uint64) {
 	p.mu.Lock()
 	if gen != p.gen {
@@ -247,8 +311,7 @@ func (p *poller) poll(gen uint64) {
 	}
 	changed := err == nil && v != p.last
 	var wakes []func()
-	switch {
-	case changed:
+	if changed {
 		p.last = v
 		for s := range p.subs {
 			if !slices.Contains(in, s) { // subscribed during the GET
@@ -257,11 +320,15 @@ func (p *poller) poll(gen uint64) {
 			}
 			wakes = append(wakes, s.wake)
 		}
-		p.schedule(p.min)
-	case p.delay < p.max:
-		p.schedule(min(2*p.delay, p.max))
-	default: // quiet at the slowest interval: wait for the next write
+	}
+	switch {
+	case err == nil && p.goal.seen(v): // wait for the next write
 		p.gen++
+		p.goal = goal{}
+	case changed:
+		p.schedule(p.min)
+	default:
+		p.schedule(min(2*p.delay, p.max))
 	}
 	p.mu.Unlock()
 	for _, w := range wakes {

@@ -68,10 +68,11 @@ func backoffBound(n int) time.Duration {
 // TestNotifyAfterSetCapacity: a SetCapacity whose replicas start after N
 // polls wakes the subscriber at the first poll (the capacity it reports
 // changed) and at the N-th (the replicas are ready), within the backoff
-// bound, and the poller stops once nothing changes at the slowest
-// interval.
+// bound, and that N-th poll, which sees the side settled at the target
+// capacity written, is the last one: N GETs in all, one for a cluster that
+// applies the write at once.
 func TestNotifyAfterSetCapacity(t *testing.T) {
-	for _, n := range []int{1, 2, 3, 5, 8} {
+	for _, n := range []int{0, 1, 2, 3, 5, 8} {
 		rs, srv := cluster(t, raytest.Options{StartPolls: n, StopPolls: 1})
 		clk := fake.NewClock(time.Unix(1000, 0))
 		r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
@@ -87,41 +88,200 @@ func TestNotifyAfterSetCapacity(t *testing.T) {
 		}
 		p0 := rs.Polls() // the GET of SetCapacity
 		gets, quiet := drain(t, clk, rs, t0)
-		if w.len() < min(n, 2) {
+		want := max(n, 1) // the GET that sees the replicas running
+		if w.len() != min(want, 2) {
 			t.Fatalf("N=%d: %d wakes (at %v), want the capacity and the ready replicas", n, w.len(), w.at)
 		}
 		if w.at[0] != ray.DefaultNotifyMinInterval || w.polls[0] != p0+1 {
 			t.Errorf("N=%d: first wake at %v after %d GETs, want at %v after 1", n, w.at[0], w.polls[0]-p0, ray.DefaultNotifyMinInterval)
 		}
 		// The replicas run from the N-th GET after the write on (the
-		// emulator's clock is its polls): a wake at that GET, in time.
-		ready := -1
-		for i, p := range w.polls {
-			if p-p0 == n {
-				ready = i
-			}
+		// emulator's clock is its polls): a wake at that GET, in time,
+		// and no GET after it.
+		last := len(w.at) - 1
+		if w.polls[last]-p0 != want || gets != want {
+			t.Fatalf("N=%d: last wake at GET %d, %d GETs in all; want both %d", n, w.polls[last]-p0, gets, want)
 		}
-		if ready < 0 {
-			t.Fatalf("N=%d: no wake at GET %d (wakes at GETs %v)", n, n, w.polls)
-		}
-		if bound := backoffBound(n); w.at[ready] > bound {
-			t.Errorf("N=%d: ready seen %v after the write, want <= %v", n, w.at[ready], bound)
+		if bound := backoffBound(want); w.at[last] > bound || quiet != w.at[last] {
+			t.Errorf("N=%d: ready seen %v after the write, last GET %v after it; want <= %v, the same", n, w.at[last], quiet, bound)
 		}
 		st, err := r.Capacity(ctx)
 		if err != nil || st.Ready < 40 || !st.Settled {
 			t.Fatalf("N=%d: %+v, %v: want ready and settled", n, st, err)
 		}
-		// The quiet tail: 50, 100, ... 1600, 2000 ms, then nothing.
-		last := w.at[len(w.at)-1]
-		if tail := quiet - last; tail != backoffBound(7) {
-			t.Errorf("N=%d: polled %v after the last change, want %v", n, tail, backoffBound(7))
-		}
-		t.Logf("StartPolls %d: wakes at %v (GETs %v after the write's); ready seen after %v; %d GETs, last %v after the write",
-			n, w.at, subtract(w.polls, p0), w.at[ready], gets, quiet)
+		t.Logf("StartPolls %d: wakes at %v (GETs %v after the write's); %d GETs, last %v after the write",
+			n, w.at, subtract(w.polls, p0), gets, quiet)
 		if clk.Waiters() != 0 {
 			t.Fatalf("N=%d: %d timers left", n, clk.Waiters())
 		}
 	}
+}
+
+// TestNotifySlowSide: replicas that take long to start are polled for at
+// most every NotifyMaxInterval, the rate of a 2 s poll, and not after
+// they run; a side that never settles is polled at that rate until the
+// subscriber leaves, and a next write takes over from it.
+func TestNotifySlowSide(t *testing.T) {
+	const n = 40 // GETs until the replicas run
+	rs, srv := cluster(t, raytest.Options{StartPolls: n})
+	clk := fake.NewClock(time.Unix(1000, 0))
+	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var w wakeLog
+	t0 := clk.Now()
+	if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
+		t.Fatal(err)
+	}
+	p0 := rs.Polls()
+	var at []time.Duration // the instant of each GET after the write
+	for clk.Waiters() > 0 {
+		next, _ := clk.NextWake()
+		clk.Set(next)
+		if rs.Polls() > p0+len(at) {
+			at = append(at, clk.Now().Sub(t0))
+		}
+		if len(at) > 2*n {
+			t.Fatal("the poller never stops")
+		}
+	}
+	if len(at) != n || w.len() != 2 || w.polls[1]-p0 != n {
+		t.Fatalf("%d GETs, wakes at GETs %v; want %d GETs, wakes at 1 and %d", len(at), subtract(w.polls, p0), n, n)
+	}
+	for i := 1; i < len(at); i++ {
+		if gap := at[i] - at[i-1]; gap > ray.DefaultNotifyMaxInterval {
+			t.Errorf("GET %d came %v after the one before, more than %v", i+1, gap, ray.DefaultNotifyMaxInterval)
+		}
+	}
+	// After the first second the GETs are 2 s apart: no more than a 2 s
+	// poll makes over the same time, plus the fast ones at the start.
+	if fast := len(at) - int((at[len(at)-1]-at[0])/ray.DefaultNotifyMaxInterval); fast > 6 {
+		t.Errorf("%d GETs over %v: %d more than a %v poll", len(at), at[len(at)-1]-at[0], fast, ray.DefaultNotifyMaxInterval)
+	}
+	t.Logf("StartPolls %d: GETs at %v", n, at)
+
+	// A deployment that fails never settles: GETs every 2 s while
+	// subscribed, then none.
+	if err := rs.FailDeployment("llm", "Model", "DEPLOY_FAILED", "no GPU"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 80}); err != nil {
+		t.Fatal(err)
+	}
+	p1 := rs.Polls()
+	var polls []time.Time
+	for range 60 {
+		next, ok := clk.NextWake()
+		if !ok {
+			t.Fatal("the poller stopped before the side settled")
+		}
+		clk.Set(next)
+		polls = append(polls, next)
+	}
+	if got := rs.Polls() - p1; got != 60 {
+		t.Fatalf("%d GETs at 60 timers, want one each", got)
+	}
+	// The Ingress replicas the write added start at its 40th GET (a
+	// change: fast again); after that nothing changes, and the failed
+	// Model never settles.
+	for i := 1; i < len(polls); i++ {
+		gap := polls[i].Sub(polls[i-1])
+		if gap > ray.DefaultNotifyMaxInterval || i >= 50 && gap != ray.DefaultNotifyMaxInterval {
+			t.Errorf("GET %d of the failed side %v after the one before; want at most %v, and %[3]v once nothing changes", i+1, gap, ray.DefaultNotifyMaxInterval)
+		}
+	}
+	if clk.Waiters() != 1 {
+		t.Fatalf("%d timers after 60 GETs of a side that does not settle, want the next poll", clk.Waiters())
+	}
+	minute := clk.Now()
+	// A next write's goal replaces the failed one: the cluster at 0 is
+	// settled.
+	rs.HealDeployment("llm", "Model")
+	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if gets, _ := drain(t, clk, rs, minute); gets > 2 || clk.Waiters() != 0 {
+		t.Errorf("after a write to 0: %d GETs (want 1 or 2), %d timers", gets, clk.Waiters())
+	}
+	cancel()
+	waitFor(t, func() bool { return clk.Waiters() == 0 && ray.Subscribers(r) == 0 })
+}
+
+// TestNotifyOverlappingWrites: a write before the goal of the one before
+// was seen restarts the fast poll; a capacity write replaces the capacity
+// the earlier one waited for, and the poller stops once the last one is
+// seen; a capacity write after a Deploy waits for both.
+func TestNotifyOverlappingWrites(t *testing.T) {
+	t.Run("capacity", func(t *testing.T) {
+		rs, srv := cluster(t, raytest.Options{StartPolls: 3, StopPolls: 1})
+		clk := fake.NewClock(time.Unix(1000, 0))
+		r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var w wakeLog
+		t0 := clk.Now()
+		if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(ray.DefaultNotifyMinInterval) // one poll: 40 written, replicas starting
+		if w.len() != 1 {
+			t.Fatalf("%d wakes after the first poll, want 1", w.len())
+		}
+		if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 80}); err != nil {
+			t.Fatal(err)
+		}
+		p1 := rs.Polls() // the second write's GET
+		gets, _ := drain(t, clk, rs, t0)
+		st, err := r.Capacity(ctx)
+		if err != nil || st.Capacity != 80 || st.Ready < 80 || !st.Settled {
+			t.Fatalf("%+v, %v: want 80 ready and settled", st, err)
+		}
+		// The replicas the second write adds start at its third GET, and
+		// the ones of the first (started one GET earlier) before them.
+		if last := w.polls[len(w.polls)-1] - p1; last != 3 || gets != 3 {
+			t.Errorf("last wake at GET %d after the second write, %d GETs; want 3 and 3", last, gets)
+		}
+		t.Logf("wakes at %v (GETs %v after the second write's)", w.at, subtract(w.polls, p1))
+	})
+	t.Run("deploy then capacity", func(t *testing.T) {
+		rs, srv := cluster(t, raytest.Options{BuildPolls: 4, StartPolls: 1})
+		clk := fake.NewClock(time.Unix(1000, 0))
+		r, dp := revAdapter(t, srv.URL, func(c *ray.Config) { c.Clock = clk })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var w wakeLog
+		t0 := clk.Now()
+		if err := dp.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
+			t.Fatal(err)
+		}
+		if err := dp.Deploy(ctx, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(ray.DefaultNotifyMinInterval) // one poll: still building
+		// The capacity settles at the first GET (StartPolls 1); the
+		// revision is not built yet, and the poller keeps polling for it.
+		if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err != nil {
+			t.Fatal(err)
+		}
+		if rs.Puts() != 2 {
+			t.Fatalf("%d PUTs, want the deploy and the capacity", rs.Puts())
+		}
+		drain(t, clk, rs, t0)
+		if st := revision(t, dp, "v1"); !st.Updated {
+			t.Fatalf("revision %+v, want v1 updated", st)
+		}
+		// The last wake is the GET that saw v1 built, and the last GET.
+		if last := w.polls[len(w.polls)-1]; last != rs.Polls()-1 {
+			t.Errorf("last wake at GET %d, last GET before Revision %d: polled on after the goal, or stopped before it", last, rs.Polls()-1)
+		}
+		t.Logf("wakes at %v (GETs %v)", w.at, w.polls)
+	})
 }
 
 func subtract(xs []int, d int) []int {
@@ -240,9 +400,10 @@ func TestNotifySharedWithDeployer(t *testing.T) {
 	if wa.len() == 0 || wa.len() != wb.len() {
 		t.Fatalf("wakes: %v and %v, want the same, at least one", wa.at, wb.at)
 	}
-	// One poller: each GET is counted once, whatever the subscribers.
-	if want := wa.polls[len(wa.polls)-1] - p0 + 7; gets != want {
-		t.Errorf("%d GETs for two subscribers, want %d (one poller)", gets, want)
+	// One poller: each GET is counted once, whatever the subscribers,
+	// and the one that sees the revision built is the last.
+	if want := wa.polls[len(wa.polls)-1] - p0; gets != want {
+		t.Errorf("%d GETs for two subscribers, want %d (one poller, none after v1 is built)", gets, want)
 	}
 	if st := revision(t, dp, "v1"); st.Revision != "v1" || !st.Updated {
 		t.Fatalf("revision %+v, want v1 updated", st)
@@ -270,7 +431,7 @@ func TestNotifySharedWithDeployer(t *testing.T) {
 // TestNotifyIntervals: Config's intervals set the polls; negative ones are
 // invalid.
 func TestNotifyIntervals(t *testing.T) {
-	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
+	rs, srv := cluster(t, raytest.Options{StartPolls: 6})
 	clk := fake.NewClock(time.Unix(1000, 0))
 	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) {
 		c.Clock, c.NotifyMinInterval, c.NotifyMaxInterval = clk, 10*time.Millisecond, 40*time.Millisecond
@@ -286,9 +447,10 @@ func TestNotifyIntervals(t *testing.T) {
 		t.Fatal(err)
 	}
 	gets, quiet := drain(t, clk, rs, t0)
-	// One wake at 10 ms (capacity and ready at once), then 10, 20, 40, 40.
-	if w.len() != 1 || w.at[0] != 10*time.Millisecond || gets != 4 || quiet != 80*time.Millisecond {
-		t.Fatalf("wakes at %v, %d GETs, last at %v; want [10ms], 4, 80ms", w.at, gets, quiet)
+	// GETs at 10 ms (the capacity: a change, back to 10 ms), 20, 40, 80,
+	// 120 and 160 ms (the replicas running: the last).
+	if w.len() != 2 || w.at[0] != 10*time.Millisecond || w.at[1] != 160*time.Millisecond || gets != 6 || quiet != 160*time.Millisecond {
+		t.Fatalf("wakes at %v, %d GETs, last at %v; want [10ms 160ms], 6, 160ms", w.at, gets, quiet)
 	}
 	for _, c := range []ray.Config{{NotifyMinInterval: -1}, {NotifyMaxInterval: -1}} {
 		c.Dashboard, c.ServeConfig = srv.URL, []byte(llmConfig)

@@ -118,8 +118,8 @@ type Config struct {
 	// write (0 means DefaultNotifyMinInterval, 50 ms), each next one twice
 	// as late as the one before, up to NotifyMaxInterval (0 means
 	// DefaultNotifyMaxInterval, 2 s; a value below NotifyMinInterval
-	// counts as NotifyMinInterval), and the poll that sees nothing change
-	// at NotifyMaxInterval is the last one until the next write. A change
+	// counts as NotifyMinInterval), until a poll sees what the write waits
+	// for (see Ray.Notify), the last one until the next write. A change
 	// brings the interval back to NotifyMinInterval. Negative values are
 	// invalid.
 	NotifyMinInterval, NotifyMaxInterval time.Duration
@@ -576,7 +576,7 @@ func (r *Ray) putCapacity(ctx context.Context, d *instanceDetails, c, cur *serve
 	if _, err := r.do(ctx, http.MethodPut, r.putURL, c.body(req.Steady, write.Percent)); err != nil {
 		return err
 	}
-	r.poll.wrote(d)
+	r.poll.wrote(d, capacityGoal(write))
 	return nil
 }
 

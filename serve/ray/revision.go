@@ -121,7 +121,7 @@ func (dp *Deployer) Deploy(ctx context.Context, revision string) error {
 		return err
 	}
 	r.setCurrent(c)
-	r.poll.wrote(d)
+	r.poll.wrote(d, deployGoal(revision))
 	return nil
 }
 
