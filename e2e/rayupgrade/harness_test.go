@@ -68,10 +68,10 @@ func serveConfigs() map[string]json.RawMessage {
 }
 
 // newStore is the Runner's Store: the state in an annotation of the
-// managed route, which router moves (the annotation store writes the
-// route on its own).
-func newStore(router *gateway.Router, cs versioned.Interface, ref gateway.RouteRef) rollout.Store {
-	return gateway.NewAnnotationStoreForClientset(cs, ref)
+// managed route, written with each weight hop in one update of the route
+// (the Router's AnnotationStore, a rollout.HopStore).
+func newStore(router *gateway.Router, ref gateway.RouteRef) (rollout.Store, error) {
+	return router.AnnotationStore(ref)
 }
 
 // apiCounter counts the requests through a rest.Config it wraps, and
@@ -554,12 +554,16 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 
 	res := result{interval: interval, hops: map[rollout.HopKind]int{}}
 	var hopMu sync.Mutex
+	store, err := newStore(router, ref)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	runner := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: 30},
 		Router:   router,
 		A:        a.cap, B: b.cap,
 		RevisionA: a.dep, RevisionB: b.dep,
-		Store: newStore(router, cs, ref),
+		Store: store,
 		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
 			hopMu.Lock()
 			defer hopMu.Unlock()
