@@ -7,7 +7,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -46,8 +45,7 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	opts.Own = &s.own
 	opts.Changed = s.reportChanged
 	opts.Namespace = s.ns
-	opts.Ended = rollout.TrackNotify(ctx)
-	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
+	if err := s.shared.Subscribe(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
 	return nil

@@ -1,0 +1,154 @@
+package watchloop_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/upshift-dev/upshift/internal/watchloop"
+)
+
+// counter is a wake that counts and signals.
+type counter struct {
+	mu sync.Mutex
+	n  int
+	ch chan struct{}
+}
+
+func newCounter() *counter { return &counter{ch: make(chan struct{}, 100)} }
+
+func (c *counter) wake() {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	c.ch <- struct{}{}
+}
+
+func (c *counter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+func (c *counter) await(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-c.ch:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no wake after %s", what)
+	}
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestShared: two subscriptions share one watch; each change wakes both;
+// the Cache reports what the watch delivered; once the first ends only the
+// second is woken; once the last ends the loop returns and the Cache
+// misses; a new subscription opens a new watch.
+func TestShared(t *testing.T) {
+	var mu sync.Mutex
+	var watches []*watch.FakeWatcher
+	start := func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fw := watch.NewFakeWithChanSize(10, false)
+		watches = append(watches, fw)
+		return fw, nil
+	}
+	current := func() *watch.FakeWatcher {
+		mu.Lock()
+		defer mu.Unlock()
+		return watches[len(watches)-1]
+	}
+	var sh watchloop.Shared
+	var stats watchloop.Stats
+	opts := watchloop.Options{Namespace: "prod"}
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	w1, w2 := newCounter(), newCounter()
+	if err := sh.Subscribe(ctx1, "web", start, w1.wake, &stats, opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := sh.Subscribe(ctx2, "web", start, w2.wake, &stats, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := stats.Watches.Load(); n != 1 {
+		t.Fatalf("%d watches for two subscriptions, want 1", n)
+	}
+	if _, ok := sh.Cache.Get(); ok {
+		t.Fatal("the Cache answered before the watch delivered the object")
+	}
+	current().Add(named("prod", "web", "4", 2))
+	w1.await(t, "the first event (1)")
+	w2.await(t, "the first event (2)")
+	if obj, ok := sh.Cache.Get(); !ok || rvOf(obj) != "4" {
+		t.Fatalf("Cache: %v %v, want version 4", obj, ok)
+	}
+	cancel1()
+	eventually(t, "one subscriber left", func() bool { return sh.Subscribers() == 1 })
+	before := w1.count()
+	current().Modify(named("prod", "web", "5", 3))
+	w2.await(t, "a change after the first subscription ended")
+	if w1.count() != before {
+		t.Fatal("an ended subscription was woken")
+	}
+	if obj, ok := sh.Cache.Get(); !ok || rvOf(obj) != "5" {
+		t.Fatalf("Cache: %v %v, want version 5", obj, ok)
+	}
+	cancel2()
+	eventually(t, "the loop ended", func() bool { return stats.Running.Load() == 0 })
+	if _, ok := sh.Cache.Get(); ok {
+		t.Fatal("the Cache answered after every subscription ended")
+	}
+	ctx3, cancel3 := context.WithCancel(context.Background())
+	defer cancel3()
+	w3 := newCounter()
+	if err := sh.Subscribe(ctx3, "web", start, w3.wake, &stats, opts); err != nil {
+		t.Fatal(err)
+	}
+	if n := stats.Watches.Load(); n != 2 {
+		t.Fatalf("%d watches after a new subscription, want 2", n)
+	}
+	current().Add(named("prod", "web", "6", 3))
+	w3.await(t, "the new watch's first event")
+	if obj, ok := sh.Cache.Get(); !ok || rvOf(obj) != "6" {
+		t.Fatalf("Cache: %v %v, want version 6", obj, ok)
+	}
+}
+
+// TestSharedRefused: a first subscription whose watch is refused returns
+// the error and subscribes nothing.
+func TestSharedRefused(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "deployments"}, "web", errors.New("no"))
+	start := func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, forbidden }
+	var sh watchloop.Shared
+	var stats watchloop.Stats
+	err := sh.Subscribe(context.Background(), "web", start, func() {}, &stats, watchloop.Options{})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("Subscribe: %v, want Forbidden", err)
+	}
+	if n := sh.Subscribers(); n != 0 {
+		t.Fatalf("%d subscribers after a refusal", n)
+	}
+	if n := stats.Running.Load(); n != 0 {
+		t.Fatalf("%d loops running after a refusal", n)
+	}
+}
