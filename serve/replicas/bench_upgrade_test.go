@@ -263,6 +263,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	}
 	// The adapters' own reads of their objects (the rest are the Store's).
 	adapterReads := int64(router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads)
+	b.Logf("router %+v; setter A %+v; setter B %+v", router.Counts(), a.Counts(), bs.Counts())
 	r := upgradeResult{took: took, reads: counts.reads.Load(), adapterReads: adapterReads, writes: counts.writes.Load(), watches: counts.watches.Load(),
 		conflicts: counts.conflicts.Load(),
 		saves:     int(store.saves.Load()), hops: hops, reconciles: reconciles}

@@ -157,6 +157,7 @@ type Setter struct {
 	// while it runs (readThrough).
 	shared             watchloop.Shared
 	reads, cachedReads atomic.Int64
+	conflicts          atomic.Int64
 	watches            watchloop.Stats
 	watchOpts          watchloop.Options // tests shorten them
 	// own remembers the resourceVersions of the Setter's (and its
@@ -401,6 +402,7 @@ func readThrough[T runtime.Object](s *Setter, get func() (T, error)) (T, error) 
 func (s *Setter) wrote(out runtime.Object, err error, bases ...string) {
 	switch {
 	case apierrors.IsConflict(err):
+		s.conflicts.Add(1)
 		s.shared.Cache.Stale()
 	case err == nil && out != nil && !reflect.ValueOf(out).IsNil():
 		s.shared.Cache.Saw(out, bases...)
@@ -415,6 +417,9 @@ type Counts struct {
 	Reads int
 	// CachedReads are the reads answered from what the watch delivered.
 	CachedReads int
+	// Conflicts are the writes refused with a conflict (each retried
+	// from a GET).
+	Conflicts int
 	// Watches are the watch requests: one for the Setter and all its
 	// Deployers, and one more each time it is re-established or started
 	// again after every subscription ended.
@@ -423,7 +428,8 @@ type Counts struct {
 
 // Counts returns the requests made so far.
 func (s *Setter) Counts() Counts {
-	return Counts{Reads: int(s.reads.Load()), CachedReads: int(s.cachedReads.Load()), Watches: int(s.watches.Watches.Load())}
+	return Counts{Reads: int(s.reads.Load()), CachedReads: int(s.cachedReads.Load()), Conflicts: int(s.conflicts.Load()),
+		Watches: int(s.watches.Watches.Load())}
 }
 
 // resourceVersion is the resourceVersion a write returned, "" if it failed.
