@@ -141,6 +141,9 @@ func (c *Config) Validate() error {
 // rollout waits until the side reports the revision. examples/gateway
 // deploys the canary image on the canary Deployment this way.
 //
+// While a Notify subscription is live, the Router reads the routes from
+// what their watches delivered, not from the API server (see Notify).
+//
 // The Router and the AnnotationStore need only get and update on the
 // managed routes, and Notify watch on the same names (never a list or a
 // watch of the collection); CreateOrAdopt additionally needs create on the

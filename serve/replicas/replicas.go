@@ -33,7 +33,10 @@
 //   - Setters and Deployers claim their workload for one rollout
 //     ([ClaimAnnotation]) and watch it by name ([Setter.Notify]), so RBAC
 //     needs get, update and watch on that name only (see [ForClient] for a
-//     cache).
+//     cache);
+//   - a Setter and its Deployers share one watch of their workload, and
+//     while it is subscribed they read the workload from what it delivered,
+//     not from the API server ([Setter.Notify]; [Setter.Counts]).
 package replicas
 
 import (
