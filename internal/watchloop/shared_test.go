@@ -3,10 +3,12 @@ package watchloop_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -150,5 +152,67 @@ func TestSharedRefused(t *testing.T) {
 	}
 	if n := stats.Running.Load(); n != 0 {
 		t.Fatalf("%d loops running after a refusal", n)
+	}
+}
+
+// TestObserve: Options.Observe hears, in order, a watch opened afresh, the
+// object, the watch's end, a watch that resumes, an expired resourceVersion
+// ending it, and a watch opened afresh again.
+func TestObserve(t *testing.T) {
+	var mu sync.Mutex
+	var watches []*watch.FakeWatcher
+	var rvs []string
+	start := func(_ context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fw := watch.NewFakeWithChanSize(10, false)
+		watches = append(watches, fw)
+		rvs = append(rvs, opts.ResourceVersion)
+		return fw, nil
+	}
+	nth := func(i int) *watch.FakeWatcher {
+		t.Helper()
+		eventually(t, "watch "+strconv.Itoa(i)+" opened", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(watches) > i
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return watches[i]
+	}
+	var kinds []watchloop.ObservationKind
+	var kmu sync.Mutex
+	seen := func() []watchloop.ObservationKind {
+		kmu.Lock()
+		defer kmu.Unlock()
+		return append([]watchloop.ObservationKind(nil), kinds...)
+	}
+	opts := watchloop.Options{MinBackoff: time.Millisecond, Observe: func(o watchloop.Observation) {
+		kmu.Lock()
+		defer kmu.Unlock()
+		kinds = append(kinds, o.Kind)
+	}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stats watchloop.Stats
+	if err := watchloop.Start(ctx, "web", start, func() {}, &stats, opts); err != nil {
+		t.Fatal(err)
+	}
+	nth(0).Add(named("", "web", "7", 1))
+	nth(0).Stop() // the server ends the watch
+	gone := apierrors.NewResourceExpired("too old")
+	nth(1).Error(&gone.ErrStatus)
+	nth(2)
+	want := []watchloop.ObservationKind{watchloop.KindOpenedAfresh, watchloop.KindObject, watchloop.KindClosed,
+		watchloop.KindOpened, watchloop.KindClosed, watchloop.KindOpenedAfresh}
+	eventually(t, "six observations", func() bool { return len(seen()) >= len(want) })
+	if diff := cmp.Diff(want, seen()); diff != "" {
+		t.Fatalf("observations (-want +got):\n%s", diff)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if diff := cmp.Diff([]string{"", "7", ""}, rvs); diff != "" {
+		t.Fatalf("resourceVersions asked (-want +got):\n%s", diff)
 	}
 }
