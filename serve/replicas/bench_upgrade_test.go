@@ -215,6 +215,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 		b.Fatal(err)
 	}
 	counts.reset()
+	warm := router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads
 
 	bg, stop := context.WithCancel(ctx)
 	var failed goFailures
@@ -236,6 +237,15 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	s := strategy.State{}.Retarget("v1", start).Retarget("v2", start)
 	s, err = runner.Run(runCtx, s, nil)
 	took := time.Since(start)
+	// The adapters' own reads of their objects during the upgrade (the
+	// rest are the Store's).
+	adapterReads := int64(router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads - warm)
+	for _, side := range []*replicas.Setter{a, bs} {
+		// Run returns after the watch its Setter and Deployer shared.
+		if running, _ := replicas.Watching(side); running != 0 {
+			b.Fatalf("%d watch loops still running after Run returned", running)
+		}
+	}
 	stop()
 	wg.Wait()
 	if ferr := failed.err(); ferr != nil {
@@ -261,9 +271,6 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	if notify && counts.watches.Load() < 3 {
 		b.Fatalf("%d watches: some adapter of the route and the two Deployments could not notify", counts.watches.Load())
 	}
-	// The adapters' own reads of their objects (the rest are the Store's).
-	adapterReads := int64(router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads)
-	b.Logf("router %+v; setter A %+v; setter B %+v", router.Counts(), a.Counts(), bs.Counts())
 	r := upgradeResult{took: took, reads: counts.reads.Load(), adapterReads: adapterReads, writes: counts.writes.Load(), watches: counts.watches.Load(),
 		conflicts: counts.conflicts.Load(),
 		saves:     int(store.saves.Load()), hops: hops, reconciles: reconciles}
