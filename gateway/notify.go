@@ -78,7 +78,7 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 		opts.Own = &r.own
 		opts.Changed = func(prev, next runtime.Object) bool { return r.changed(ref, prev, next) }
 		opts.Namespace = ref.Namespace
-		if err := r.shared[ref.key()].Subscribe(ctx, ref.Name, start, wake, &r.watches, opts); err != nil {
+		if err := r.shared[ref.key()].Subscribe(ctx, ref.Name, start, wake, rollout.TrackNotify(ctx), &r.watches, opts); err != nil {
 			cancel()
 			return fmt.Errorf("gateway: %s: %w", ref, err)
 		}

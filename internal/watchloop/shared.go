@@ -3,8 +3,6 @@ package watchloop
 import (
 	"context"
 	"sync"
-
-	"github.com/upshift-dev/upshift/rollout"
 )
 
 // Shared is one loop watching one object for every subscriber of an
@@ -13,10 +11,11 @@ import (
 // ends when the last subscription's ctx has ended. Its Cache holds what
 // the watch delivered, while the loop runs.
 //
-// Each subscription is tracked with rollout.TrackNotify(ctx): it ends, and
-// its done is called, once its wake will be called no more and, for the
-// last one, once the loop's goroutine has returned. So a Runner's Run that
-// subscribes several adapters sharing one loop returns after the loop.
+// A subscription ends when its ctx ends: its ended (Subscribe's argument,
+// typically rollout.TrackNotify(ctx)) is called once its wake will be
+// called no more and, for the last one, once the loop's goroutine has
+// returned. So a Runner's Run that subscribes several adapters sharing one
+// loop returns after the loop.
 //
 // Safe for concurrent use; the zero value is ready. A Shared must not be
 // copied after first use.
@@ -38,13 +37,18 @@ type member struct {
 }
 
 // Subscribe adds a subscriber whose wake is called on every change the
-// loop reports, until ctx ends. The first subscriber (and the first after
-// the last one ended) starts the loop with Start(name, start, stats, opt),
-// whose error it returns (nothing is subscribed then); opt.Ended and
-// opt.Observe are the Shared's own (the Cache's). A later subscriber joins
-// the running loop and is not woken by the events delivered before.
-func (s *Shared) Subscribe(ctx context.Context, name string, start Func, wake func(), stats *Stats, opt Options) error {
-	done := rollout.TrackNotify(ctx)
+// loop reports, until ctx ends; then ended (nil: nothing) is called, as
+// said above. The first subscriber (and the first after the last one
+// ended) starts the loop with Start(name, start, stats, opt), whose error
+// it returns (nothing is subscribed then, and ended has been called);
+// opt.Ended and opt.Observe are the Shared's own (the Cache's). A later
+// subscriber joins the running loop and is not woken by the events
+// delivered before.
+func (s *Shared) Subscribe(ctx context.Context, name string, start Func, wake func(), ended func(), stats *Stats, opt Options) error {
+	done := ended
+	if done == nil {
+		done = func() {}
+	}
 	m := &member{wake: wake}
 	s.mu.Lock()
 	if s.stop == nil {

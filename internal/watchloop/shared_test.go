@@ -60,9 +60,9 @@ func eventually(t *testing.T, what string, ok func() bool) {
 }
 
 // TestShared: two subscriptions share one watch; each change wakes both;
-// the Cache reports what the watch delivered; once the first ends only the
-// second is woken; once the last ends the loop returns and the Cache
-// misses; a new subscription opens a new watch.
+// the Cache reports what the watch delivered; once the first has ended
+// only the second is woken; the last one ends after the loop has returned,
+// and the Cache misses; a new subscription opens a new watch.
 func TestShared(t *testing.T) {
 	var mu sync.Mutex
 	var watches []*watch.FakeWatcher
@@ -86,10 +86,11 @@ func TestShared(t *testing.T) {
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
 	w1, w2 := newCounter(), newCounter()
-	if err := sh.Subscribe(ctx1, "web", start, w1.wake, &stats, opts); err != nil {
+	ended1, ended2 := make(chan struct{}), make(chan struct{})
+	if err := sh.Subscribe(ctx1, "web", start, w1.wake, func() { close(ended1) }, &stats, opts); err != nil {
 		t.Fatal(err)
 	}
-	if err := sh.Subscribe(ctx2, "web", start, w2.wake, &stats, opts); err != nil {
+	if err := sh.Subscribe(ctx2, "web", start, w2.wake, func() { close(ended2) }, &stats, opts); err != nil {
 		t.Fatal(err)
 	}
 	if n := stats.Watches.Load(); n != 1 {
@@ -105,7 +106,10 @@ func TestShared(t *testing.T) {
 		t.Fatalf("Cache: %v %v, want version 4", obj, ok)
 	}
 	cancel1()
-	eventually(t, "one subscriber left", func() bool { return sh.Subscribers() == 1 })
+	<-ended1
+	if n := sh.Subscribers(); n != 1 {
+		t.Fatalf("%d subscribers after the first ended, want 1", n)
+	}
 	before := w1.count()
 	current().Modify(named("prod", "web", "5", 3))
 	w2.await(t, "a change after the first subscription ended")
@@ -116,14 +120,17 @@ func TestShared(t *testing.T) {
 		t.Fatalf("Cache: %v %v, want version 5", obj, ok)
 	}
 	cancel2()
-	eventually(t, "the loop ended", func() bool { return stats.Running.Load() == 0 })
+	<-ended2
+	if n := stats.Running.Load(); n != 0 {
+		t.Fatalf("the last subscription ended with %d loops running", n)
+	}
 	if _, ok := sh.Cache.Get(); ok {
 		t.Fatal("the Cache answered after every subscription ended")
 	}
 	ctx3, cancel3 := context.WithCancel(context.Background())
 	defer cancel3()
 	w3 := newCounter()
-	if err := sh.Subscribe(ctx3, "web", start, w3.wake, &stats, opts); err != nil {
+	if err := sh.Subscribe(ctx3, "web", start, w3.wake, nil, &stats, opts); err != nil {
 		t.Fatal(err)
 	}
 	if n := stats.Watches.Load(); n != 2 {
@@ -143,7 +150,7 @@ func TestSharedRefused(t *testing.T) {
 	start := func(context.Context, metav1.ListOptions) (watch.Interface, error) { return nil, forbidden }
 	var sh watchloop.Shared
 	var stats watchloop.Stats
-	err := sh.Subscribe(context.Background(), "web", start, func() {}, &stats, watchloop.Options{})
+	err := sh.Subscribe(context.Background(), "web", start, func() {}, nil, &stats, watchloop.Options{})
 	if !apierrors.IsForbidden(err) {
 		t.Fatalf("Subscribe: %v, want Forbidden", err)
 	}

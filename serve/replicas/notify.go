@@ -65,7 +65,7 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	opts.Own = &s.own
 	opts.Changed = s.reportChanged
 	opts.Namespace = s.ns
-	if err := s.shared.Subscribe(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
+	if err := s.shared.Subscribe(ctx, s.name, s.watch, wake, rollout.TrackNotify(ctx), &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
 	return nil
