@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/replicas"
@@ -76,7 +78,22 @@ func TestReadsFromTheWatch(t *testing.T) {
 		if st, err := s.Capacity(ctx); err != nil || st.Capacity != 100 {
 			t.Fatalf("after another writer's 100%%: %+v, %v", st, err)
 		}
+		// Another writer's annotation and the Setter's capacity, one
+		// right after the other: whether the Setter's read was stale (a
+		// conflict, then a GET) or not, both land.
+		dep := getDeployment(t, env.Kube, ns, "web")
+		dep.Annotations["note"] = "theirs"
+		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			t.Fatal(err)
+		}
+		if dep := getDeployment(t, env.Kube, ns, "web"); dep.Annotations["note"] != "theirs" || *dep.Spec.Replicas != 2 {
+			t.Fatalf("after a racing write: annotations %v, %d replicas", dep.Annotations, *dep.Spec.Replicas)
+		}
 		c := s.Counts()
+		t.Logf("a write right after another writer's: %d conflicts", c.Conflicts)
 		if c.Reads != before.Reads+c.Conflicts || c.CachedReads < before.CachedReads+8 || c.Watches != 1 {
 			t.Fatalf("with live subscriptions: %+v, then %+v: want no GET (but one per conflict) and 1 watch", before, c)
 		}
