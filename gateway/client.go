@@ -36,6 +36,9 @@ func (r RouteRef) kind() string {
 	return r.Kind
 }
 
+// key is r with its kind spelled out, to key maps.
+func (r RouteRef) key() RouteRef { r.Kind = r.kind(); return r }
+
 func (r RouteRef) String() string { return r.kind() + " " + r.Namespace + "/" + r.Name }
 
 // route is an HTTPRoute or a GRPCRoute.

@@ -28,7 +28,12 @@
 //     current generation ([Router.Weights]), plus [Config].SettleDelay for
 //     data planes that report before traffic moves;
 //   - RBAC: get, update and watch on the managed routes by name ([Router]);
-//     [Router.Notify] watches each route by name and never lists.
+//     [Router.Notify] watches each route by name and never lists;
+//   - while a [Router.Notify] subscription is live, the Router reads each
+//     route from what its watch delivered (one watch per route, however
+//     many subscriptions), not from the API server: a rollout driven by
+//     rollout.Runner.Run makes a handful of GETs, not one per reconcile
+//     ([Counts] tells the GETs from the reads the watch answered).
 //
 // # Traffic extras
 //

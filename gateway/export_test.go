@@ -14,3 +14,13 @@ func SetWatchOptions(r *Router, timeout, minBackoff time.Duration) {
 
 // Watching returns the number of r's watch loops still running.
 func Watching(r *Router) int64 { return r.watches.Running.Load() }
+
+// Cached reports whether every route of r is read from its watch.
+func Cached(r *Router) bool {
+	for _, sh := range r.shared {
+		if !sh.Cache.Fed() {
+			return false
+		}
+	}
+	return true
+}

@@ -34,11 +34,30 @@ type subscription struct {
 // Each watch is re-established when the server closes it, resuming from
 // the last resourceVersion seen (a watch that cannot resume reports the
 // route again, one extra wake), with a backoff while the API server
-// refuses or ends watches at once, until ctx ends; then every goroutine
-// Notify started returns promptly, and wake is not called again (Notify
-// tracks them with rollout.TrackNotify: a Runner's Run returns after
-// them). An event of another object (a server that ignored the field
-// selector) is dropped.
+// refuses or ends watches at once, until the last subscription's ctx
+// ends; then every goroutine Notify started returns promptly, and wake is
+// not called again once ctx has ended (Notify tracks each subscription
+// with rollout.TrackNotify, the last one until the watch's goroutine has
+// returned: a Runner's Run returns after them). An event of another
+// object (a server that ignored the field selector) is dropped.
+//
+// Reads from the watch. The watch of a route is shared by every live
+// subscription (the first opens it, the last to end closes it; Counts
+// reports one watch per route), and while one is live the Router reads
+// the route from what that watch delivered instead of the API server:
+// Weights, Routes, Claim, and the read of every read-modify-write
+// (SetWeights, SetRoutes, Release). A read reports the newest version
+// known: the watch's, or the answer to the Router's own last write (or
+// GET) until the watch delivers that version or a later one, so it never
+// reports a version older than the Router's own write. Another writer's
+// change is seen once the watch delivered it; a write based on a version
+// the watch has not replaced yet loses the optimistic-concurrency race
+// (409), and its retry reads the API server. The Router reads the API
+// server until the watch has delivered the route, while the watch is down
+// (between a watch ending and the next one opening), and once every
+// subscription has ended. A deleted route is reported not found from the
+// watch. The AnnotationStore built by NewAnnotationStore or
+// NewAnnotationStoreForClientset reads the API server.
 //
 // Notify opens the first watch of every route before it returns, and
 // returns an error, watching nothing, when the server refuses one for good
@@ -59,8 +78,7 @@ func (r *Router) Notify(ctx context.Context, wake func()) error {
 		opts.Own = &r.own
 		opts.Changed = func(prev, next runtime.Object) bool { return r.changed(ref, prev, next) }
 		opts.Namespace = ref.Namespace
-		opts.Ended = rollout.TrackNotify(ctx)
-		if err := watchloop.Start(ctx, ref.Name, start, wake, &r.watches, opts); err != nil {
+		if err := r.shared[ref.key()].Subscribe(ctx, ref.Name, start, wake, rollout.TrackNotify(ctx), &r.watches, opts); err != nil {
 			cancel()
 			return fmt.Errorf("gateway: %s: %w", ref, err)
 		}

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -138,6 +141,9 @@ func (c *Config) Validate() error {
 // rollout waits until the side reports the revision. examples/gateway
 // deploys the canary image on the canary Deployment this way.
 //
+// While a Notify subscription is live, the Router reads the routes from
+// what their watches delivered, not from the API server (see Notify).
+//
 // The Router and the AnnotationStore need only get and update on the
 // managed routes, and Notify watch on the same names (never a list or a
 // watch of the collection); CreateOrAdopt additionally needs create on the
@@ -161,7 +167,11 @@ type Router struct {
 	counts Counts
 	// subs are the live Notify subscriptions, woken when a SettleDelay
 	// ends (no event marks it).
-	subs    map[*subscription]struct{}
+	subs map[*subscription]struct{}
+	// shared is the one watch of each managed route, shared by every
+	// Notify subscription; its Cache serves the route's reads while it
+	// runs (watchedRoutes).
+	shared  map[RouteRef]*watchloop.Shared
 	watches watchloop.Stats
 	// watchOpts tune the watches (tests shorten them).
 	watchOpts watchloop.Options
@@ -181,11 +191,17 @@ type acceptance struct {
 	at         time.Time
 }
 
-// Counts are the API calls a Router made.
+// Counts are the API calls a Router made. The zero value counts nothing.
 type Counts struct {
+	// Reads are the GETs of a route sent to the API server; Writes the
+	// updates that succeeded, Conflicts those refused with a conflict.
 	Reads, Writes, Conflicts int
-	// Watches are the watch requests Notify made: one per route, and one
-	// more each time a watch is re-established.
+	// CachedReads are the reads of a route answered from what its watch
+	// delivered (while a Notify subscription is live), with no request.
+	CachedReads int
+	// Watches are the watch requests Notify made: one per route however
+	// many subscriptions share it, and one more each time a watch is
+	// re-established or started again after every subscription ended.
 	Watches int
 }
 
@@ -224,8 +240,13 @@ func newRouter(api routes, cfg Config) (*Router, error) {
 		cfg.MaxConflictRetries = defaultConflictRetries
 	}
 	cfg.Clock = clock.OrReal(cfg.Clock)
-	r := &Router{cfg: cfg, seen: map[RouteRef]acceptance{}}
-	r.api = countedRoutes{api: api, r: r}
+	r := &Router{cfg: cfg, seen: map[RouteRef]acceptance{}, shared: map[RouteRef]*watchloop.Shared{}}
+	for _, ref := range cfg.Routes {
+		if r.shared[ref.key()] == nil {
+			r.shared[ref.key()] = &watchloop.Shared{}
+		}
+	}
+	r.api = watchedRoutes{api: countedRoutes{api: api, r: r}, r: r}
 	return r, nil
 }
 
@@ -273,6 +294,78 @@ func (c countedRoutes) update(ctx context.Context, rt route) error {
 
 func (c countedRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
 	return c.api.watch(ctx, ref, opts) // counted by the watch loop
+}
+
+// watchedRoutes answers the reads of a route from what its shared watch
+// delivered (watchloop.Cache), while a Notify subscription keeps the watch
+// running and it is open and filled; otherwise it reads through api. The
+// answers of the Router's writes and reads are handed to the Cache, so a
+// read never reports a version older than the Router's last write, and a
+// write that conflicts makes the next read (the retry's) go to the API
+// server.
+type watchedRoutes struct {
+	api routes // countedRoutes: the requests sent
+	r   *Router
+}
+
+func (c watchedRoutes) cache(ref RouteRef) *watchloop.Cache {
+	if sh := c.r.shared[ref.key()]; sh != nil {
+		return &sh.Cache
+	}
+	return nil
+}
+
+func (c watchedRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
+	cache := c.cache(ref)
+	if cache != nil {
+		if obj, ok := cache.Get(); ok {
+			c.r.mu.Lock()
+			c.r.counts.CachedReads++
+			c.r.mu.Unlock()
+			if rt, ok := routeOf(obj); ok {
+				return rt, nil
+			}
+			return route{}, apierrors.NewNotFound(schema.GroupResource{Group: gwv1.GroupName, Resource: strings.ToLower(ref.kind()) + "s"}, ref.Name)
+		}
+	}
+	rt, err := c.api.get(ctx, ref)
+	if err == nil && cache != nil {
+		cache.Saw(rt.object())
+	}
+	return rt, err
+}
+
+func (c watchedRoutes) update(ctx context.Context, rt route) error {
+	ref := RouteRef{Kind: KindHTTPRoute, Namespace: rt.meta().Namespace, Name: rt.meta().Name}
+	if rt.grpc != nil {
+		ref.Kind = KindGRPCRoute
+	}
+	base := rt.meta().ResourceVersion
+	err := c.api.update(ctx, rt)
+	cache := c.cache(ref)
+	switch {
+	case cache == nil:
+	case err == nil:
+		cache.Saw(rt.object(), base)
+	case apierrors.IsConflict(err):
+		cache.Stale()
+	}
+	return err
+}
+
+func (c watchedRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
+	return c.api.watch(ctx, ref, opts)
+}
+
+// routeOf is the route obj holds; false for a nil or another object.
+func routeOf(obj runtime.Object) (route, bool) {
+	switch o := obj.(type) {
+	case *gwv1.HTTPRoute:
+		return route{http: o}, o != nil
+	case *gwv1.GRPCRoute:
+		return route{grpc: o}, o != nil
+	}
+	return route{}, false
 }
 
 // apiError turns an API error into the adapter's error vocabulary.

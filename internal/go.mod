@@ -5,10 +5,12 @@ go 1.26.0
 replace github.com/upshift-dev/upshift => ../
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/upshift-dev/upshift v0.0.0-00010101000000-000000000000
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	pgregory.net/rapid v1.3.0
 )
 
 require (

@@ -93,7 +93,44 @@ type Options struct {
 	// event of such a write, in the middle of a watch, wakes nobody (the
 	// writer knows what it wrote, and the world has not answered yet).
 	Own *Own
+	// Observe, when set, is told what the watch knows of the object, in
+	// the watch's order and from the loop's goroutine (after Start's own
+	// first watch, from Start): every watch opened (afresh or resuming),
+	// every version of the object delivered (the initial state of a watch
+	// opened afresh included) and its deletion, before Changed and Own
+	// judge it, and every watch ended. Cache.observe is such a hook.
+	Observe func(Observation)
 }
+
+// Observation is one thing a loop tells Options.Observe.
+type Observation struct {
+	Kind ObservationKind
+	// Object is the object delivered (KindObject), or the last state of
+	// the deleted one (KindDeleted); nil otherwise.
+	Object runtime.Object
+}
+
+// ObservationKind says what an Observation reports.
+type ObservationKind int
+
+const (
+	// KindOpened: a watch is open that resumes from the last
+	// resourceVersion seen, so what the earlier ones delivered still
+	// holds and every change since follows.
+	KindOpened ObservationKind = iota + 1
+	// KindOpenedAfresh: a watch is open that did not resume: the
+	// object, if it exists, is delivered next (KindObject) and whatever
+	// was delivered before no longer counts; an object that does not
+	// exist is not reported at all.
+	KindOpenedAfresh
+	// KindObject: a version of the object (added or modified).
+	KindObject
+	// KindDeleted: the object was deleted.
+	KindDeleted
+	// KindClosed: the watch ended (the server closed it, it failed, or
+	// ctx ended): until the next KindOpened, changes go unseen.
+	KindClosed
+)
 
 // Own remembers the resourceVersions of an adapter's latest writes. Safe
 // for concurrent use; the zero value is ready.
@@ -293,7 +330,18 @@ func (l *loop) open(ctx context.Context) (watch.Interface, error) {
 		}
 		return nil, fmt.Errorf("watching %s: %w", l.name, err)
 	}
+	if opts.ResourceVersion == "" {
+		l.observe(Observation{Kind: KindOpenedAfresh})
+	} else {
+		l.observe(Observation{Kind: KindOpened})
+	}
 	return w, nil
+}
+
+func (l *loop) observe(o Observation) {
+	if l.opt.Observe != nil {
+		l.opt.Observe(o)
+	}
 }
 
 // run consumes w (nil after a failed open, whose error is err) and every
@@ -327,6 +375,7 @@ func (l *loop) run(ctx context.Context, w watch.Interface, err error) {
 
 // consume reads w's events until it closes or ctx ends.
 func (l *loop) consume(ctx context.Context, w watch.Interface) {
+	defer l.observe(Observation{Kind: KindClosed})
 	defer w.Stop()
 	for {
 		select {
@@ -342,6 +391,7 @@ func (l *loop) consume(ctx context.Context, w watch.Interface) {
 					continue
 				}
 				l.remember(ev)
+				l.observe(Observation{Kind: KindObject, Object: ev.Object})
 				if l.relevant(ctx, ev) && ctx.Err() == nil {
 					l.wake()
 				}
@@ -350,6 +400,7 @@ func (l *loop) consume(ctx context.Context, w watch.Interface) {
 					continue
 				}
 				l.remember(ev)
+				l.observe(Observation{Kind: KindDeleted, Object: ev.Object})
 				l.prev = nil
 				if ctx.Err() == nil {
 					l.wake()

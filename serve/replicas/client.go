@@ -120,8 +120,11 @@ func crTyped[T client.Object](c client.Client, kind, ns, name string, full int32
 		return nil
 	}
 	s.get = func(ctx context.Context) (*liveWorkload, error) {
-		o := newObj()
-		if err := c.Get(ctx, key, o); err != nil {
+		o, err := readThrough(s, func() (T, error) {
+			o := newObj()
+			return o, c.Get(ctx, key, o)
+		})
+		if err != nil {
 			return nil, err
 		}
 		if k, ok := s.written.resolve(o).(T); ok {
@@ -137,13 +140,16 @@ func crTyped[T client.Object](c client.Client, kind, ns, name string, full int32
 			if err == nil {
 				s.written.wrote(o, base)
 			}
+			s.wrote(o, err, base)
 			return err
 		}
 		w.confirm = func(ctx context.Context) error {
 			// The workload as read, written back unchanged: the API
 			// server writes nothing, or answers a stale read with a
 			// conflict.
-			return c.Update(ctx, o.DeepCopyObject().(T))
+			err := c.Update(ctx, o.DeepCopyObject().(T))
+			s.wrote(nil, err)
+			return err
 		}
 		return w, nil
 	}
@@ -171,8 +177,11 @@ func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, f
 		return nil
 	}
 	s.get = func(ctx context.Context) (*liveWorkload, error) {
-		u := newObj()
-		if err := c.Get(ctx, key, u); err != nil {
+		u, err := readThrough(s, func() (*unstructured.Unstructured, error) {
+			u := newObj()
+			return u, c.Get(ctx, key, u)
+		})
+		if err != nil {
 			return nil, err
 		}
 		if k, ok := s.written.resolve(u).(*unstructured.Unstructured); ok {
@@ -197,6 +206,7 @@ func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, f
 			err := c.SubResource("scale").Update(ctx, u.DeepCopy(), client.WithSubResourceBody(sc))
 			end(resourceVersion(sc, err))
 			if err != nil {
+				s.wrote(nil, err)
 				return err
 			}
 			next := u.DeepCopy()
@@ -213,6 +223,7 @@ func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, f
 			if err == nil {
 				s.written.wrote(next, base, scaled)
 			}
+			s.wrote(next, err, base, scaled)
 			return err
 		}
 		return w, nil

@@ -7,7 +7,6 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -24,14 +23,34 @@ var _ rollout.Notifier = (*Deployer)(nil)
 // changes none of them, nor on the Setter's (or its Deployers') own
 // writes: the wake comes when the workload's controller answers them.
 //
+// One watch. The Setter and its Deployers share one watch of the
+// workload: the first subscription (a Notify of the Setter or of any of
+// its Deployers) opens it, every change wakes every live subscription, and
+// the last one to end closes it; Counts reports one watch per workload.
+//
 // The watch is re-established when the server closes it, resuming from the
 // last resourceVersion seen (a watch that cannot resume reports the
 // workload again, one extra wake), with a backoff while the API server
-// refuses or ends watches at once, until ctx ends; then the goroutine
-// Notify started returns promptly, and wake is not called again (Notify
-// tracks it with rollout.TrackNotify: a Runner's Run returns after it).
-// An event of another object (a server that ignored the field selector)
-// is dropped.
+// refuses or ends watches at once, until the last subscription's ctx
+// ends; then the goroutine Notify started returns promptly, and wake is
+// not called again once ctx has ended (Notify tracks each subscription
+// with rollout.TrackNotify, the last one until the watch's goroutine has
+// returned: a Runner's Run returns after it). An event of another object
+// (a server that ignored the field selector) is dropped.
+//
+// Reads from the watch. While a subscription is live, the Setter and its
+// Deployers read the workload from what the watch delivered instead of the
+// API server (Capacity, Revision, and the read of SetCapacity, Deploy,
+// Claim and Release), with the lag handled as for a cache-backed client
+// (see ForClient): a read reports the answer to their own last write
+// until the watch delivers that version or a later one, so it never
+// reports a version older than their own write; another writer's change
+// is seen once the watch delivered it; a write based on a version the
+// watch has not replaced yet conflicts, and its retry reads the API
+// server. They read the API server until the watch has delivered the
+// workload, while the watch is down, and once every subscription has
+// ended.
+//
 // Notify opens the first watch before it returns, and returns an error
 // when the server refuses it for good (Forbidden without watch on the
 // workload's name), or when ForClient was given a client that is not a
@@ -46,8 +65,7 @@ func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	opts.Own = &s.own
 	opts.Changed = s.reportChanged
 	opts.Namespace = s.ns
-	opts.Ended = rollout.TrackNotify(ctx)
-	if err := watchloop.Start(ctx, s.name, s.watch, wake, &s.watches, opts); err != nil {
+	if err := s.shared.Subscribe(ctx, s.name, s.watch, wake, rollout.TrackNotify(ctx), &s.watches, opts); err != nil {
 		return fmt.Errorf("replicas: %s: %w", s.ref, err)
 	}
 	return nil

@@ -31,8 +31,8 @@ func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 	}
 }
 
-// TestNotifyDeployment: the Setter and the Deployer of a Deployment wake
-// on a write of its status (its controller answering) and of its replicas
+// TestNotifyDeployment: the Setter and the Deployer of a Deployment share
+// one watch, and wake on a write of its status (its controller answering) and of its replicas
 // by someone else, not on their own writes of its replicas and template,
 // nor on a status write that changes nothing they report;
 // another Deployment wakes nobody; ctx stops the watch.
@@ -53,8 +53,12 @@ func TestNotifyDeployment(t *testing.T) {
 		if err := d.Notify(ctx, wd.Wake); err != nil {
 			t.Fatal(err)
 		}
-		waitWatching(t, s, 2)
-		wd.Drain() // the first event of each watch
+		waitWatching(t, s, 1) // one watch, shared by the Setter and its Deployer
+		if n := s.Counts().Watches; n != 1 {
+			t.Fatalf("%d watch requests for the Setter and its Deployer, want 1", n)
+		}
+		w.Drain() // the first event of the watch
+		wd.Drain()
 		w.Quiet(t, "the Deployer's own deploy", func() {
 			if err := d.Deploy(ctx, "v2"); err != nil {
 				t.Fatal(err)

@@ -33,7 +33,10 @@
 //   - Setters and Deployers claim their workload for one rollout
 //     ([ClaimAnnotation]) and watch it by name ([Setter.Notify]), so RBAC
 //     needs get, update and watch on that name only (see [ForClient] for a
-//     cache).
+//     cache);
+//   - a Setter and its Deployers share one watch of their workload, and
+//     while it is subscribed they read the workload from what it delivered,
+//     not from the API server ([Setter.Notify]; [Setter.Counts]).
 package replicas
 
 import (
@@ -42,7 +45,9 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -149,9 +154,15 @@ type Setter struct {
 	templated bool
 	// watch starts a watch of the workload (a name field selector in
 	// its namespace), for Notify.
-	watch     watchloop.Func
-	watches   watchloop.Stats
-	watchOpts watchloop.Options // tests shorten them
+	watch watchloop.Func
+	// shared is the one watch of the workload, shared by the Setter's
+	// and its Deployers' subscriptions; its Cache serves their reads
+	// while it runs (readThrough).
+	shared             watchloop.Shared
+	reads, cachedReads atomic.Int64
+	conflicts          atomic.Int64
+	watches            watchloop.Stats
+	watchOpts          watchloop.Options // tests shorten them
 	// own remembers the resourceVersions of the Setter's (and its
 	// Deployers') writes, whose watch events wake nobody.
 	own watchloop.Own
@@ -197,16 +208,20 @@ func ForDeployment(cs kubernetes.Interface, w Workload) *Setter {
 		return nil
 	}
 	s.get = func(ctx context.Context) (*liveWorkload, error) {
-		d, err := cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		d, err := readThrough(s, func() (*appsv1.Deployment, error) {
+			return cs.AppsV1().Deployments(namespace).Get(ctx, name, metav1.GetOptions{})
+		})
 		if err != nil {
 			return nil, err
 		}
 		w := deploymentWorkload(d)
 		w.setReplica = func(n int32) { d.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
+			base := d.ResourceVersion
 			end := s.own.Begin()
 			out, err := cs.AppsV1().Deployments(namespace).Update(ctx, d, metav1.UpdateOptions{})
 			end(resourceVersion(out, err))
+			s.wrote(out, err, base)
 			return err
 		}
 		return w, nil
@@ -279,16 +294,20 @@ func ForStatefulSet(cs kubernetes.Interface, w Workload) *Setter {
 		return nil
 	}
 	s.get = func(ctx context.Context) (*liveWorkload, error) {
-		ss, err := cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		ss, err := readThrough(s, func() (*appsv1.StatefulSet, error) {
+			return cs.AppsV1().StatefulSets(namespace).Get(ctx, name, metav1.GetOptions{})
+		})
 		if err != nil {
 			return nil, err
 		}
 		w := statefulSetWorkload(ss)
 		w.setReplica = func(n int32) { ss.Spec.Replicas = &n }
 		w.update = func(ctx context.Context) error {
+			base := ss.ResourceVersion
 			end := s.own.Begin()
 			out, err := cs.AppsV1().StatefulSets(namespace).Update(ctx, ss, metav1.UpdateOptions{})
 			end(resourceVersion(out, err))
+			s.wrote(out, err, base)
 			return err
 		}
 		return w, nil
@@ -314,7 +333,9 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, w Workl
 		return nil
 	}
 	s.get = func(ctx context.Context) (*liveWorkload, error) {
-		u, err := res.Get(ctx, name, metav1.GetOptions{})
+		u, err := readThrough(s, func() (*unstructured.Unstructured, error) {
+			return res.Get(ctx, name, metav1.GetOptions{})
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -336,6 +357,7 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, w Workl
 			scaled, err := res.Update(ctx, sc, metav1.UpdateOptions{}, "scale")
 			end(resourceVersion(scaled, err))
 			if err != nil {
+				s.wrote(nil, err)
 				return err
 			}
 			fresh, err := res.Get(ctx, name, metav1.GetOptions{})
@@ -346,11 +368,71 @@ func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, w Workl
 			end = s.own.Begin()
 			out, err := res.Update(ctx, fresh, metav1.UpdateOptions{})
 			end(resourceVersion(out, err))
+			s.wrote(out, err, meta.ResourceVersion, scaled.GetResourceVersion(), fresh.GetResourceVersion())
 			return err
 		}
 		return w, nil
 	}
 	return s
+}
+
+// readThrough reads the workload from what the Setter's watch delivered
+// (watchloop.Cache) while a Notify subscription keeps it running, open and
+// filled, and otherwise with get, whose answer the Cache keeps.
+func readThrough[T runtime.Object](s *Setter, get func() (T, error)) (T, error) {
+	if obj, ok := s.shared.Cache.Get(); ok {
+		if obj == nil {
+			var zero T
+			s.cachedReads.Add(1)
+			return zero, apierrors.NewNotFound(schema.GroupResource{Group: s.group, Resource: strings.ToLower(s.kind) + "s"}, s.name)
+		}
+		if t, ok := obj.(T); ok {
+			s.cachedReads.Add(1)
+			return t, nil
+		}
+	}
+	s.reads.Add(1)
+	t, err := get()
+	if err == nil {
+		s.shared.Cache.Saw(t)
+	}
+	return t, err
+}
+
+// wrote hands the answer of a write of the workload to the Cache (with
+// bases, the versions it replaced), or, when the write lost a race, makes
+// the next read, the retry's, go to the API server.
+func (s *Setter) wrote(out runtime.Object, err error, bases ...string) {
+	switch {
+	case apierrors.IsConflict(err):
+		s.conflicts.Add(1)
+		s.shared.Cache.Stale()
+	case err == nil && out != nil && !reflect.ValueOf(out).IsNil():
+		s.shared.Cache.Saw(out, bases...)
+	}
+}
+
+// Counts are the API requests a Setter and its Deployers made for the
+// workload. The zero value counts nothing.
+type Counts struct {
+	// Reads are the GETs of the workload sent to the API server (the
+	// reads of a write through the scale subresource excluded).
+	Reads int
+	// CachedReads are the reads answered from what the watch delivered.
+	CachedReads int
+	// Conflicts are the writes refused with a conflict (each retried
+	// from a GET).
+	Conflicts int
+	// Watches are the watch requests: one for the Setter and all its
+	// Deployers, and one more each time it is re-established or started
+	// again after every subscription ended.
+	Watches int
+}
+
+// Counts returns the requests made so far.
+func (s *Setter) Counts() Counts {
+	return Counts{Reads: int(s.reads.Load()), CachedReads: int(s.cachedReads.Load()), Conflicts: int(s.conflicts.Load()),
+		Watches: int(s.watches.Watches.Load())}
 }
 
 // resourceVersion is the resourceVersion a write returned, "" if it failed.

@@ -197,6 +197,8 @@ type e2e struct {
 	// revision each side ran.
 	weights []string
 	n       int
+	// settle, when set, runs after the simulated controller's step.
+	settle func()
 }
 
 var (
@@ -347,6 +349,9 @@ func (g *e2e) run(t *testing.T, s strategy.State, stop func(strategy.State) bool
 		g.n++
 		g.check(t, s, "after the reconcile")
 		g.ctrl.step(t)
+		if g.settle != nil {
+			g.settle()
+		}
 		g.check(t, s, "after the controller")
 		a, b := getDeployment(t, g.env.Kube, g.ns, "web-a"), getDeployment(t, g.env.Kube, g.ns, "web-b")
 		if total := *a.Spec.Replicas + *b.Spec.Replicas; total > fullReplicas+2 {
