@@ -36,7 +36,8 @@ import (
 // B, the deploy hop included) through rollout.Runner.Run on the real clock
 // against a real kube-apiserver: the gateway Router on an HTTPRoute, a
 // Setter and a Deployer per Deployment (10 replicas each, the managed
-// capacity mode), the state in a gateway.AnnotationStore on the route. The
+// capacity mode), the state on the route in the Router's AnnotationStore (a
+// rollout.HopStore: each weight hop writes the state with it). The
 // benchmark plays the Deployment controller (the pods of simController,
 // driven by a watch of the Deployments: it steps on every spec change, and
 // pods it starts become ready benchReadyDelay, 50 ms, later) and the
@@ -190,7 +191,11 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	}
 	a := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: fullReplicas})
 	bs := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: fullReplicas})
-	store := &countingStore{Store: gateway.NewAnnotationStore(wc, ref)}
+	hs, err := router.AnnotationStore(ref) // each weight hop writes the state with it
+	if err != nil {
+		b.Fatal(err)
+	}
+	store := &countingStore{Store: hs}
 	var hops, reconciles int
 	runner := &rollout.Runner{Strategy: strat, Router: router, A: a, B: bs,
 		RevisionA: deployer(b, a), RevisionB: deployer(b, bs), Store: store,
@@ -320,6 +325,25 @@ type countingStore struct {
 func (s *countingStore) Save(ctx context.Context, st strategy.State) error {
 	s.saves.Add(1)
 	return s.Store.Save(ctx, st)
+}
+
+// SaveWeights, SaveRoutes and Moves forward the rollout.HopStore of the
+// Router's AnnotationStore (a weight hop's write carries the state: it is
+// no save of its own); Moves sees through pollRouter.
+func (s *countingStore) SaveWeights(ctx context.Context, w rollout.Weights, st strategy.State) error {
+	return s.Store.(rollout.HopStore).SaveWeights(ctx, w, st)
+}
+
+func (s *countingStore) SaveRoutes(ctx context.Context, r rollout.Routes, st strategy.State) error {
+	return s.Store.(rollout.HopStore).SaveRoutes(ctx, r, st)
+}
+
+func (s *countingStore) Moves(r rollout.TrafficRouter) bool {
+	if p, ok := r.(pollRouter); ok {
+		r = p.r
+	}
+	hs, ok := s.Store.(rollout.HopStore)
+	return ok && hs.Moves(r)
 }
 
 // pollRouter, pollSetter and pollDeployer forward only the methods of the
