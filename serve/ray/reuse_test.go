@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -420,5 +421,86 @@ func TestReuseAndAnotherWriter(t *testing.T) {
 	}
 	if tc, _ := rs.TargetCapacity(); tc == nil || *tc != 50 {
 		t.Errorf("target_capacity %v, want the other writer's 50", tc)
+	}
+}
+
+// gated answers one GET from the cluster as it is when the GET arrives,
+// but holds the answer back until released: an answer that left the
+// cluster before a write and reaches the adapter after it.
+type gated struct {
+	h http.Handler
+
+	mu     sync.Mutex
+	armed  bool
+	served chan struct{}
+	open   chan struct{}
+}
+
+func (g *gated) arm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.armed, g.served, g.open = true, make(chan struct{}), make(chan struct{})
+}
+
+func (g *gated) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	hold := g.armed && r.Method == http.MethodGet
+	if hold {
+		g.armed = false
+	}
+	served, open := g.served, g.open
+	g.mu.Unlock()
+	if !hold {
+		g.h.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	g.h.ServeHTTP(rec, r)
+	close(served)
+	<-open
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	_, _ = w.Write(rec.Body.Bytes())
+}
+
+// TestReuseDropsAnAnswerFromBeforeAWrite: a GET sent before a write whose
+// answer arrives after it is not kept, even at the same instant of the
+// clock: the next read sends a GET and reports the write.
+func TestReuseDropsAnAnswerFromBeforeAWrite(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC))
+	rs := raytest.New(raytest.Options{Clock: clk})
+	g := &gated{h: rs}
+	dash := &counted{h: g}
+	r, dp := revAdapter(t, "http://ray.test", inProcess(dash), func(c *ray.Config) { c.Clock = clk })
+	if err := dp.Deploy(ctx, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	g.arm()
+	slow := make(chan rollout.CapacityStatus)
+	go func() {
+		st, err := r.Capacity(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		slow <- st
+	}()
+	<-g.served // the cluster answered: at target_capacity 0
+	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+		t.Fatal(err)
+	}
+	close(g.open)
+	if st := <-slow; st.Capacity != 0 {
+		t.Fatalf("the read sent before the write: %+v, want capacity 0", st)
+	}
+	gets, _ := dash.count()
+	st, err := r.Capacity(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, _ := dash.count(); g-gets != 1 || st.Capacity != 50 {
+		t.Errorf("the read after the write: %d GETs, %+v; want 1 GET, capacity 50", g-gets, st)
 	}
 }
