@@ -60,9 +60,8 @@ func (a *answers) fresh() *instanceDetails {
 	return a.last.d
 }
 
-// sending notes a GET about to be sent; kept keeps its answer d, if
-// nothing written meanwhile makes it stale. An answer older than the one
-// kept is dropped.
+// sending notes a GET about to be sent: the instant, and what keep needs
+// to tell whether a PUT came in between.
 func (a *answers) sending() (at time.Time, gen uint64, clean bool) {
 	at = a.clk.Now()
 	a.mu.Lock()
@@ -70,6 +69,9 @@ func (a *answers) sending() (at time.Time, gen uint64, clean bool) {
 	return at, a.gen, a.writing == 0
 }
 
+// keep keeps d, the answer to a GET that sending noted, unless a PUT was
+// in flight when it was sent or started or ended since, or the answer kept
+// is younger.
 func (a *answers) keep(d *instanceDetails, at time.Time, gen uint64, clean bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -553,12 +553,13 @@ func (r *Ray) current() *serveConfig {
 // for a Steady request (Percent must then be 100): PUT
 // {Dashboard}/api/serve/applications/ with Content-Type application/json and
 // the Serve config, every field of it kept, with "target_capacity" set. It
-// reads the cluster first and writes nothing when the applied config already
-// has that target capacity and the managed applications as configured: the
-// comparison is with what the cluster reports, never with what this process
-// sent last, so a cluster that restarted or was changed by hand is written
-// again. A request out of
-// range, and a 400 from Ray, are permanent errors; see HTTPError.
+// reads the cluster first (a GET of its own, never a reused answer) and
+// writes nothing when the applied config already has that target capacity
+// and the managed applications as configured: the comparison is with what
+// the cluster reports, never with what this process sent last, so a
+// cluster that restarted or was changed by hand is written again. A
+// request out of range, and a 400 from Ray, are permanent errors; see
+// HTTPError.
 //
 // With Config.Revisions set it writes the config of the revision the
 // cluster runs, never another: the one this adapter last deployed or
