@@ -15,7 +15,10 @@
 // Router; the Runner's state is kept on the same route by the gateway
 // AnnotationStore (built in one place, newStore); notifications are on:
 // Run subscribes to the Router's watch and to the Ray adapters' polls
-// after their writes.
+// after their writes. The adapters' reads reuse a cluster's last answer
+// (a read's, a poll's, a write's) for up to 2 s unless they wrote since
+// (serve/ray's Config.ReadMaxAge, at its default), so a reconcile woken by
+// a poll reads what the poll got.
 //
 // Nothing runs a gateway controller in that environment, so the tests play
 // one: an informer of the route and a worker that, a short delay
@@ -37,7 +40,9 @@
 //	route PUTs / move       every PUT of the route over the weight moves
 //	API reads               GETs and LISTs (watches apart)
 //	409 conflicts           answers 409 to the upgrade's requests
-//	dashboard reads         GETs of both clusters' applications
+//	dashboard reads         GETs of both clusters' applications: Run's
+//	                        own and the adapters' polls, beside what a
+//	                        2 s poll of both clusters makes
 //
 // The package has no API. TestRayUpgrade, a shorter upgrade (interval 1 s)
 // that checks the safety invariant (no side ever observed with less ready

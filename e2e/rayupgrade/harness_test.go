@@ -438,6 +438,16 @@ func (r result) totalWrites() int {
 	return n
 }
 
+// pollEvery is the poll the dashboard reads compare with: the Ray
+// adapters' ReadMaxAge, which defaults to their NotifyMaxInterval.
+const pollEvery = ray.DefaultNotifyMaxInterval
+
+// pollReads is how many GETs a poll of both clusters every pollEvery
+// makes over the upgrade, one at its start included.
+func (r result) pollReads() int {
+	return 2 * (int(r.took/pollEvery) + 1)
+}
+
 // minRamp is the least the ramp can take: the interval between each two
 // weight moves.
 func (r result) minRamp() time.Duration {
@@ -475,8 +485,8 @@ func (r result) table() string {
 	row("HTTPRoute PUTs per weight move (all)", "%.2f (%d PUTs, %d moves)", r.putsPerMove(), r.routePuts, len(r.moves))
 	row("API reads in the upgrade", "%d (%d GETs, %d LISTs; %d watches)", r.gets+r.lists, r.gets, r.lists, r.watches)
 	d := r.dashboard[0] + r.dashboard[1]
-	row("dashboard reads", "%d (A %d, B %d; Run's %d, polls for notifications %d; PUTs A %d, B %d)",
-		d, r.dashboard[0], r.dashboard[1], r.runGets, d-r.runGets, r.dashPuts[0], r.dashPuts[1])
+	row("dashboard reads", "%d (A %d, B %d; Run's %d, polls for notifications %d; PUTs A %d, B %d; a %v poll of both clusters: %d)",
+		d, r.dashboard[0], r.dashboard[1], r.runGets, d-r.runGets, r.dashPuts[0], r.dashPuts[1], pollEvery, r.pollReads())
 	row("409 conflicts", "%d (gateway status writes: %d, %d refused)", r.conflicts, r.player.written, r.player.conflicts)
 	var hs []string
 	for _, k := range slices.Sorted(maps.Keys(r.hops)) {

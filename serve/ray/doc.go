@@ -38,7 +38,9 @@
 //     cluster running a config of no known revision only loses capacity
 //     ([Ray.SetCapacity]);
 //   - ready capacity counts replicas against Ray's rounding ([Ray.Capacity]);
-//   - Ray Serve has no watch: [Ray.Notify] polls briefly after each write;
+//   - Ray Serve has no watch: [Ray.Notify] polls briefly after each write,
+//     and reads reuse an answer younger than [Config].ReadMaxAge (2 s)
+//     unless the adapter wrote since (see [Ray]);
 //   - with [Config].Token the dashboard's token goes in one header
 //     ([Config].TokenHeader); redirects off the dashboard are refused
 //     ([RedirectError]);

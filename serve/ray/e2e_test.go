@@ -62,7 +62,13 @@ func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 	ctx := context.Background()
 	rsA, srvA := cluster(t, raytest.Options{StartPolls: 2, StopPolls: 1})
 	rsB, srvB := cluster(t, raytest.Options{BuildPolls: 1, StartPolls: 2, StopPolls: 2})
-	a, b := adapter(t, srvA.URL, e2eConfig), adapter(t, srvB.URL, e2eConfig)
+	// The adapters age the answers they reuse on the Runner's clock: a
+	// read reuses the last answer for up to ReadMaxAge (2 s) of it, so
+	// the reconciles 1 s apart see a cluster that moves only every other
+	// one (it moves when polled), and the checks hold of reused answers.
+	clock := fake.NewClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
+	onClock := func(c *ray.Config) { c.Clock = clock }
+	a, b := adapter(t, srvA.URL, e2eConfig, onClock), adapter(t, srvB.URL, e2eConfig, onClock)
 
 	// The old cluster serves everything, in its steady state.
 	if err := a.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
@@ -73,7 +79,6 @@ func TestIncrementalUpgradeBetweenRayClusters(t *testing.T) {
 		t.Fatalf("old cluster not ready: %+v %v", st, err)
 	}
 
-	clock := fake.NewClock(time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC))
 	router := fake.NewRouter(clock)
 	wa := &watched{CapacitySetter: a, side: strategy.SideA, router: router}
 	wb := &watched{CapacitySetter: b, side: strategy.SideB, router: router}

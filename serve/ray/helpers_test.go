@@ -60,6 +60,15 @@ func adapter(t TB, dashboard, config string, edit ...func(*ray.Config)) *ray.Ray
 	return r
 }
 
+// noReuse turns the reuse of answers off (Config.ReadMaxAge negative), so
+// that every read is a GET: for tests in which each read is one step of
+// the emulated cluster (it moves one step per GET of its applications),
+// or must see at once what the test changed behind the adapter's back
+// (raytest's Advance, FailDeployment, SetDemand, another writer's PUT),
+// which a reused answer would show only once it is ReadMaxAge old. What
+// those tests check is what one answer means, not when it is read.
+func noReuse(c *ray.Config) { c.ReadMaxAge = -1 }
+
 // handlerTransport serves requests with a handler in process, without a
 // network: for property tests that make thousands of requests.
 type handlerTransport struct{ h http.Handler }

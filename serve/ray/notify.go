@@ -65,6 +65,10 @@ var (
 // which a Runner's Run waits for before it returns) only once no poll it
 // took part in is still running, so no GET and no wake of it follows.
 //
+// Each poll's answer is kept for the reads (Config.ReadMaxAge): the
+// reconcile a poll wakes uses the answer that poll got rather than
+// sending a GET of its own.
+//
 // The baseline of the first poll is the cluster as the write read it just
 // before the PUT, so the write itself (a new target capacity, a new config)
 // wakes the subscribers at the first poll. A GET that fails counts as no

@@ -273,12 +273,18 @@ func TestNotifyOverlappingWrites(t *testing.T) {
 			t.Fatalf("%d PUTs, want the deploy and the capacity", rs.Puts())
 		}
 		drain(t, clk, rs, t0)
+		polled := rs.Polls()
 		if st := revision(t, dp, "v1"); !st.Updated {
 			t.Fatalf("revision %+v, want v1 updated", st)
 		}
-		// The last wake is the GET that saw v1 built, and the last GET.
-		if last := w.polls[len(w.polls)-1]; last != rs.Polls()-1 {
-			t.Errorf("last wake at GET %d, last GET before Revision %d: polled on after the goal, or stopped before it", last, rs.Polls()-1)
+		// The last wake is the GET that saw v1 built, and the last GET;
+		// Revision reads the answer that poll got (it is fresh: no time
+		// has passed on the clock since), with no GET of its own.
+		if last := w.polls[len(w.polls)-1]; last != polled {
+			t.Errorf("last wake at GET %d, last GET %d: polled on after the goal, or stopped before it", last, polled)
+		}
+		if rs.Polls() != polled {
+			t.Errorf("Revision sent %d GETs right after the poll that saw v1 built, want 0 (its answer reused)", rs.Polls()-polled)
 		}
 		t.Logf("wakes at %v (GETs %v)", w.at, w.polls)
 	})

@@ -67,7 +67,10 @@ func TestReadyProperty(t *testing.T) {
 		cfg, _ := json.Marshal(map[string]any{
 			"applications": []any{map[string]any{"name": "app", "import_path": "m:app", "deployments": list}},
 		})
-		side := adapter(t, "http://ray.test", string(cfg), inProcess(rs))
+		// Every read is a GET (noReuse): the emulator moves one step per
+		// GET, and check compares each observation with the emulator as
+		// it is then, SetDemand included.
+		side := adapter(t, "http://ray.test", string(cfg), inProcess(rs), noReuse)
 
 		last := rollout.CapacityRequest{Percent: 100, Steady: true}
 		asked := false

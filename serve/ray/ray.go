@@ -123,8 +123,21 @@ type Config struct {
 	// brings the interval back to NotifyMinInterval. Negative values are
 	// invalid.
 	NotifyMinInterval, NotifyMaxInterval time.Duration
-	// Clock times the polls of Notify; nil means clock.Real. Tests use
-	// fake.Clock.
+	// ReadMaxAge is how old an answer of the dashboard may be for Capacity,
+	// Observe and Deployer.Revision to use it rather than send a GET of
+	// their own: the most recent answer to any GET of the applications
+	// this adapter sent (a read's, a poll of Notify's, the one a write
+	// sends before its PUT), while it is younger than ReadMaxAge, counted
+	// from the instant its GET was sent, and no PUT of this adapter
+	// (SetCapacity, Deploy) started since that GET was sent. 0 means
+	// NotifyMaxInterval (as defaulted: 2 s), so that a Runner woken by a
+	// poll of Notify reads the answer that poll got, and reads no cluster
+	// more often than a NotifyMaxInterval poll would; a negative value
+	// turns the reuse off: every read is a GET. See Ray for what a reused
+	// answer may hide.
+	ReadMaxAge time.Duration
+	// Clock times the polls of Notify and the age of the answers reads
+	// reuse (ReadMaxAge); nil means clock.Real. Tests use fake.Clock.
 	Clock clock.Clock
 }
 
@@ -326,6 +339,42 @@ func errOrNull(err error) error {
 // cluster runs, and Deployer returns the rollout.Deployer that changes it;
 // see Deployer.
 //
+// Reuse of answers. Ray Serve has no watch: every observation is a GET of
+// the applications. So that a Runner that reconciles often (woken by
+// the route's watch, by Notify, by its requeue) does not read each
+// cluster at every reconcile, Capacity, Observe and Deployer.Revision
+// use the most recent answer this value got to any GET of the
+// applications (a read's own, a poll of Notify's, the GET a write sends
+// before its PUT) while it is younger than Config.ReadMaxAge (2 s by
+// default) and this value has written nothing since, and send a GET
+// otherwise:
+//
+//   - What a read reports is at most ReadMaxAge old, counted from the
+//     instant its GET was sent: like a poll at that interval, or an
+//     informer's lag. A change someone else makes (a replica that fails,
+//     a config another tool PUTs, a cluster that restarts) shows within
+//     ReadMaxAge.
+//   - The adapter's own writes are never hidden: once a SetCapacity or
+//     Deploy of this value (or of its Deployer) has sent a PUT, every read
+//     reports a GET sent after that PUT returned, whether it succeeded or
+//     failed (a failed PUT may have been applied); a GET sent before or
+//     during the PUT is not kept, even if its answer comes after it.
+//   - A write decides on a GET of its own: SetCapacity and Deploy read the
+//     cluster just before they write, never from a kept answer, and keep
+//     what they read for the next reads when they write nothing.
+//   - Errors are never kept: a GET that fails or whose answer does not
+//     decode returns its error and changes nothing kept.
+//   - The answer is this value's, shared by its Deployer and by every
+//     Runner and caller that uses the value (safe for concurrent use:
+//     callers that find no fresh answer at the same time each send a
+//     GET); another Ray value for the same dashboard keeps its own, and
+//     its writes are, for this one, someone else's. An older answer never
+//     replaces a younger one.
+//   - Within one reconcile (rollout.ReadOnce) Capacity and Revision see
+//     one answer, as before.
+//
+// A negative Config.ReadMaxAge turns the reuse off: every read is a GET.
+//
 // Rounding. Ray rounds a deployment's capacity-adjusted replica count half
 // up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
 // ready) and would carry more traffic than it can serve. The adapter
@@ -359,6 +408,8 @@ type Ray struct {
 	client         *http.Client
 	// poll polls the cluster after writes for Notify.
 	poll *poller
+	// answers keeps the last answer of the dashboard for the reads.
+	answers *answers
 }
 
 var _ rollout.CapacitySetter = (*Ray)(nil)
@@ -435,6 +486,7 @@ func New(c Config) (*Ray, error) {
 	}
 	r.client.CheckRedirect = sameOriginRedirects(u, r.client.CheckRedirect)
 	r.poll = newPoller(r, &c)
+	r.answers = newAnswers(&c, r.poll.max)
 	return r, nil
 }
 
@@ -501,12 +553,13 @@ func (r *Ray) current() *serveConfig {
 // for a Steady request (Percent must then be 100): PUT
 // {Dashboard}/api/serve/applications/ with Content-Type application/json and
 // the Serve config, every field of it kept, with "target_capacity" set. It
-// reads the cluster first and writes nothing when the applied config already
-// has that target capacity and the managed applications as configured: the
-// comparison is with what the cluster reports, never with what this process
-// sent last, so a cluster that restarted or was changed by hand is written
-// again. A request out of
-// range, and a 400 from Ray, are permanent errors; see HTTPError.
+// reads the cluster first (a GET of its own, never a reused answer) and
+// writes nothing when the applied config already has that target capacity
+// and the managed applications as configured: the comparison is with what
+// the cluster reports, never with what this process sent last, so a
+// cluster that restarted or was changed by hand is written again. A
+// request out of range, and a 400 from Ray, are permanent errors; see
+// HTTPError.
 //
 // With Config.Revisions set it writes the config of the revision the
 // cluster runs, never another: the one this adapter last deployed or
@@ -573,7 +626,7 @@ func (r *Ray) putCapacity(ctx context.Context, d *instanceDetails, c, cur *serve
 	if applied(d, c, write) {
 		return nil
 	}
-	if _, err := r.do(ctx, http.MethodPut, r.putURL, c.body(req.Steady, write.Percent)); err != nil {
+	if err := r.put(ctx, c.body(req.Steady, write.Percent)); err != nil {
 		return err
 	}
 	r.poll.wrote(d, capacityGoal(write))
@@ -609,8 +662,9 @@ func deployedAs(d *instanceDetails, a appConfig) bool {
 }
 
 // Capacity reports the managed applications' capacity, ready capacity,
-// settledness and health, derived from one GET of
-// {Dashboard}/api/serve/applications/?api_type=declarative: target_capacity
+// settledness and health, derived from one answer to a GET of
+// {Dashboard}/api/serve/applications/?api_type=declarative (its own, or
+// a fresh one the adapter already has: see Ray's reuse of answers): target_capacity
 // and, for every managed application, its status and message, and for each
 // of its deployments the status, message, num_replicas or
 // autoscaling_config, target_num_replicas and the state of every replica.
@@ -651,7 +705,7 @@ func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 // runs, or while the adapter does not know it (after a restart, before
 // Deployer.Revision recognised it) every application the cluster runs.
 func (r *Ray) Observe(ctx context.Context) (ServeStatus, error) {
-	d, err := rollout.ReadOnce(ctx, r, r.get) // shared with the Deployer's read in one reconcile
+	d, err := rollout.ReadOnce(ctx, r, r.read) // shared with the Deployer's read in one reconcile
 	if err != nil {
 		return ServeStatus{}, err
 	}
@@ -674,14 +728,6 @@ func (r *Ray) observe(d *instanceDetails) ServeStatus {
 		o.Capacity = a.percent // the cluster holds the rounding-up of what was asked
 	}
 	return o
-}
-
-func (r *Ray) get(ctx context.Context) (*instanceDetails, error) {
-	b, err := r.do(ctx, http.MethodGet, r.getURL, nil)
-	if err != nil {
-		return nil, err
-	}
-	return decodeInstanceDetails(b)
 }
 
 // do sends one request and returns the body of a 2xx answer.

@@ -24,7 +24,7 @@ import (
 func TestSetAndObserve(t *testing.T) {
 	ctx := context.Background()
 	rs, srv := cluster(t, raytest.Options{StartPolls: 2, StopPolls: 1})
-	r := adapter(t, srv.URL, llmConfig)
+	r := adapter(t, srv.URL, llmConfig, noReuse) // each Capacity is a poll of the emulator
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestResponseBound(t *testing.T) {
 func TestUnhealthy(t *testing.T) {
 	ctx := context.Background()
 	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
-	r := adapter(t, srv.URL, llmConfig)
+	r := adapter(t, srv.URL, llmConfig, noReuse) // sees the failures the test injects at once
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestAutoscaling(t *testing.T) {
 	rs, srv := cluster(t, raytest.Options{StartPolls: 1})
 	cfg := `{"applications": [{"name": "chat", "import_path": "chat:app", "deployments": [
 	  {"name": "LLM", "autoscaling_config": {"min_replicas": 4, "max_replicas": 12, "initial_replicas": 6}}]}]}`
-	r := adapter(t, srv.URL, cfg)
+	r := adapter(t, srv.URL, cfg, noReuse) // sees the load the test sets at once
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 		t.Fatal(err)
 	}

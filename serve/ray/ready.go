@@ -131,7 +131,10 @@ func evaluate(d *instanceDetails, apps []string) ServeStatus {
 	if d == nil {
 		d = &instanceDetails{}
 	}
-	o.TargetCapacity = d.TargetCapacity
+	if tc := d.TargetCapacity; tc != nil {
+		v := *tc // the answer may be shared by later reads: the caller gets its own
+		o.TargetCapacity = &v
+	}
 	o.Capacity, o.Steady = 100, true
 	if tc := d.TargetCapacity; tc != nil {
 		o.Capacity, o.Steady = int32(math.Floor(min(max(*tc, 0), 100))), false

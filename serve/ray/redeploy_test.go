@@ -117,7 +117,13 @@ func walkBackRedeployedCanary(t *testing.T, otherTC string, after []string) {
 		rs.ServingFunc(router.Serving(s))
 		srv := httptest.NewServer(rs)
 		t.Cleanup(srv.Close)
-		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions)})
+		// Every read is a GET (ReadMaxAge negative): the test pins the
+		// walk back that the first reconcile after the other writer's PUT
+		// starts, to the PUT. With answers reused the Runner sees that
+		// PUT up to ReadMaxAge later, and may first ask B for more
+		// capacity, which SetCapacity's own GET refuses or turns into a
+		// write of B's config as it runs (TestReuseAndAnotherWriter).
+		r, err := ray.New(ray.Config{Dashboard: srv.URL, Revisions: ray.RevisionMap(revisions), ReadMaxAge: -1})
 		if err != nil {
 			t.Fatal(err)
 		}

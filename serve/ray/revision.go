@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -117,7 +116,7 @@ func (dp *Deployer) Deploy(ctx context.Context, revision string) error {
 		}
 		return rollout.Permanent(serr)
 	}
-	if _, err := r.do(ctx, http.MethodPut, r.putURL, c.body(false, 0)); err != nil {
+	if err := r.put(ctx, c.body(false, 0)); err != nil {
 		return err
 	}
 	r.setCurrent(c)
@@ -125,7 +124,8 @@ func (dp *Deployer) Deploy(ctx context.Context, revision string) error {
 	return nil
 }
 
-// Revision reads the cluster (one GET) and reports the revision whose
+// Revision reads the cluster (one GET, or a fresh answer the adapter
+// already has: see Ray's reuse of answers) and reports the revision whose
 // config it runs: expect's, or the one this adapter last deployed or
 // recognised, when every application of that revision's config is live
 // with a deployed_app_config equal to it (the same JSON value) and no other
@@ -152,7 +152,7 @@ func (dp *Deployer) Revision(ctx context.Context, expect string) (rollout.Revisi
 		}
 		want = c
 	}
-	d, err := rollout.ReadOnce(ctx, r, r.get) // shared with the Ray's read in one reconcile
+	d, err := rollout.ReadOnce(ctx, r, r.read) // shared with the Ray's read in one reconcile
 	if err != nil {
 		return rollout.RevisionStatus{}, err
 	}

@@ -96,7 +96,7 @@ func revision(t *testing.T, d *ray.Deployer, expect string) rollout.RevisionStat
 func TestDeployAtZero(t *testing.T) {
 	ctx := context.Background()
 	rs, srv := cluster(t, raytest.Options{BuildPolls: 2, StartPolls: 1})
-	r, d := revAdapter(t, srv.URL)
+	r, d := revAdapter(t, srv.URL, noReuse) // each Revision is a poll of the emulator
 	if st := revision(t, d, "v1"); st != (rollout.RevisionStatus{}) {
 		t.Fatalf("an empty cluster reports %+v", st)
 	}
@@ -215,7 +215,7 @@ func TestRevisionExact(t *testing.T) {
 	if err := d.Deploy(ctx, "v2near"); err != nil {
 		t.Fatal(err)
 	}
-	_, fresh := revAdapter(t, srv.URL)
+	_, fresh := revAdapter(t, srv.URL, noReuse) // reads what the test PUTs behind its back at once
 	if st := revision(t, fresh, "v2"); st != (rollout.RevisionStatus{}) {
 		t.Errorf("v2near read as v2: %+v", st)
 	}
@@ -472,7 +472,7 @@ func TestDeployRenamesApplications(t *testing.T) {
 	ctx := context.Background()
 	rs, srv := cluster(t, raytest.Options{BuildPolls: 2, StartPolls: 1, StopPolls: 2})
 	alone := `{"applications": [{"name": "old", "route_prefix": "/old", "import_path": "old:app", "deployments": [{"name": "D", "num_replicas": 2}]}]}`
-	r, d := revAdapter(t, srv.URL, func(c *ray.Config) {
+	r, d := revAdapter(t, srv.URL, noReuse, func(c *ray.Config) { // each Revision is a poll of the emulator
 		c.Revisions = ray.RevisionMap(map[string]json.RawMessage{"old": json.RawMessage(alone), "v3": json.RawMessage(revV3)})
 	})
 	if err := d.Deploy(ctx, "old"); err != nil {

@@ -134,6 +134,9 @@ type upgradeSide struct {
 	rs    *raytest.Server
 	watch *configWatch
 	url   string
+	// clock is the Runner's, on which the adapters age the answers they
+	// reuse.
+	clock *fake.Clock
 	cap   *watched
 	dep   *ray.Deployer
 }
@@ -141,7 +144,7 @@ type upgradeSide struct {
 // connect builds the adapters anew, as a process does when it starts.
 func (u *upgradeSide) connect(t *testing.T, router *fake.Router, revisions map[string]json.RawMessage) {
 	t.Helper()
-	r, err := ray.New(ray.Config{Dashboard: u.url, Revisions: ray.RevisionMap(revisions)})
+	r, err := ray.New(ray.Config{Dashboard: u.url, Revisions: ray.RevisionMap(revisions), Clock: u.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +181,7 @@ func TestRevisionUpgradesBetweenRayClusters(t *testing.T) {
 		w := newConfigWatch(rs, router.Serving(side), revisions)
 		srv := httptest.NewServer(w)
 		t.Cleanup(srv.Close)
-		u := &upgradeSide{side: side, rs: rs, watch: w, url: srv.URL}
+		u := &upgradeSide{side: side, rs: rs, watch: w, url: srv.URL, clock: clock}
 		u.connect(t, router, revisions)
 		sides[side] = u
 	}
