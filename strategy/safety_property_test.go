@@ -69,6 +69,12 @@ func genState(t *rapid.T) State {
 		UnhealthyCount:  rapid.Int32Range(-1, 5).Draw(t, "unhealthyCount"),
 		FailingSince:    genTime(t, "failingSince"),
 	}
+	if s.Observed.WeightApplied {
+		// Derived from draws already made, so that the cases saved under
+		// testdata/rapid replay as they were: sometimes within the
+		// interval since the hop, sometimes before it or far after it.
+		s.WeightAppliedAt = s.Observed.At
+	}
 	if rapid.Bool().Draw(t, "aborted") {
 		s.Aborted = &AbortStatus{Reason: "stored", At: genTime(t, "abortedAt"), Emergency: rapid.Bool().Draw(t, "emergency")}
 	}

@@ -337,9 +337,25 @@ type State struct {
 	// When the latest hop was asked for; the progress deadline counts from
 	// here until the hop is observed applied.
 	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
-	// When the weight was last moved (the strategy's interval counts from
-	// here).
+	// When the weight was last moved: the instant the hop was decided.
 	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
+	// When the weight asked for at weightChangedAt was first observed in
+	// force (observed.at of the first Step that saw the route hold it and
+	// the extras, accepted by the data plane; in the Replicas mode, the
+	// canary settled at its capacity; the Step's now if observed.at is
+	// absent), clamped to [weightChangedAt, the Step's now]; absent until
+	// then. The strategy's interval (Incremental)
+	// counts from here, or from weightChangedAt while it is absent, earlier
+	// than weightChangedAt, or not before weightChangedAt plus the
+	// interval: Step records it only for a weight first seen in force
+	// within the interval, so the next weight hop is never decided later
+	// than weightChangedAt plus twice the interval on its account. It is
+	// volatile (see Changed): it is stored with the next change. A caller
+	// that loses it (a restart, a status read back each reconcile) records
+	// it again from a later observation while the interval since
+	// weightChangedAt runs, and counts from weightChangedAt after that.
+	// Recorded only by strategies with an interval.
+	WeightAppliedAt metav1.MicroTime `json:"weightAppliedAt,omitzero"`
 	// When the current step began: for a pause, the moment the previous
 	// step was observed complete.
 	StepStartedAt metav1.MicroTime `json:"stepStartedAt,omitzero"`
