@@ -77,14 +77,16 @@
 //     mirror before the weight walks back and never raises them; a rollout
 //     ends with none; with sticky sessions the weight stops only on ticket
 //     values and never falls while it goes forward;
-//  16. intervals count from the world: no two weight hops are decided closer
-//     than the Interval ([Incremental]) to the instant the earlier was first
-//     observed in force (the route accepted with its weight and extras; the
-//     canary settled at its capacity in the Replicas mode), or to the end
-//     of the Interval since it was decided when it was first seen in force
-//     only after that (a promote and an abort excepted), for callers that
-//     keep the state in memory between Steps as package rollout's
-//     Runner.Run does. A caller that loses [State].WeightAppliedAt (it is
-//     volatile: [Changed]) counts from the decision, no later than twice
-//     the Interval after it, so nothing is ever postponed indefinitely.
+//  16. intervals count from the world: a weight hop is decided no sooner
+//     than the Interval ([Incremental]) after the previous weight hop's
+//     weight was first observed in force (the route accepted with its
+//     weight and extras; the canary settled at its capacity in the Replicas
+//     mode), or, when that took longer than the Interval, no sooner than
+//     the Interval after the previous hop was decided (a promote and an
+//     abort excepted), for callers that keep the state in memory between
+//     Steps as package rollout's Runner.Run does. A caller that loses
+//     [State].WeightAppliedAt (it is volatile: [Changed]) may count from
+//     the decision instead; the wait for the Interval never ends later than
+//     twice the Interval after the decision, so nothing is postponed
+//     indefinitely.
 package strategy

@@ -12,10 +12,11 @@ import (
 // TestIntervalFromTheWorld holds invariant 16 of the package doc: against a
 // world that applies each write after a random lag (and rejects routes,
 // stops answering, crashes), a caller that keeps the state in memory
-// between Steps as Runner.Run does never has two weight hops decided
-// closer than the interval to the instant the earlier was first observed in
-// force (or to the end of the interval since it was decided, when it was
-// first seen in force only after that), a promote and a walk back excepted.
+// between Steps as Runner.Run does never has a weight hop decided sooner
+// than the interval after the previous hop's weight was first observed in
+// force (or, when that took longer than the interval, sooner than the
+// interval after the previous hop was decided), a promote and a walk back
+// excepted.
 // For any caller, the wait for the interval never ends later than twice the
 // interval after the hop, so nothing is postponed indefinitely; a caller
 // that stores the state only when Changed says so, and reads it back on
