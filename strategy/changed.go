@@ -16,11 +16,12 @@ import (
 //     in the fields that do count: Desired, Phase, the conditions, the
 //     counters and the recorded instants;
 //   - HealthCheckedAt, the instant of the latest observation counted;
-//   - WeightAppliedAt, the instant the latest weight hop was first
-//     observed in force: the interval counts from it, but a state stored
-//     without it counts from WeightChangedAt (or records it again from a
-//     later observation), never later than WeightChangedAt plus twice the
-//     interval (see State.WeightAppliedAt);
+//   - WeightAppliedAt and WeightPendingAt, the instants the latest weight
+//     hop was first observed in force and last observed pending: the
+//     interval counts from the first, but a state stored without them
+//     counts from WeightChangedAt (or records it again from a later
+//     observation within the interval), so its wait ends no later than
+//     twice the interval after the hop (see State.WeightAppliedAt);
 //   - Message, the line about what the rollout waits for, which follows the
 //     observation (the conditions carry the reasons).
 //
@@ -28,9 +29,9 @@ import (
 // while nothing else changes nothing is written, and an upgrade writes its
 // state about once per hop. A state stored without its latest volatile
 // fields makes the same decisions once observed again, but for
-// WeightAppliedAt: without it an Incremental strategy counts its interval
-// from WeightChangedAt, or from a later observation of the weight in force
-// if one comes within the interval.
+// WeightAppliedAt and WeightPendingAt: without them an Incremental strategy
+// counts its interval from WeightChangedAt, or from a later observation of
+// the weight in force if one comes within the interval.
 //
 // A nil argument is a zero State.
 func Changed(prev, next *State) bool {
@@ -42,7 +43,8 @@ func Changed(prev, next *State) bool {
 		b = *next
 	}
 	for _, s := range []*State{&a, &b} {
-		s.Observed, s.HealthCheckedAt, s.WeightAppliedAt, s.Message = Observation{}, metav1.MicroTime{}, metav1.MicroTime{}, ""
+		s.Observed, s.HealthCheckedAt, s.Message = Observation{}, metav1.MicroTime{}, ""
+		s.WeightAppliedAt, s.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}
 	}
 	return !reflect.DeepEqual(a, b)
 }

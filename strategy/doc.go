@@ -81,12 +81,13 @@
 //     than the Interval ([Incremental]) after the previous weight hop's
 //     weight was first observed in force (the route accepted with its
 //     weight and extras; the canary settled at its capacity in the Replicas
-//     mode), or, when that took longer than the Interval, no sooner than
-//     the Interval after the previous hop was decided (a promote and an
-//     abort excepted), for callers that keep the state in memory between
-//     Steps as package rollout's Runner.Run does. A caller that loses
-//     [State].WeightAppliedAt (it is volatile: [Changed]) may count from
+//     mode), for callers that keep the state in memory between Steps as
+//     package rollout's Runner.Run does, when that observation came within
+//     the Interval since the hop or since a Step saw the weight pending;
+//     else no sooner than the Interval after the hop (a promote and an abort
+//     excepted). A caller that loses [State].WeightAppliedAt and
+//     [State].WeightPendingAt (they are volatile: [Changed]) may count from
 //     the decision instead; the wait for the Interval never ends later than
-//     twice the Interval after the decision, so nothing is postponed
-//     indefinitely.
+//     twice the Interval after the hop (or after the latest pending
+//     observation it stored), so nothing is postponed indefinitely.
 package strategy

@@ -111,7 +111,7 @@ func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d)
 // clock returns now, or the latest instant recorded in s if now is earlier:
 // time that runs backwards counts as no time passing.
 func clock(s *State, now time.Time) time.Time {
-	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.WeightAppliedAt, &s.StepStartedAt,
+	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.WeightAppliedAt, &s.WeightPendingAt, &s.StepStartedAt,
 		&s.ReachedAt, &s.FinishedAt, &s.PausedAt, &s.HealthCheckedAt, &s.LastCommandAt, &s.FailingSince} {
 		if t.Time.After(now) {
 			now = t.Time
@@ -830,7 +830,7 @@ func (r *run) holdDue() (time.Time, bool) {
 	}
 	if !e.canary {
 		if e.interval > 0 && !st.WeightChangedAt.IsZero() {
-			if end := st.intervalStart(e.interval).Add(e.interval); end.After(due) {
+			if end := st.intervalStart().Add(e.interval); end.After(due) {
 				due = end
 			}
 		}
@@ -1037,16 +1037,15 @@ func (r *run) take(h hop, interval time.Duration) {
 	}
 }
 
-// noteWeightApplied records State.WeightAppliedAt: the instant of the first
-// observation that shows the weight of the latest weight hop in force, if
-// that is within the strategy's interval since the hop (see
-// State.WeightAppliedAt). Only strategies with an interval record it.
+// noteWeightApplied records, for a strategy with an interval, what this
+// Step's observation shows of the latest weight hop (see
+// State.WeightAppliedAt and State.WeightPendingAt): the instant its weight
+// was first observed in force, if that is within the interval since the
+// hop or since a Step last saw it pending; else the instant it was seen
+// pending.
 func (r *run) noteWeightApplied() {
 	st, iv := r.st, r.e.interval
 	if iv <= 0 || st.WeightChangedAt.IsZero() || !st.WeightAppliedAt.Time.Before(st.WeightChangedAt.Time) {
-		return
-	}
-	if !r.e.mode.weightApplied(r.facts()) || !r.extrasApplied() {
 		return
 	}
 	at := st.Observed.At.Time
@@ -1056,17 +1055,30 @@ func (r *run) noteWeightApplied() {
 	if at.Before(st.WeightChangedAt.Time) {
 		at = st.WeightChangedAt.Time
 	}
-	if at.Before(after(st.WeightChangedAt, iv)) {
+	if !r.e.mode.weightApplied(r.facts()) || !r.extrasApplied() {
+		if st.Phase != PhaseAborting {
+			// Only a Step that then waits for the hop to be applied (and
+			// so looks again soon) notes it pending: a walk back goes on
+			// once the route holds the weight, and sleeps the interval.
+			st.WeightPendingAt = micro(at)
+		}
+		return
+	}
+	limit := after(st.WeightChangedAt, iv)
+	if p := st.WeightPendingAt.Time; !p.Before(st.WeightChangedAt.Time) && p.Add(iv).After(limit) {
+		limit = p.Add(iv)
+	}
+	if at.Before(limit) {
 		st.WeightAppliedAt = micro(at)
 	}
 }
 
 // intervalStart is the instant the interval since the latest weight hop
-// counts from: when its weight was first observed in force, if that was
-// recorded within the interval, else when it was decided.
-func (s *State) intervalStart(interval time.Duration) time.Time {
+// counts from: when its weight was first observed in force, if recorded,
+// else when it was decided.
+func (s *State) intervalStart() time.Time {
 	start := s.WeightChangedAt.Time
-	if a := s.WeightAppliedAt.Time; a.After(start) && a.Before(start.Add(interval)) {
+	if a := s.WeightAppliedAt.Time; a.After(start) {
 		return a
 	}
 	return start
@@ -1083,7 +1095,7 @@ func (s *State) NextWeightHopAt(interval time.Duration) time.Time {
 	if s.WeightChangedAt.IsZero() {
 		return time.Time{}
 	}
-	return s.intervalStart(interval).Add(interval)
+	return s.intervalStart().Add(interval)
 }
 
 // intervalWait reports whether a weight hop must wait for the interval, and
@@ -1093,7 +1105,7 @@ func (r *run) intervalWait(interval time.Duration) bool {
 	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() {
 		return false
 	}
-	if end := st.intervalStart(interval).Add(interval); r.now.Before(end) {
+	if end := st.intervalStart().Add(interval); r.now.Before(end) {
 		st.Message = msgWaitingInterval
 		r.d.RequeueAfter = end.Sub(r.now)
 		return true
@@ -1125,7 +1137,7 @@ func (r *run) hopped() {
 func (r *run) hopWeight(w int32) {
 	r.d.Weight = Target{Set: true, Value: w}
 	r.st.Desired.Weight = w
-	r.st.WeightChangedAt, r.st.WeightAppliedAt = micro(r.now), metav1.MicroTime{}
+	r.st.WeightChangedAt, r.st.WeightAppliedAt, r.st.WeightPendingAt = micro(r.now), metav1.MicroTime{}, metav1.MicroTime{}
 	r.hopped()
 }
 

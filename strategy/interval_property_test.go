@@ -14,11 +14,12 @@ import (
 // stops answering, crashes), a caller that keeps the state in memory
 // between Steps as Runner.Run does never has a weight hop decided sooner
 // than the interval after the previous hop's weight was first observed in
-// force (or, when that took longer than the interval, sooner than the
-// interval after the previous hop was decided), a promote and a walk back
-// excepted.
+// force, if that was within the interval since the hop or since a Step saw
+// it pending (else sooner than the interval after the hop), a promote and
+// a walk back excepted.
 // For any caller, the wait for the interval never ends later than twice the
-// interval after the hop, so nothing is postponed indefinitely; a caller
+// interval after the hop (or after the latest pending observation the
+// state holds), so nothing is postponed indefinitely; a caller
 // that stores the state only when Changed says so, and reads it back on
 // every reconcile, is held to that bound and to the old one (the interval
 // from the decision).
@@ -77,10 +78,10 @@ func intervalFromTheWorld(t *rapid.T) {
 	w.stable.ready = w.stable.readyFor(w.stable.asked)
 	stored := s // what a forgetful caller reads back
 	now := t0
-	// The latest weight hop: when it was decided and when its weight was
-	// first observed in force (zero until then), to the microsecond, as
-	// the state records them.
-	var hopAt, seenAt time.Time
+	// The latest weight hop: when it was decided, when a Step last saw its
+	// weight pending and when its weight was first observed in force (zero
+	// until then), to the microsecond, as the state records them.
+	var hopAt, pendingAt, seenAt time.Time
 	for i := 0; i < 300; i++ {
 		checkedActions.Add(1)
 		switch a := rapid.IntRange(0, 31).Draw(t, "intervalAction"); {
@@ -99,12 +100,22 @@ func intervalFromTheWorld(t *rapid.T) {
 				s = stored
 			}
 			observeWorld(&s, w, now)
-			if !hopAt.IsZero() && seenAt.IsZero() && inForce(&s, mode) {
-				seenAt = micro(now).Time // as the state records instants: to the microsecond
+			if !hopAt.IsZero() && seenAt.IsZero() && s.Observed.Error == "" {
+				if inForce(&s, mode) {
+					seenAt = micro(now).Time // as the state records instants: to the microsecond
+				} else if s.Phase != PhaseAborting {
+					pendingAt = micro(now).Time
+				}
 			}
 			d := checkStep(t, strat, s, now)
 			if d.State.Message == msgWaitingInterval {
-				if end, latest := now.Add(d.WatchedRequeueAfter), s.WeightChangedAt.Time.Add(2*iv); end.After(latest) {
+				// Bounded for any caller: twice the interval after the hop,
+				// or after the latest pending observation the state holds.
+				from := s.WeightChangedAt.Time
+				if p := s.WeightPendingAt.Time; p.After(from) {
+					from = p
+				}
+				if end, latest := now.Add(d.WatchedRequeueAfter), from.Add(2*iv); end.After(latest) {
 					t.Fatalf("the interval since the hop at %s ends at %s, after twice the interval (%s)", s.WeightChangedAt.Format("15:04:05.000"),
 						end.Format("15:04:05.000"), latest.Format("15:04:05.000"))
 				}
@@ -112,8 +123,11 @@ func intervalFromTheWorld(t *rapid.T) {
 			if hop := !d.State.WeightChangedAt.Equal(&s.WeightChangedAt); hop {
 				exempt := s.PromoteRequested || s.PromoteFullRequested || s.Phase == PhaseAborting || d.State.Phase == PhaseAborting
 				if !hopAt.IsZero() && !exempt {
-					start := hopAt
-					if !forgetful && !seenAt.IsZero() && seenAt.Before(hopAt.Add(iv)) {
+					start, limit := hopAt, hopAt.Add(iv)
+					if !pendingAt.IsZero() && pendingAt.Add(iv).After(limit) {
+						limit = pendingAt.Add(iv)
+					}
+					if !forgetful && !seenAt.IsZero() && seenAt.Before(limit) {
 						start = seenAt
 					}
 					if now.Before(start.Add(iv)) {
@@ -121,7 +135,7 @@ func intervalFromTheWorld(t *rapid.T) {
 							d.State.Desired.Weight, now.Format("15:04:05.000"), hopAt.Format("15:04:05.000"), seenAt.Format("15:04:05.000"), iv)
 					}
 				}
-				hopAt, seenAt = micro(now).Time, time.Time{}
+				hopAt, pendingAt, seenAt = micro(now).Time, time.Time{}, time.Time{}
 			}
 			t.Logf("step at %s: %s desired %+v observed w%d applied %v -> %s %s (%s)", now.Format("15:04:05.000"), s.Phase, s.Desired,
 				s.Observed.Weight, s.Observed.WeightApplied, d.State.Phase, hopString(&d), d.State.Message)

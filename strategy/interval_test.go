@@ -123,6 +123,31 @@ func TestIntervalCountsFromTheWorld(t *testing.T) {
 			{Weight: 20, AppliedAt: none},
 		},
 	}, {
+		name: "seen pending within the interval, in force only after it: counted from the world",
+		steps: []reconcile{
+			{at: 25 * s, weight: 10, applied: false}, // landed, not accepted yet
+			{at: 40 * s, weight: 10, applied: true},
+			{at: 70*s - time.Microsecond, weight: 10, applied: true},
+			{at: 70 * s, weight: 10, applied: true},
+		},
+		want: []outcome{
+			{Weight: none, AppliedAt: none},
+			{Weight: none, Interval: 30 * s, AppliedAt: 40 * s},
+			{Weight: none, Interval: time.Microsecond, AppliedAt: 40 * s},
+			{Weight: 20, AppliedAt: none},
+		},
+	}, {
+		name:      "a forgetful caller loses the pending observation: counted from the decision",
+		forgetful: true,
+		steps: []reconcile{
+			{at: 25 * s, weight: 10, applied: false},
+			{at: 40 * s, weight: 10, applied: true},
+		},
+		want: []outcome{
+			{Weight: none, AppliedAt: none},
+			{Weight: 20, AppliedAt: none},
+		},
+	}, {
 		name: "a promote skips the interval counted from the world",
 		steps: []reconcile{
 			{at: 9 * s, weight: 10, applied: true},
@@ -229,8 +254,7 @@ func TestWeightAppliedAtRecorded(t *testing.T) {
 		{"after now: now", mt(t0.Add(20 * s)), t0.Add(7 * s), metav1.MicroTime{}, mt(t0.Add(7 * s)), t0.Add(37 * s)},
 		{"already recorded: kept", mt(t0.Add(6 * s)), t0.Add(7 * s), mt(t0.Add(3 * s)), mt(t0.Add(3 * s)), t0.Add(33 * s)},
 		{"stored from an earlier hop: recorded anew", mt(t0.Add(6 * s)), t0.Add(7 * s), mt(t0.Add(-time.Minute)), mt(t0.Add(6 * s)), t0.Add(36 * s)},
-		// Counted from the hop, the interval is over: the next hop now.
-		{"stored beyond the interval: ignored", mt(t0.Add(40 * s)), t0.Add(40 * s), mt(t0.Add(35 * s)), metav1.MicroTime{}, t0.Add(70 * s)},
+		{"recorded late: kept", mt(t0.Add(40 * s)), t0.Add(40 * s), mt(t0.Add(35 * s)), mt(t0.Add(35 * s)), t0.Add(65 * s)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -95,7 +95,7 @@ func (r *run) replicaHop(c int32, interval time.Duration) {
 	forward := c > r.st.Desired.CanaryCapacity
 	r.hopCanary(c)
 	r.st.Desired.Weight = c
-	r.st.WeightChangedAt, r.st.WeightAppliedAt = micro(r.now), metav1.MicroTime{}
+	r.st.WeightChangedAt, r.st.WeightAppliedAt, r.st.WeightPendingAt = micro(r.now), metav1.MicroTime{}, metav1.MicroTime{}
 	if forward {
 		r.st.PromoteRequested = false
 	}

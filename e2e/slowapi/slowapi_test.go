@@ -36,8 +36,13 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 const interval = time.Second
 
 // holds are how long the proxy holds the weight-changing writes, by their
-// index, cycled: every other write is slow.
-var holds = []time.Duration{600 * time.Millisecond, 0, 450 * time.Millisecond, 0, 700 * time.Millisecond, 0}
+// index, cycled: every other write is slow. They leave the Runner some
+// 400 ms of the interval to look at the route once before the interval
+// since the decision ends: the strategy records the weight in force only
+// within the interval since the hop or since a Step saw it pending
+// (strategy.State.WeightAppliedAt), so a write slower than the interval
+// from decision to the next reconcile would count from the decision.
+var holds = []time.Duration{600 * time.Millisecond, 0, 400 * time.Millisecond, 0, 500 * time.Millisecond, 0}
 
 var (
 	stableBackend = gateway.Backend{Name: "web-a", Port: 8080}
@@ -62,6 +67,8 @@ type slowWrites struct {
 	mu     sync.Mutex
 	last   []int32 // the weights of the latest write that landed
 	writes []landed
+	puts   int // every PUT of the route, weights or not
+	failed int // those the API server refused (409 Conflict: retried)
 }
 
 func (p *slowWrites) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -80,10 +87,13 @@ func (p *slowWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	w := weightsOf(&rt)
 	p.mu.Lock()
+	p.puts++
 	changing, k := !slices.Equal(w, p.last), len(p.writes)
 	p.mu.Unlock()
 	if !changing {
-		return p.base.RoundTrip(req)
+		resp, err := p.base.RoundTrip(req)
+		p.count(resp, err)
+		return resp, err
 	}
 	hold := holds[k%len(holds)]
 	select {
@@ -94,6 +104,7 @@ func (p *slowWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 	forwarded := time.Now()
 	resp, err := p.base.RoundTrip(req)
 	answered := time.Now()
+	p.count(resp, err)
 	if err == nil && resp.StatusCode/100 == 2 {
 		p.mu.Lock()
 		p.writes = append(p.writes, landed{weights: w, held: hold, forwarded: forwarded, answered: answered})
@@ -103,10 +114,19 @@ func (p *slowWrites) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-func (p *slowWrites) landed() []landed {
+func (p *slowWrites) count(resp *http.Response, err error) {
+	if err == nil && resp.StatusCode/100 == 2 {
+		return
+	}
+	p.mu.Lock()
+	p.failed++
+	p.mu.Unlock()
+}
+
+func (p *slowWrites) landed() (ws []landed, puts, failed int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return slices.Clone(p.writes)
+	return slices.Clone(p.writes), p.puts, p.failed
 }
 
 // weightsOf lists the weights of every backendRef of the route, rule by
@@ -269,7 +289,8 @@ func rollOut(t *testing.T, strat strategy.Strategy) []landed {
 	if end.Phase != strategy.PhaseSucceeded {
 		t.Fatalf("Run ended in phase %s: %s", end.Phase, end.Message)
 	}
-	ws := slow.landed()
+	ws, puts, failed := slow.landed()
+	t.Logf("%d route PUTs in the upgrade (weights and state): %d refused and retried, %d weight writes", puts, failed, len(ws))
 	if len(ws) != 10 {
 		t.Fatalf("%d weight writes landed, want 10 (10%% steps): %+v", len(ws), ws)
 	}
@@ -300,7 +321,7 @@ func gaps(t *testing.T, ws []landed) []time.Duration {
 }
 
 // TestSlowWritesKeepTheInterval: at a 1 s interval, with every other weight
-// write held 450-700 ms on its way to the API server, no two weight
+// write held 400-600 ms on its way to the API server, no two weight
 // writes land closer than the interval: forwarded(k+1) - answered(k) >=
 // 1 s for every k. The subtest "decision" runs the same upgrade with the
 // interval counted from each hop's decision (the behaviour before
