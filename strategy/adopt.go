@@ -224,6 +224,7 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 	now := micro(r.now)
 	st.Phase = PhaseProgressing
 	st.StartedAt, st.StepStartedAt, st.WeightChangedAt = now, now, now
+	st.WeightAppliedAt, st.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}
 	st.HopAt, st.ReachedAt, st.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}, metav1.MicroTime{}
 	st.StepIndex, st.StepsHash = 0, ""
 	if r.e.canary {

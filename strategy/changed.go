@@ -16,13 +16,22 @@ import (
 //     in the fields that do count: Desired, Phase, the conditions, the
 //     counters and the recorded instants;
 //   - HealthCheckedAt, the instant of the latest observation counted;
+//   - WeightAppliedAt and WeightPendingAt, the instants the latest weight
+//     hop was first observed in force and last observed pending: the
+//     interval counts from the first, but a state stored without them
+//     counts from WeightChangedAt (or records it again from a later
+//     observation within the interval), so its wait ends no later than
+//     twice the interval after the hop (see State.WeightAppliedAt);
 //   - Message, the line about what the rollout waits for, which follows the
 //     observation (the conditions carry the reasons).
 //
 // Store a state, or write an object's status, only when Changed says so:
 // while nothing else changes nothing is written, and an upgrade writes its
 // state about once per hop. A state stored without its latest volatile
-// fields makes the same decisions once observed again.
+// fields makes the same decisions once observed again, but for
+// WeightAppliedAt and WeightPendingAt: without them an Incremental strategy
+// counts its interval from WeightChangedAt, or from a later observation of
+// the weight in force if one comes within the interval.
 //
 // A nil argument is a zero State.
 func Changed(prev, next *State) bool {
@@ -35,6 +44,7 @@ func Changed(prev, next *State) bool {
 	}
 	for _, s := range []*State{&a, &b} {
 		s.Observed, s.HealthCheckedAt, s.Message = Observation{}, metav1.MicroTime{}, ""
+		s.WeightAppliedAt, s.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}
 	}
 	return !reflect.DeepEqual(a, b)
 }

@@ -58,6 +58,7 @@ func (s *State) CheckClock(now time.Time) error {
 		at   *metav1.MicroTime
 	}{
 		{"startedAt", &s.StartedAt}, {"hopAt", &s.HopAt}, {"weightChangedAt", &s.WeightChangedAt},
+		{"weightAppliedAt", &s.WeightAppliedAt}, {"weightPendingAt", &s.WeightPendingAt},
 		{"stepStartedAt", &s.StepStartedAt}, {"reachedAt", &s.ReachedAt}, {"finishedAt", &s.FinishedAt},
 		{"pausedAt", &s.PausedAt}, {"healthCheckedAt", &s.HealthCheckedAt}, {"lastCommandAt", &s.LastCommandAt},
 		{"failingSince", &s.FailingSince},

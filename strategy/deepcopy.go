@@ -57,6 +57,7 @@ func (in *State) DeepCopyInto(out *State) {
 	in.DesiredExtras.DeepCopyInto(&out.DesiredExtras)
 	for _, t := range [...]struct{ from, to *metav1.MicroTime }{
 		{&in.StartedAt, &out.StartedAt}, {&in.HopAt, &out.HopAt}, {&in.WeightChangedAt, &out.WeightChangedAt},
+		{&in.WeightAppliedAt, &out.WeightAppliedAt}, {&in.WeightPendingAt, &out.WeightPendingAt},
 		{&in.StepStartedAt, &out.StepStartedAt}, {&in.ReachedAt, &out.ReachedAt}, {&in.FinishedAt, &out.FinishedAt},
 		{&in.PausedAt, &out.PausedAt}, {&in.HealthCheckedAt, &out.HealthCheckedAt}, {&in.LastCommandAt, &out.LastCommandAt},
 	} {

@@ -65,6 +65,8 @@ func populated() strategy.State {
 		StartedAt:            at(4),
 		HopAt:                at(5),
 		WeightChangedAt:      at(6),
+		WeightAppliedAt:      at(15),
+		WeightPendingAt:      at(16),
 		StepStartedAt:        at(7),
 		ReachedAt:            at(8),
 		FinishedAt:           at(9),
@@ -159,7 +161,7 @@ func TestDeepCopy(t *testing.T) {
 	cp.Conditions[0].LastTransitionTime = metav1.NewTime(t9)
 	cp.Conditions[1].Status = metav1.ConditionFalse
 	cp.Conditions = append(cp.Conditions, metav1.Condition{Type: "New"})
-	for _, p := range []*metav1.MicroTime{&cp.StartedAt, &cp.HopAt, &cp.WeightChangedAt, &cp.StepStartedAt, &cp.ReachedAt,
+	for _, p := range []*metav1.MicroTime{&cp.StartedAt, &cp.HopAt, &cp.WeightChangedAt, &cp.WeightAppliedAt, &cp.WeightPendingAt, &cp.StepStartedAt, &cp.ReachedAt,
 		&cp.FinishedAt, &cp.PausedAt, &cp.HealthCheckedAt, &cp.LastCommandAt, &cp.Observed.At} {
 		*p = mt(t9)
 	}

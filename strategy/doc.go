@@ -76,5 +76,18 @@
 //  15. extras are hops like weights: an abort drops the header route and the
 //     mirror before the weight walks back and never raises them; a rollout
 //     ends with none; with sticky sessions the weight stops only on ticket
-//     values and never falls while it goes forward.
+//     values and never falls while it goes forward;
+//  16. intervals count from the world: a weight hop is decided no sooner
+//     than the Interval ([Incremental]) after the previous weight hop's
+//     weight was first observed in force (the route accepted with its
+//     weight and extras; the canary settled at its capacity in the Replicas
+//     mode), for callers that keep the state in memory between Steps as
+//     package rollout's Runner.Run does, when that observation came within
+//     the Interval since the hop or since a Step saw the weight pending;
+//     else no sooner than the Interval after the hop (a promote and an abort
+//     excepted). A caller that loses [State].WeightAppliedAt and
+//     [State].WeightPendingAt (they are volatile: [Changed]) may count from
+//     the decision instead; the wait for the Interval never ends later than
+//     twice the Interval after the hop (or after the latest pending
+//     observation it stored), so nothing is postponed indefinitely.
 package strategy

@@ -111,7 +111,7 @@ func after(t metav1.MicroTime, d time.Duration) time.Time { return t.Time.Add(d)
 // clock returns now, or the latest instant recorded in s if now is earlier:
 // time that runs backwards counts as no time passing.
 func clock(s *State, now time.Time) time.Time {
-	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.StepStartedAt,
+	for _, t := range [...]*metav1.MicroTime{&s.StartedAt, &s.HopAt, &s.WeightChangedAt, &s.WeightAppliedAt, &s.WeightPendingAt, &s.StepStartedAt,
 		&s.ReachedAt, &s.FinishedAt, &s.PausedAt, &s.HealthCheckedAt, &s.LastCommandAt, &s.FailingSince} {
 		if t.Time.After(now) {
 			now = t.Time
@@ -172,6 +172,7 @@ func (r *run) step() {
 		return
 	}
 	st.FailingSince = metav1.MicroTime{}
+	r.noteWeightApplied()
 	if st.Phase == "" {
 		st.Phase = PhaseProgressing
 		st.StartedAt = micro(r.now)
@@ -829,7 +830,7 @@ func (r *run) holdDue() (time.Time, bool) {
 	}
 	if !e.canary {
 		if e.interval > 0 && !st.WeightChangedAt.IsZero() {
-			if end := after(st.WeightChangedAt, e.interval); end.After(due) {
+			if end := st.intervalStart().Add(e.interval); end.After(due) {
 				due = end
 			}
 		}
@@ -1036,14 +1037,75 @@ func (r *run) take(h hop, interval time.Duration) {
 	}
 }
 
+// noteWeightApplied records, for a strategy with an interval, what this
+// Step's observation shows of the latest weight hop (see
+// State.WeightAppliedAt and State.WeightPendingAt): the instant its weight
+// was first observed in force, if that is within the interval since the
+// hop or since a Step last saw it pending; else the instant it was seen
+// pending.
+func (r *run) noteWeightApplied() {
+	st, iv := r.st, r.e.interval
+	if iv <= 0 || st.WeightChangedAt.IsZero() || !st.WeightAppliedAt.Time.Before(st.WeightChangedAt.Time) {
+		return
+	}
+	at := st.Observed.At.Time
+	if st.Observed.At.IsZero() || at.After(r.now) {
+		at = r.now
+	}
+	if at.Before(st.WeightChangedAt.Time) {
+		at = st.WeightChangedAt.Time
+	}
+	if !r.e.mode.weightApplied(r.facts()) || !r.extrasApplied() {
+		if st.Phase != PhaseAborting {
+			// Only a Step that then waits for the hop to be applied (and
+			// so looks again soon) notes it pending: a walk back goes on
+			// once the route holds the weight, and sleeps the interval.
+			st.WeightPendingAt = micro(at)
+		}
+		return
+	}
+	limit := after(st.WeightChangedAt, iv)
+	if p := st.WeightPendingAt.Time; !p.Before(st.WeightChangedAt.Time) && p.Add(iv).After(limit) {
+		limit = p.Add(iv)
+	}
+	if at.Before(limit) {
+		st.WeightAppliedAt = micro(at)
+	}
+}
+
+// intervalStart is the instant the interval since the latest weight hop
+// counts from: when its weight was first observed in force, if recorded,
+// else when it was decided.
+func (s *State) intervalStart() time.Time {
+	start := s.WeightChangedAt.Time
+	if a := s.WeightAppliedAt.Time; a.After(start) {
+		return a
+	}
+	return start
+}
+
+// NextWeightHopAt returns the earliest instant at which an Incremental
+// strategy with this interval may move the weight again: the interval
+// counted from the latest weight hop's weight first observed in force
+// (WeightAppliedAt), or from the hop itself (WeightChangedAt) when that is
+// not recorded. It returns the zero time when no weight hop is recorded.
+// Step may move later (it waits for the world too) and a promote moves
+// sooner.
+func (s *State) NextWeightHopAt(interval time.Duration) time.Time {
+	if s.WeightChangedAt.IsZero() {
+		return time.Time{}
+	}
+	return s.intervalStart().Add(interval)
+}
+
 // intervalWait reports whether a weight hop must wait for the interval, and
-// if so sets the exact requeue.
+// if so sets the exact requeue. The interval counts from intervalStart.
 func (r *run) intervalWait(interval time.Duration) bool {
 	st := r.st
 	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() {
 		return false
 	}
-	if end := after(st.WeightChangedAt, interval); r.now.Before(end) {
+	if end := st.intervalStart().Add(interval); r.now.Before(end) {
 		st.Message = msgWaitingInterval
 		r.d.RequeueAfter = end.Sub(r.now)
 		return true
@@ -1075,7 +1137,7 @@ func (r *run) hopped() {
 func (r *run) hopWeight(w int32) {
 	r.d.Weight = Target{Set: true, Value: w}
 	r.st.Desired.Weight = w
-	r.st.WeightChangedAt = micro(r.now)
+	r.st.WeightChangedAt, r.st.WeightAppliedAt, r.st.WeightPendingAt = micro(r.now), metav1.MicroTime{}, metav1.MicroTime{}
 	r.hopped()
 }
 

@@ -15,6 +15,12 @@ type mover interface {
 	// programmed with the desired weight, each side settled at its
 	// capacity, as far as the mode has a route and capacity setters.
 	applied(f facts) bool
+	// weightApplied reports whether the weight asked for is observed in
+	// force: the route programmed with it and accepted by the data plane
+	// (the modes with a router), the canary settled at its capacity (the
+	// Replicas mode, where traffic follows ready replicas). The interval
+	// counts from the first such observation (State.WeightAppliedAt).
+	weightApplied(f facts) bool
 	// inPlace reports, for a walk back, whether every adapter holds what
 	// was asked, settled or not, accepted by the data plane or not.
 	inPlace(f facts) bool

@@ -32,6 +32,8 @@ func (f facts) provisioned() facts {
 
 func (fixedMover) applied(f facts) bool { return f.routeApplied() }
 
+func (fixedMover) weightApplied(f facts) bool { return f.routeApplied() }
+
 func (fixedMover) inPlace(f facts) bool { return f.weight == f.want.Weight }
 
 func (fixedMover) readinessLost(f facts) (stable, canary bool) {

@@ -7,6 +7,8 @@ type managedMover struct{}
 
 func (managedMover) applied(f facts) bool { return f.routeApplied() && f.sidesSettled() }
 
+func (managedMover) weightApplied(f facts) bool { return f.routeApplied() }
+
 func (managedMover) inPlace(f facts) bool { return f.weight == f.want.Weight && f.sidesHeldBack() }
 
 func (managedMover) readinessLost(f facts) (stable, canary bool) { return f.shortOfTraffic() }

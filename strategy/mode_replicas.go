@@ -1,6 +1,10 @@
 package strategy
 
-import "time"
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
 
 // replicasMover is the mover of CapacityReplicas: there is no traffic
 // router; traffic follows ready replicas, so only capacities move, like a
@@ -10,6 +14,12 @@ import "time"
 type replicasMover struct{}
 
 func (replicasMover) applied(f facts) bool { return f.sidesSettled() }
+
+// weightApplied: traffic follows ready replicas, so the canary's share is in
+// force once the canary has settled at the capacity asked.
+func (replicasMover) weightApplied(f facts) bool {
+	return f.canary.Settled && f.canary.Capacity == f.want.CanaryCapacity
+}
 
 func (replicasMover) inPlace(f facts) bool { return f.sidesHeldBack() }
 
@@ -85,7 +95,7 @@ func (r *run) replicaHop(c int32, interval time.Duration) {
 	forward := c > r.st.Desired.CanaryCapacity
 	r.hopCanary(c)
 	r.st.Desired.Weight = c
-	r.st.WeightChangedAt = micro(r.now)
+	r.st.WeightChangedAt, r.st.WeightAppliedAt, r.st.WeightPendingAt = micro(r.now), metav1.MicroTime{}, metav1.MicroTime{}
 	if forward {
 		r.st.PromoteRequested = false
 	}

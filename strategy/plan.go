@@ -67,7 +67,10 @@ var ErrPlanStuck = errors.New("strategy: plan does not finish")
 // Plan simulates a whole rollout with adapters that apply every hop at once
 // and returns its exact timeline. Because Step is pure, the timeline is what
 // a real rollout does when its adapters are fast; slow adapters only add
-// their own delays. It returns the strategy's *InvalidError for bad options.
+// their own delays. From a PlanOptions.State whose latest weight hop is not
+// recorded in force (State.WeightAppliedAt), that hop counts as applied
+// when it was decided. It returns the strategy's *InvalidError for bad
+// options.
 func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	if err := s.Validate(); err != nil {
 		return Timeline{}, err
@@ -75,6 +78,12 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 	st := NewState("stable", "canary")
 	if o.State != nil {
 		st = *o.State.DeepCopy()
+		if st.WeightAppliedAt.Before(&st.WeightChangedAt) {
+			// The adapters apply every hop at once: the latest weight hop
+			// was in force when it was decided, so the interval counts
+			// from then (as it does when nothing records it).
+			st.WeightAppliedAt = st.WeightChangedAt
+		}
 	} else {
 		// The sides report their revisions: the plan shows the deploy.
 		st.Observed.Revisions = true

@@ -93,7 +93,10 @@ type Incremental struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100
 	StepPercent int32 `json:"stepPercent"`
-	// The least time between two weight hops ("1m30s").
+	// The least time between two weight hops ("1m30s"), counted from the
+	// instant the earlier hop's weight was first observed in force
+	// (status weightAppliedAt), or from the hop itself when that was not
+	// seen within the interval.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive",reason="FieldValueInvalid"
 	Interval metav1.Duration `json:"interval"`
 	// The capacity provisioned beyond 100 percent while traffic moves; at

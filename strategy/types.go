@@ -337,9 +337,31 @@ type State struct {
 	// When the latest hop was asked for; the progress deadline counts from
 	// here until the hop is observed applied.
 	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
-	// When the weight was last moved (the strategy's interval counts from
-	// here).
+	// When the weight was last moved: the instant the hop was decided.
 	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
+	// When the weight asked for at weightChangedAt was first observed in
+	// force (observed.at of the first Step that saw the route hold it and
+	// the extras, accepted by the data plane; in the Replicas mode, the
+	// canary settled at its capacity; the Step's now if observed.at is
+	// absent), clamped to [weightChangedAt, the Step's now]; absent until
+	// then. The strategy's interval (Incremental) counts from here, or from
+	// weightChangedAt while it is absent or earlier. Step records it only
+	// for a weight first seen in force within the interval since
+	// weightChangedAt or since weightPendingAt: a caller that keeps the
+	// state between Steps (Runner.Run) and looks at least once per interval
+	// while the weight is pending has it recorded however slow the write;
+	// one that loses it (a restart, a status read back each reconcile)
+	// records it again from a later observation within the interval, or
+	// counts from weightChangedAt, so its wait never ends later than twice
+	// the interval after the hop (or after the latest weightPendingAt it
+	// stored). It is volatile (see Changed): it is stored with the next
+	// change. Recorded only by strategies with an interval.
+	WeightAppliedAt metav1.MicroTime `json:"weightAppliedAt,omitzero"`
+	// When a Step last observed the weight asked for at weightChangedAt
+	// not yet in force (clamped as weightAppliedAt is), outside a walk
+	// back; absent after each weight hop until then. Volatile, like weightAppliedAt; it lets a
+	// write slower than the interval be recorded when it is seen in force.
+	WeightPendingAt metav1.MicroTime `json:"weightPendingAt,omitzero"`
 	// When the current step began: for a pause, the moment the previous
 	// step was observed complete.
 	StepStartedAt metav1.MicroTime `json:"stepStartedAt,omitzero"`

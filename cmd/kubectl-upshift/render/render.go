@@ -331,7 +331,7 @@ func waitsFor(v *View) string {
 		return "the next hop of the walk back to the stable side"
 	}
 	if in, ok := v.Strategy.(strategy.Incremental); ok && s.Phase == strategy.PhaseProgressing && !s.WeightChangedAt.IsZero() {
-		next := s.WeightChangedAt.Add(in.Interval.Duration)
+		next := s.NextWeightHopAt(in.Interval.Duration)
 		if next.After(v.Now) {
 			return fmt.Sprintf("the step interval: next weight hop at %s (%s left)", clockTime(next), human(next.Sub(v.Now)))
 		}
