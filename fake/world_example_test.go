@@ -45,7 +45,7 @@ func ExampleWorld() {
 	fmt.Printf("served %d requests, overloaded %d, dropped %d, peak capacity %d\n", st.Served, st.Overloaded, st.Dropped, st.PeakCapacity)
 	// Output:
 	// Succeeded: side B runs v2
-	// served 1984000 requests, overloaded 0, dropped 0, peak capacity 125
+	// served 1981000 requests, overloaded 0, dropped 0, peak capacity 125
 }
 
 // A world whose stable side was never given its revision: side A runs

@@ -213,7 +213,7 @@ func TestWorldReconcile(t *testing.T) {
 		_, err := w.RunUntil(ctx, strategy.PhaseSucceeded)
 		var tb recordTB
 		w.AssertSafe(&tb)
-		const want = `traffic to the wrong revision at 00:04:00.800 (+4m0.8s), phase not started: side B receives 100% of requests and runs "v2", but as the canary side it must run "v3"`
+		const want = `traffic to the wrong revision at 00:04:00.400 (+4m0.4s), phase not started: side B receives 100% of requests and runs "v2", but as the canary side it must run "v3"`
 		if !slices.ContainsFunc(tb.errs, func(e string) bool { return strings.Contains(e, want) }) {
 			t.Errorf("AssertSafe did not report %q for a reconciler that lost the stable side (RunUntil: %v); it reported:\n%s",
 				want, err, strings.Join(tb.errs, "\n"))

@@ -341,7 +341,7 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	s.Observed = obs
 	d := r.Strategy.Step(s, now)
 	ev.Decision = d
-	applied, err := r.apply(ctx, log, &s, &d, hw)
+	applied, err := r.apply(ctx, log, &s, &d, hw, landed(clock.OrReal(r.Clock), now))
 	ev.Applied = applied
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
@@ -483,9 +483,20 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 	return obs, nil
 }
 
+// landed returns the instant, on the timeline of now (the reconcile's
+// instant), at which a write that returns when it is called has landed:
+// now plus the time clk saw pass since.
+func landed(clk clock.Clock, now time.Time) func() time.Time {
+	start := clk.Now()
+	return func() time.Time { return now.Add(clk.Now().Sub(start)) }
+}
+
 // apply carries out d's hops in the safe order and returns those applied.
-// With hw, the weight hop is written with d.State (HopStore).
-func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision, hw *hopWrite) ([]Hop, error) {
+// With hw, the weight hop is written with d.State (HopStore). A weight
+// hop's write records in d.State.WeightAppliedAt the instant it returned
+// (written()): the weights have reached the data plane's API by then, and
+// the strategy's interval counts from there.
+func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision, hw *hopWrite, written func() time.Time) ([]Hop, error) {
 	if !d.HasHops() {
 		return nil, nil
 	}
@@ -568,6 +579,10 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 			if err := r.Router.SetWeights(ctx, w); err != nil {
 				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
 			}
+		}
+		if d.Weight.Set {
+			// Volatile (strategy.Changed): no save of its own.
+			d.State.WeightAppliedAt = strategy.Micro(written())
 		}
 		if hw != nil {
 			hw.saved(d.State) // the state travelled with the hop

@@ -291,13 +291,13 @@ func ExampleRunner() {
 	// Output:
 	// +0s      canary capacity 50 (side B)
 	// +6s      weight 25 (A=75 B=25)
-	// +1m6.1s  weight 50 (A=50 B=50)
-	// +1m6.2s  stable capacity 50 (side A)
-	// +1m6.3s  canary capacity 100 (side B)
-	// +2m6.2s  weight 75 (A=25 B=75)
-	// +3m6.3s  weight 100 (A=0 B=100)
-	// +3m6.4s  canary capacity steady (side B)
-	// +3m6.4s  stable capacity 0 (side A)
+	// +1m6s    weight 50 (A=50 B=50)
+	// +1m6.1s  stable capacity 50 (side A)
+	// +1m6.2s  canary capacity 100 (side B)
+	// +2m6s    weight 75 (A=25 B=75)
+	// +3m6s    weight 100 (A=0 B=100)
+	// +3m6.1s  canary capacity steady (side B)
+	// +3m6.1s  stable capacity 0 (side A)
 	// Succeeded - stable: v2 on side B
 }
 

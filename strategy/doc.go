@@ -79,7 +79,10 @@
 //     values and never falls while it goes forward;
 //  16. intervals count from the world: a weight hop is decided no sooner
 //     than the Interval ([Incremental]) after the previous weight hop's
-//     weight was first observed in force (the route accepted with its
+//     weight landed: when the caller's write of it returned, as package
+//     rollout's Runner records in [State].WeightAppliedAt (so no two weight
+//     writes land closer than the Interval, however slow one of them), or
+//     else when it was first observed in force (the route accepted with its
 //     weight and extras; the canary settled at its capacity in the Replicas
 //     mode), for callers that keep the state in memory between Steps as
 //     package rollout's Runner.Run does, when that observation came within

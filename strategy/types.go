@@ -339,7 +339,11 @@ type State struct {
 	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
 	// When the weight was last moved: the instant the hop was decided.
 	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
-	// When the weight asked for at weightChangedAt was first observed in
+	// When the weight asked for at weightChangedAt is known to have
+	// landed: rollout.Runner records the instant its write of the weight
+	// returned (on the reconcile's timeline: its now plus the time the
+	// write took), when the weights have reached the API server; without
+	// such a record, the instant it was first observed in
 	// force (observed.at of the first Step that saw the route hold it and
 	// the extras, accepted by the data plane; in the Replicas mode, the
 	// canary settled at its capacity; the Step's now if observed.at is

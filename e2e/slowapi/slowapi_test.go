@@ -36,13 +36,12 @@ func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 const interval = time.Second
 
 // holds are how long the proxy holds the weight-changing writes, by their
-// index, cycled: every other write is slow. They leave the Runner some
-// 400 ms of the interval to look at the route once before the interval
-// since the decision ends: the strategy records the weight in force only
-// within the interval since the hop or since a Step saw it pending
-// (strategy.State.WeightAppliedAt), so a write slower than the interval
-// from decision to the next reconcile would count from the decision.
-var holds = []time.Duration{600 * time.Millisecond, 0, 400 * time.Millisecond, 0, 500 * time.Millisecond, 0}
+// index, cycled: every other write is slow, one of them slower than the
+// interval. The Runner records when each weight write returned
+// (strategy.State.WeightAppliedAt) and the interval counts from there, so
+// however long a write is held, the next one waits a whole interval after
+// it.
+var holds = []time.Duration{1300 * time.Millisecond, 0, 400 * time.Millisecond, 0, 700 * time.Millisecond, 0}
 
 var (
 	stableBackend = gateway.Backend{Name: "web-a", Port: 8080}
@@ -281,7 +280,11 @@ func rollOut(t *testing.T, strat strategy.Strategy) []landed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner := &rollout.Runner{Strategy: strat, Router: router, Store: gateway.NewAnnotationStoreForClientset(cs, ref)}
+	store, err := router.AnnotationStore(ref) // each weight hop writes the state with it
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := &rollout.Runner{Strategy: strat, Router: router, Store: store}
 	end, err := runner.Run(ctx, strategy.NewState("v1", "v2"), nil)
 	if err != nil {
 		t.Fatalf("Run: %v (phase %s: %s)", err, end.Phase, end.Message)
@@ -333,7 +336,7 @@ func TestSlowWritesKeepTheInterval(t *testing.T) {
 	t.Run("world", func(t *testing.T) {
 		gs := gaps(t, rollOut(t, strat))
 		least := slices.Min(gs)
-		t.Logf("the interval counted from the weight first observed applied: least gap between weight writes landing %s (interval %s)",
+		t.Logf("the interval counted from the instant each weight write returned: least gap between weight writes landing %s (interval %s)",
 			least.Round(time.Millisecond), interval)
 		for k, g := range gs {
 			if g < interval {
