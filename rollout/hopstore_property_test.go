@@ -84,7 +84,7 @@ func hopStoreKeepsTheState(t *rapid.T) {
 			if f, ok := faults[n]; ok {
 				g.router.Conflicts(f.conflicts)
 				if f.failFor > 0 {
-					g.router.FailWith(fakeAway)
+					g.router.FailWith(errAway)
 					failUntil = n + f.failFor
 				}
 			}
@@ -104,7 +104,7 @@ func hopStoreKeepsTheState(t *rapid.T) {
 			done := make(chan strategy.State, 1)
 			go func() {
 				s, err := g.runner.Run(ctx, strategy.NewState("v1", "v2"), nil)
-				if err != nil && ctx.Err() == nil && !errors.Is(err, fakeAway) {
+				if err != nil && ctx.Err() == nil && !errors.Is(err, errAway) {
 					t.Errorf("Run: %v", err)
 				}
 				done <- s
@@ -153,5 +153,5 @@ func hopStoreKeepsTheState(t *rapid.T) {
 	}
 }
 
-// fakeAway is the failure of a route that does not answer.
-var fakeAway = errors.New("the API server is away")
+// errAway is the failure of a route that does not answer.
+var errAway = errors.New("the API server is away")
