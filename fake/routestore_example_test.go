@@ -21,7 +21,7 @@ func ExampleRouter_Store() {
 	r := &rollout.Runner{
 		Strategy: strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Minute},
 			Options: strategy.Options{Capacity: strategy.CapacityFixed}},
-		Router:   router, Clock: clock, Store: store, // the fixed capacity mode: weights only
+		Router: router, Clock: clock, Store: store, // the fixed capacity mode: weights only
 	}
 	done := make(chan strategy.State, 1)
 	go func() {
