@@ -65,22 +65,51 @@ const fleetReplicas = 10
 // apiCounter counts the requests through a transport it wraps: reads
 // (get, list), writes (everything but GET) and watches (GET with
 // watch=true), and the answers 409 (conflict) and 429 (the API server's
-// priority and fairness refusing).
+// priority and fairness refusing), and the latency until the response
+// headers of reads and writes.
 type apiCounter struct {
 	reads, writes, watches, conflicts, tooMany, failed atomic.Int64
+
+	mu                sync.Mutex
+	readLat, writeLat []time.Duration
+}
+
+// latencies returns the read and write latencies recorded since mark.
+func (c *apiCounter) latencies(mark [2]int) (reads, writes []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.readLat[mark[0]:]), slices.Clone(c.writeLat[mark[1]:])
+}
+
+func (c *apiCounter) mark() [2]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [2]int{len(c.readLat), len(c.writeLat)}
 }
 
 func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		watch := req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true"
 		switch {
-		case req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true":
+		case watch:
 			c.watches.Add(1)
 		case req.Method == http.MethodGet:
 			c.reads.Add(1)
 		default:
 			c.writes.Add(1)
 		}
+		start := time.Now()
 		resp, err := rt.RoundTrip(req)
+		if !watch {
+			took := time.Since(start)
+			c.mu.Lock()
+			if req.Method == http.MethodGet {
+				c.readLat = append(c.readLat, took)
+			} else {
+				c.writeLat = append(c.writeLat, took)
+			}
+			c.mu.Unlock()
+		}
 		if err != nil {
 			c.failed.Add(1)
 			return resp, err
@@ -180,7 +209,7 @@ type fleetPod struct {
 	started  time.Time
 }
 
-const playerWorkers = 16
+const playerWorkers = 64
 
 func startDeploymentPlayer(tb testing.TB, base *rest.Config, ns string, readyAfter time.Duration) *deploymentPlayer {
 	tb.Helper()
@@ -414,7 +443,10 @@ type fleetResult struct {
 	within    int // succeeded within 1.05x the plan
 	api       apiCounts
 	players   apiCounts // both players together
-	harness   apiCounts // the test's own edits and its watch of Releases
+	// The latencies of the operator's reads and writes, and of the
+	// players' writes.
+	readLat, writeLat, playerLat []time.Duration
+	harness                      apiCounts // the test's own edits and its watch of Releases
 	// From the operator's metrics: reconciles of Releases and their
 	// errors, hops applied, and quantiles of the reconcile time and of the
 	// time a request waits in the work queue.
@@ -544,6 +576,7 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 		if k == n {
 			break
 		}
+		op.exited(tb)
 		if time.Now().After(deadline) {
 			tb.Fatalf("%d of %d Releases were Released at v1 by %v", k, n, time.Since(setupStart).Round(time.Second))
 		}
@@ -552,7 +585,8 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	// Let the adoption's last reconciles and requeues pass.
 	time.Sleep(min(5*time.Second, spread))
 
-	apiBefore := proxy.counter.snapshot()
+	apiBefore, latMark := proxy.counter.snapshot(), proxy.counter.mark()
+	depMark, routeMark := deployments.counter.mark(), routes.counter.mark()
 	playersBefore := deployments.counter.snapshot()
 	playersBefore2 := routes.counter.snapshot()
 	harnessBefore := harness.snapshot()
@@ -587,6 +621,7 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 		if k == n || time.Now().After(deadline) {
 			break
 		}
+		op.exited(tb)
 	}
 	res.elapsed = time.Since(start)
 	cpuAfter := sampleProcs(op.pid())
@@ -596,6 +631,10 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	pl2 := routes.counter.snapshot().minus(playersBefore2)
 	res.players = apiCounts{pl.reads + pl2.reads, pl.writes + pl2.writes, pl.watches + pl2.watches, pl.conflicts + pl2.conflicts, pl.tooMany + pl2.tooMany, pl.failed + pl2.failed}
 	res.harness = harness.snapshot().minus(harnessBefore)
+	res.readLat, res.writeLat = proxy.counter.latencies(latMark)
+	_, depLat := deployments.counter.latencies(depMark)
+	_, routeLat := routes.counter.latencies(routeMark)
+	res.playerLat = append(depLat, routeLat...)
 	res.rssEnd, res.rssPeak = procMemory(op.pid())
 	res.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
 	for name, ticks := range cpuAfter.procs {
@@ -686,8 +725,12 @@ func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int) *flee
 	if err != nil {
 		tb.Fatal(err)
 	}
-	// As a user runs it: leader election on, its defaults, info logs.
+	// As a user runs one replica: info logs, no leader election (with it,
+	// an API server saturated by the fleet answers a renewal of the Lease
+	// after the renew deadline, and the operator exits: "leader election
+	// lost").
 	o.cmd = exec.Command(operatorBinary(tb), "-namespace", ns, "-metrics-bind-address", o.metrics, "-health-probe-bind-address", "0",
+		"-leader-elect=false",
 		"-max-concurrent-reconciles", strconv.Itoa(workers))
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	o.cmd.Stdout, o.cmd.Stderr = f, f
@@ -720,6 +763,16 @@ func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int) *flee
 }
 
 func (o *fleetOperator) pid() int { return o.cmd.Process.Pid }
+
+// exited fails the test if the operator process has ended.
+func (o *fleetOperator) exited(tb testing.TB) {
+	tb.Helper()
+	select {
+	case <-o.done:
+		tb.Fatalf("the operator exited: %v", o.cmd.ProcessState)
+	default:
+	}
+}
 
 func (o *fleetOperator) stop() {
 	select {
@@ -977,7 +1030,10 @@ func (r fleetResult) table() string {
 	row("duration / plan p50, p99, max", "%.3f, %.3f, %.3f", r.ratio(0.5), r.ratio(0.99), r.ratio(1))
 	row("operator API requests per rollout: reads / writes / watches", "%.1f / %.1f / %.2f (409: %d, 429: %d, failed: %d)",
 		r.perRollout(r.api.reads), r.perRollout(r.api.writes), r.perRollout(r.api.watches), r.api.conflicts, r.api.tooMany, r.api.failed)
-	row("players' API requests per rollout: reads / writes", "%.1f / %.1f", r.perRollout(r.players.reads), r.perRollout(r.players.writes))
+	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
+		ms(quantile(r.readLat, 0.5)), ms(quantile(r.readLat, 0.99)), ms(quantile(r.writeLat, 0.5)), ms(quantile(r.writeLat, 0.99)))
+	row("players' API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
+		r.perRollout(r.players.reads), r.perRollout(r.players.writes), ms(quantile(r.playerLat, 0.99)))
 	row("reconciles per rollout (errors)", "%.1f (%.0f)", r.reconciles/float64(r.n), r.recErrors)
 	row("hops per rollout", "%.1f", r.hops/float64(r.n))
 	row("reconcile time p50, p99", "%s, %s", ms(r.recP50), ms(r.recP99))
