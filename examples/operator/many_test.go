@@ -91,15 +91,20 @@ func TestManyReleases(t *testing.T) {
 //	                 any object existed, / N
 //	*-cores          the cores each process kept busy on average
 //
-// and logs a table with the rest (the players' requests, the work queue's
+// and prints a table with the rest (the players' requests, the work queue's
 // wait, the Go heap, the machine's load and its other work). The run
 // takes about the plan plus one interval plus the setup (a few minutes
 // for 1000 Releases):
 //
 //	cd examples/operator && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -run XXX -bench ManyReleases -benchtime 1x -timeout 60m -operator.n 1000
 //
-// On this 2-core machine, shared with other work (see README.md, "A
-// thousand rollouts in one operator" for the figures).
+// On this 2-core machine, shared with other work (load average 3-14),
+// with kube-apiserver and etcd: 100 Releases all finish within 1.05x
+// (p99 1.037), 109 reads and 100 writes per rollout, reconcile p99 1.5 s,
+// 12 ms of operator CPU per hop, 302 KiB of RSS per Release, the API
+// server at 0.66 cores; 200 finish at 1.33x their plan (the API server's
+// latency holds the 16 workers back); of 1000, none finishes in 11
+// minutes. README.md, "Many Releases in one operator", has the table.
 func BenchmarkManyReleases(b *testing.B) {
 	if *fleetN <= 0 || *fleetInterval <= 0 || *fleetWorkers <= 0 {
 		b.Fatalf("-operator.n %d, -operator.interval %v, -operator.workers %d: want all positive", *fleetN, *fleetInterval, *fleetWorkers)
