@@ -22,14 +22,17 @@
 //
 //	go test -run XXX -bench ConcurrentRollouts -benchtime 1x ./e2e/many
 //	go test -run XXX -bench ConcurrentRollouts -benchtime 1x ./e2e/many -many.n 100,400
+//	go test -run XXX -bench ConcurrentRollouts -benchtime 1x -timeout 60m ./e2e/many -many.n 1000 -many.interval 30s -many.variants notify
 //
-// For each N it runs N rollouts (Incremental 10% every 1 s, a 9 s plan),
-// their starts spread evenly over one interval, twice: "notify", where Run
-// is woken by the Router's watch of its route (rollout.Notifier), and
-// "poll1s", where the Router is hidden behind a wrapper that forwards only
-// the rollout.TrafficRouter methods and the strategy polls every second. It
-// reports the fraction of rollouts done within 1.2x their plan, duration /
-// plan (p50, p99), API requests per rollout (reads, writes, watches), the
-// p99 latency of a reconcile and of the API requests, and the client-side
-// throttling.
+// For each N it runs N rollouts (Incremental 10% every -many.interval, 1 s
+// by default: a plan of 9 intervals), their starts spread evenly over one
+// interval, in each variant of -many.variants: "notify", where Run is woken
+// by the Router's watch of its route (rollout.Notifier), and "poll1s",
+// where the Router is hidden behind a wrapper that forwards only the
+// rollout.TrafficRouter methods and the strategy polls every second. It
+// reports the fraction of rollouts done within 1.2x (and 1.05x) their plan,
+// duration / plan (p50, p99), API requests per rollout (reads, writes,
+// watches), the p99 latency of a reconcile and of the API requests, the
+// client-side throttling, the CPU of this process (per hop), kube-apiserver
+// and etcd, and the Go heap halfway through the plan.
 package many

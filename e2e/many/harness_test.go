@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -353,11 +354,19 @@ func strategyFor(v variant, step int32, interval time.Duration) strategy.Increme
 
 // result is what one run of n rollouts measured.
 type result struct {
-	n          int
-	plan       time.Duration
-	durations  []time.Duration // per rollout; the timeout for one that did not finish
-	succeeded  int
-	within     int // succeeded within 1.2x the plan
+	n         int
+	plan      time.Duration
+	durations []time.Duration // per rollout; the timeout for one that did not finish
+	succeeded int
+	within    int // succeeded within 1.2x the plan
+	within105 int // succeeded within 1.05x the plan
+	hops      int64
+	// heapMid is the Go heap in use after a GC halfway through the plan,
+	// minus that before the rollouts started.
+	heapMid int64
+	// cpu is the CPU seconds of this process ("test": the rollouts and
+	// the gateway player), kube-apiserver and etcd over the run.
+	cpu        map[string]float64
 	reconciles []time.Duration
 	adapterErr int64
 	api        apiCounts
@@ -452,8 +461,10 @@ func run(tb testing.TB, n int, v variant, strat strategy.Incremental, spread, ti
 		recMu      sync.Mutex
 		reconciles []time.Duration
 		adapterErr atomic.Int64
+		hops       atomic.Int64
 	)
 	observer := rollout.ObserverFunc(func(_ context.Context, ev rollout.Event) {
+		hops.Add(int64(len(ev.Applied)))
 		// ev.Time is the instant Run passed to ReconcileAt, just before
 		// it; the Observer is called at its end, after the hops.
 		d := time.Since(ev.Time)
@@ -484,10 +495,21 @@ func run(tb testing.TB, n int, v variant, strat strategy.Incremental, spread, ti
 	player.mu.Unlock()
 	waitedBefore, delayedBefore := ops.limiter.waited.Load(), ops.limiter.delayed.Load()
 
-	res := result{n: n, plan: plan.Duration, durations: make([]time.Duration, n)}
+	res := result{n: n, plan: plan.Duration, durations: make([]time.Duration, n), cpu: map[string]float64{}}
 	phases := make([]strategy.Phase, n)
+	runtime.GC()
+	var mem runtime.MemStats
+	runtime.ReadMemStats(&mem)
+	heapBase := int64(mem.HeapInuse)
 	cpuBefore := sampleCPU()
 	start := time.Now()
+	heapMid := make(chan int64, 1)
+	midway := time.AfterFunc(spread+plan.Duration/2, func() {
+		runtime.GC()
+		var mem runtime.MemStats
+		runtime.ReadMemStats(&mem)
+		heapMid <- int64(mem.HeapInuse) - heapBase
+	})
 	for i, r := range routers {
 		wg.Add(1)
 		go func() {
@@ -506,13 +528,24 @@ func run(tb testing.TB, n int, v variant, strat strategy.Incremental, spread, ti
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
-	res.cpuAll, res.cpuOurs = cpuUse(cpuBefore, sampleCPU())
+	if !midway.Stop() {
+		res.heapMid = <-heapMid
+	} // else the rollouts ended before halfway: not measured
+	cpuAfter := sampleCPU()
+	res.cpuAll, res.cpuOurs = cpuUse(cpuBefore, cpuAfter)
+	for name, ticks := range cpuAfter.procs {
+		res.cpu[name] = float64(ticks-cpuBefore.procs[name]) / ticksPerSecond
+	}
+	res.hops = hops.Load()
 
 	for i, d := range res.durations {
 		if phases[i] == strategy.PhaseSucceeded {
 			res.succeeded++
 			if float64(d) <= 1.2*float64(plan.Duration) {
 				res.within++
+			}
+			if float64(d) <= 1.05*float64(plan.Duration) {
+				res.within105++
 			}
 		}
 	}
@@ -557,13 +590,15 @@ func (r result) perRollout(x int64) float64 { return float64(x) / float64(r.n) }
 // summary is one line for the log: the README table's row and more.
 func (r result) summary(v variant) string {
 	return fmt.Sprintf("| %s | %d | %.3f | %.3f | %.3f | %.1f / %.1f / %.1f | %.0f | %.0f / %.0f | %.0f ms (%d delayed) | %d |"+
-		" succeeded %d, conflicts %d, 429s %d, transport errors %d, adapter errors %d, player writes %d (p50 / p99 lag %.0f / %.0f ms, %d refused), cores busy %.2f (this test %.2f), wall %s",
+		" succeeded %d (%d within 1.05x), hops %d, conflicts %d, 429s %d, transport errors %d, adapter errors %d, player writes %d (p50 / p99 lag %.0f / %.0f ms, %d refused), cores busy %.2f (this test %.2f: kube-apiserver %.2f, etcd %.2f, this process %.2f), Go heap halfway %.1f KiB per rollout, wall %s",
 		v.name, r.n, r.fractionWithin(), r.ratio(0.5), r.ratio(0.99),
 		r.perRollout(r.api.reads), r.perRollout(r.api.writes), r.perRollout(r.api.watches),
 		ms(quantile(r.reconciles, 0.99)), ms(quantile(r.readLat, 0.99)), ms(quantile(r.writeLat, 0.99)),
 		ms(r.throttled), r.delayed, len(r.reconciles),
-		r.succeeded, r.api.conflicts, r.api.tooMany, r.api.failed, r.adapterErr, r.player.writes,
-		ms(quantile(r.playerLags, 0.5)), ms(quantile(r.playerLags, 0.99)), r.playerConf, r.cpuAll, r.cpuOurs, r.elapsed.Round(time.Millisecond))
+		r.succeeded, r.within105, r.hops, r.api.conflicts, r.api.tooMany, r.api.failed, r.adapterErr, r.player.writes,
+		ms(quantile(r.playerLags, 0.5)), ms(quantile(r.playerLags, 0.99)), r.playerConf, r.cpuAll, r.cpuOurs,
+		r.cpu["kube-apiserver"]/r.elapsed.Seconds(), r.cpu["etcd"]/r.elapsed.Seconds(), r.cpu["test"]/r.elapsed.Seconds(),
+		float64(r.heapMid)/1024/float64(r.n), r.elapsed.Round(time.Millisecond))
 }
 
 // cpuSample is the machine's busy CPU time and that of this test process
@@ -571,11 +606,14 @@ func (r result) summary(v variant) string {
 // rest is other work on the machine, which skews the figures.
 type cpuSample struct {
 	busy, ours int64
+	procs      map[string]int64 // test (this process), kube-apiserver, etcd
 	at         time.Time
 }
 
+const ticksPerSecond = 100 // USER_HZ on Linux
+
 func sampleCPU() cpuSample {
-	s := cpuSample{at: time.Now()}
+	s := cpuSample{at: time.Now(), procs: map[string]int64{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
 		f := strings.Fields(line)
@@ -588,46 +626,49 @@ func sampleCPU() cpuSample {
 		}
 	}
 	self := os.Getpid()
-	s.ours = procTicks(self)
+	_, _, s.ours = procStat(self)
+	s.procs["test"] = s.ours
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil || pid == self {
 			continue
 		}
-		if ppid, ticks := procStat(pid); ppid == self {
+		if ppid, comm, ticks := procStat(pid); ppid == self {
 			s.ours += ticks
+			if comm == "kube-apiserver" || comm == "etcd" {
+				s.procs[comm] += ticks
+			}
 		}
 	}
 	return s
 }
 
-func procTicks(pid int) int64 { _, t := procStat(pid); return t }
-
-// procStat returns a process's parent and its user + system ticks.
-func procStat(pid int) (ppid int, ticks int64) {
+// procStat returns a process's parent, its command name and its user +
+// system ticks.
+func procStat(pid int) (ppid int, comm string, ticks int64) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0
+		return 0, "", 0
 	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return 0, "", 0
 	}
-	f := strings.Fields(string(b[i+1:]))
+	comm = string(b[open+1 : end])
+	f := strings.Fields(string(b[end+1:]))
 	if len(f) < 13 {
-		return 0, 0
+		return 0, "", 0
 	}
 	ppid, _ = strconv.Atoi(f[1])
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return ppid, ut + st
+	return ppid, comm, ut + st
 }
 
 // cpuUse returns the cores busy on average between a and b: all of them,
 // and those of this test (its process, kube-apiserver and etcd).
 func cpuUse(a, b cpuSample) (all, ours float64) {
-	const ticksPerSecond = 100 // USER_HZ on Linux
 	secs := b.at.Sub(a.at).Seconds()
 	if secs <= 0 {
 		return 0, 0

@@ -9,11 +9,16 @@ import (
 	"time"
 
 	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/strategy"
 )
 
 func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 
-var sizes = flag.String("many.n", "100,200,400,800", "comma-separated numbers of concurrent rollouts for BenchmarkConcurrentRollouts")
+var (
+	sizes    = flag.String("many.n", "100,200,400,800", "comma-separated numbers of concurrent rollouts for BenchmarkConcurrentRollouts")
+	interval = flag.Duration("many.interval", time.Second, "the Incremental strategy's interval in BenchmarkConcurrentRollouts (the starts are spread over one)")
+	variants = flag.String("many.variants", "notify,poll1s", "comma-separated variants of BenchmarkConcurrentRollouts: notify, poll1s")
+)
 
 // TestConcurrentRollouts runs 20 short rollouts at once in each variant,
 // the two variants in parallel (Incremental 25% every 250 ms, a 750 ms
@@ -45,11 +50,14 @@ func TestConcurrentRollouts(t *testing.T) {
 }
 
 // BenchmarkConcurrentRollouts runs N concurrent rollouts (Incremental 10%
-// every 1 s, fixed capacity: a 9 s plan), their starts spread over one
-// second, against the one kube-apiserver of the package, for each N of
-// -many.n and each variant. Each sub-benchmark reports:
+// every -many.interval, 1 s by default, fixed capacity: a plan of 9
+// intervals), their starts spread over one interval, against the one
+// kube-apiserver of the package, for each N of -many.n and each variant of
+// -many.variants. Each rollout may take 2 plans plus 2 minutes (at least 5
+// minutes). Each sub-benchmark reports:
 //
 //	within1.2x    the fraction of rollouts that succeeded within 1.2x the plan
+//	within1.05x   the same within 1.05x the plan
 //	p50-ratio     duration / plan, median
 //	p99-ratio     duration / plan, 99th percentile
 //	reads/rollout, writes/rollout, watches/rollout
@@ -60,6 +68,14 @@ func TestConcurrentRollouts(t *testing.T) {
 //	              the 99th percentile of the operator's requests' latencies
 //	throttle-ms   the total time requests waited in client-go's rate limiter
 //	              (QPS 5000, Burst 10000)
+//	cpu-ms/hop    this test process's CPU time (the rollouts, and the
+//	              gateway player) / the hops applied
+//	*-cores       the cores kube-apiserver, etcd and this process kept busy
+//
+// The operator's benchmark (examples/operator, BenchmarkManyReleases) runs
+// the same N with the same strategy through a controller-runtime operator:
+//
+//	go test -run XXX -bench ConcurrentRollouts -benchtime 1x -timeout 60m ./e2e/many -many.n 1000 -many.interval 30s -many.variants notify
 //
 // and logs the same figures as a row of the README's table.
 func BenchmarkConcurrentRollouts(b *testing.B) {
@@ -71,15 +87,34 @@ func BenchmarkConcurrentRollouts(b *testing.B) {
 		}
 		ns = append(ns, n)
 	}
+	var vs []variant
+	for _, f := range strings.Split(*variants, ",") {
+		switch strings.TrimSpace(f) {
+		case notifyVariant.name:
+			vs = append(vs, notifyVariant)
+		case poll1sVariant.name:
+			vs = append(vs, poll1sVariant)
+		default:
+			b.Fatalf("-many.variants: %q is neither notify nor poll1s", f)
+		}
+	}
+	if *interval <= 0 {
+		b.Fatalf("-many.interval %v: want a positive duration", *interval)
+	}
 	for _, n := range ns {
-		for _, v := range []variant{notifyVariant, poll1sVariant} {
+		for _, v := range vs {
 			b.Run(v.name+"/N="+strconv.Itoa(n), func(b *testing.B) {
-				strat := strategyFor(v, 10, time.Second)
+				strat := strategyFor(v, 10, *interval)
+				plan, err := strategy.Plan(strat, strategy.PlanOptions{})
+				if err != nil {
+					b.Fatal(err)
+				}
 				var r result
 				for b.Loop() {
-					r = run(b, n, v, strat, time.Second, 5*time.Minute)
+					r = run(b, n, v, strat, *interval, max(5*time.Minute, 2*plan.Duration+2*time.Minute))
 				}
 				b.ReportMetric(r.fractionWithin(), "within1.2x")
+				b.ReportMetric(float64(r.within105)/float64(r.n), "within1.05x")
 				b.ReportMetric(r.ratio(0.5), "p50-ratio")
 				b.ReportMetric(r.ratio(0.99), "p99-ratio")
 				b.ReportMetric(r.perRollout(r.api.reads), "reads/rollout")
@@ -89,6 +124,13 @@ func BenchmarkConcurrentRollouts(b *testing.B) {
 				b.ReportMetric(ms(quantile(r.readLat, 0.99)), "read-p99-ms")
 				b.ReportMetric(ms(quantile(r.writeLat, 0.99)), "write-p99-ms")
 				b.ReportMetric(ms(r.throttled), "throttle-ms")
+				if r.hops > 0 {
+					b.ReportMetric(1000*r.cpu["test"]/float64(r.hops), "cpu-ms/hop")
+				}
+				secs := r.elapsed.Seconds()
+				b.ReportMetric(r.cpu["kube-apiserver"]/secs, "apiserver-cores")
+				b.ReportMetric(r.cpu["etcd"]/secs, "etcd-cores")
+				b.ReportMetric(r.cpu["test"]/secs, "test-cores")
 				b.Log(r.summary(v))
 			})
 		}

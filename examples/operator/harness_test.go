@@ -80,7 +80,7 @@ func TestMain(m *testing.M) {
 
 // operatorBinary builds the operator once, with -race when the test runs
 // with it.
-func operatorBinary(t *testing.T) string {
+func operatorBinary(t testing.TB) string {
 	t.Helper()
 	build.Do(func() {
 		bin = filepath.Join(binDir, "operator")
@@ -225,23 +225,30 @@ func (w *world) createSides() {
 // generated ClusterRole to it in the namespace, and writes its
 // kubeconfig file.
 func (w *world) serviceAccount() string {
-	t := w.t
-	sa := w.env.ServiceAccount(t, w.ns, "upshift-operator")
+	sa := bindOperator(w.t, w.env, w.c, w.ns)
+	return writeKubeconfig(w.t, sa.Config.Host, sa.Config.CAData, sa.Config.BearerToken, w.ns)
+}
+
+// bindOperator creates the operator's ServiceAccount in ns and binds the
+// generated ClusterRole to it there, and waits until RBAC allows it.
+func bindOperator(t testing.TB, env *kubetest.Env, c client.Client, ns string) *kubetest.Clients {
+	t.Helper()
+	sa := env.ServiceAccount(t, ns, "upshift-operator")
 	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: controller.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: controller.Name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: controller.Name},
 		Subjects:   []rbacv1.Subject{sa.Subject},
 	}
-	if err := w.c.Create(context.Background(), binding); err != nil {
+	if err := c.Create(context.Background(), binding); err != nil {
 		t.Fatal(err)
 	}
 	// Wait until RBAC's cache allows what the operator does first.
-	user := "system:serviceaccount:" + w.ns + ":upshift-operator"
+	user := "system:serviceaccount:" + ns + ":upshift-operator"
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
-			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: w.ns, Verb: "update",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update",
 				Group: v1alpha1.Group, Resource: "releases", Subresource: "status"}}}
-		got, err := w.env.Kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+		got, err := env.Kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,11 +260,17 @@ func (w *world) serviceAccount() string {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	cfg := sa.Config
+	return sa
+}
+
+// writeKubeconfig writes a kubeconfig file for the server at host (its CA
+// certificate caPEM) with a bearer token, ns as the default namespace.
+func writeKubeconfig(t testing.TB, host string, caPEM []byte, token, ns string) string {
+	t.Helper()
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator", Namespace: w.ns}
+	kc.Clusters["test"] = &clientcmdapi.Cluster{Server: host, CertificateAuthorityData: caPEM}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: token}
+	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator", Namespace: ns}
 	kc.CurrentContext = "test"
 	path := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
@@ -462,7 +475,7 @@ type operator struct {
 	done    chan struct{}
 }
 
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,0 +1,1071 @@
+package main_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
+	"sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
+	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
+
+	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
+	"github.com/upshift-dev/upshift/examples/operator/controller"
+	"github.com/upshift-dev/upshift/gateway"
+	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/strategy"
+)
+
+// A fleet is N Releases in one namespace, each with its own HTTPRoute and
+// two Deployments, reconciled by one operator process (the binary that
+// main.go builds, run as its ServiceAccount with the generated role). The
+// test process plays the rest of the cluster with one informer per kind:
+// the Deployment controller and the kubelet (deploymentPlayer) and the
+// gateway (gatewayPlayer). The operator reaches the API server through a
+// TLS proxy in the test process whose transport counts every request
+// (apiCounter), so its requests are counted as a RoundTripper on its own
+// rest.Config would count them, without changing the binary.
+
+// fleetReplicas is each Release's spec.replicas: one pod per 10% step.
+const fleetReplicas = 10
+
+// apiCounter counts the requests through a transport it wraps: reads
+// (get, list), writes (everything but GET) and watches (GET with
+// watch=true), and the answers 409 (conflict) and 429 (the API server's
+// priority and fairness refusing), and the latency until the response
+// headers of reads and writes.
+type apiCounter struct {
+	reads, writes, watches, conflicts, tooMany, failed atomic.Int64
+
+	mu                sync.Mutex
+	readLat, writeLat []time.Duration
+}
+
+// latencies returns the read and write latencies recorded since mark.
+func (c *apiCounter) latencies(mark [2]int) (reads, writes []time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.readLat[mark[0]:]), slices.Clone(c.writeLat[mark[1]:])
+}
+
+func (c *apiCounter) mark() [2]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return [2]int{len(c.readLat), len(c.writeLat)}
+}
+
+func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		watch := req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true"
+		switch {
+		case watch:
+			c.watches.Add(1)
+		case req.Method == http.MethodGet:
+			c.reads.Add(1)
+		default:
+			c.writes.Add(1)
+		}
+		start := time.Now()
+		resp, err := rt.RoundTrip(req)
+		if !watch {
+			took := time.Since(start)
+			c.mu.Lock()
+			if req.Method == http.MethodGet {
+				c.readLat = append(c.readLat, took)
+			} else {
+				c.writeLat = append(c.writeLat, took)
+			}
+			c.mu.Unlock()
+		}
+		if err != nil {
+			c.failed.Add(1)
+			return resp, err
+		}
+		switch resp.StatusCode {
+		case http.StatusConflict:
+			c.conflicts.Add(1)
+		case http.StatusTooManyRequests:
+			c.tooMany.Add(1)
+		}
+		return resp, err
+	})
+}
+
+// apiCounts is a snapshot of an apiCounter.
+type apiCounts struct {
+	reads, writes, watches, conflicts, tooMany, failed int64
+}
+
+func (c *apiCounter) snapshot() apiCounts {
+	return apiCounts{c.reads.Load(), c.writes.Load(), c.watches.Load(), c.conflicts.Load(), c.tooMany.Load(), c.failed.Load()}
+}
+
+func (a apiCounts) minus(b apiCounts) apiCounts {
+	return apiCounts{a.reads - b.reads, a.writes - b.writes, a.watches - b.watches, a.conflicts - b.conflicts, a.tooMany - b.tooMany, a.failed - b.failed}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// countedConfig returns a copy of base without client-side rate limits,
+// its requests counted by c.
+func countedConfig(base *rest.Config, c *apiCounter) *rest.Config {
+	cfg := rest.CopyConfig(base)
+	cfg.QPS, cfg.Burst = -1, 0
+	cfg.Wrap(c.wrap)
+	return cfg
+}
+
+// countingProxy forwards HTTPS (HTTP/2) requests to the API server and
+// counts them. Authentication passes through: the operator's bearer token
+// reaches the API server as it is.
+type countingProxy struct {
+	srv     *httptest.Server
+	counter *apiCounter
+	caPEM   []byte
+}
+
+func startProxy(tb testing.TB, upstream *rest.Config) *countingProxy {
+	tb.Helper()
+	target, err := url.Parse(upstream.Host)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rt, err := rest.TransportFor(&rest.Config{Host: upstream.Host, TLSClientConfig: rest.TLSClientConfig{
+		CAData: upstream.CAData, CAFile: upstream.CAFile, ServerName: upstream.ServerName}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &countingProxy{counter: &apiCounter{}}
+	rp := &httputil.ReverseProxy{
+		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
+		Transport:     p.counter.wrap(rt),
+		FlushInterval: -1, // watches stream
+		ErrorLog:      log.New(io.Discard, "", 0),
+	}
+	p.srv = httptest.NewUnstartedServer(rp)
+	p.srv.EnableHTTP2 = true
+	p.srv.StartTLS()
+	tb.Cleanup(p.srv.Close)
+	p.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
+	return p
+}
+
+// deploymentPlayer plays the Deployment controller and the kubelet for
+// every Deployment of a namespace: one informer and a work queue. A
+// Deployment's pods of an older template stop at once, extra pods stop at
+// once, missing pods start and are ready readyAfter later; the status is
+// written when it changes.
+type deploymentPlayer struct {
+	cs         kubernetes.Interface
+	counter    *apiCounter
+	lister     func(ns, name string) (*appsv1.Deployment, error)
+	queue      workqueue.TypedRateLimitingInterface[string]
+	readyAfter time.Duration
+	cancel     context.CancelFunc
+	done       sync.WaitGroup
+
+	mu      sync.Mutex
+	pods    map[string][]fleetPod
+	written atomic.Int64
+}
+
+type fleetPod struct {
+	template string
+	started  time.Time
+}
+
+const playerWorkers = 64
+
+func startDeploymentPlayer(tb testing.TB, base *rest.Config, ns string, readyAfter time.Duration) *deploymentPlayer {
+	tb.Helper()
+	p := &deploymentPlayer{counter: &apiCounter{}, readyAfter: readyAfter, pods: map[string][]fleetPod{},
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
+	cs, err := kubernetes.NewForConfig(countedConfig(base, p.counter))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cs = cs
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := f.Apps().V1().Deployments()
+	p.lister = func(ns, name string) (*appsv1.Deployment, error) { return inf.Lister().Deployments(ns).Get(name) }
+	enqueue := func(obj any) {
+		if key, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil {
+			p.queue.Add(key)
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+		tb.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	startWorkers(ctx, &p.done, p.queue, f.Shutdown, p.work)
+	return p
+}
+
+// startWorkers runs playerWorkers workers of queue until ctx ends.
+func startWorkers(ctx context.Context, done *sync.WaitGroup, queue workqueue.TypedRateLimitingInterface[string], shutdown func(), work func(context.Context, string)) {
+	for range playerWorkers {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for {
+				key, quit := queue.Get()
+				if quit {
+					return
+				}
+				work(ctx, key)
+				queue.Done(key)
+			}
+		}()
+	}
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		<-ctx.Done()
+		queue.ShutDown()
+		shutdown()
+	}()
+}
+
+func (p *deploymentPlayer) work(ctx context.Context, key string) {
+	ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
+	cur, err := p.lister(ns, name)
+	if err != nil {
+		p.queue.Forget(key)
+		return
+	}
+	st, wait := p.step(key, cur)
+	if wait > 0 {
+		p.queue.AddAfter(key, wait)
+	}
+	if equalStatus(cur.Status, st) {
+		p.queue.Forget(key)
+		return
+	}
+	d := cur.DeepCopy()
+	d.Status = st
+	switch _, err := p.cs.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); {
+	case err == nil:
+		p.written.Add(1)
+		p.queue.Forget(key)
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
+		// The informer has a newer copy coming, whose event enqueues
+		// the Deployment again.
+		p.queue.Forget(key)
+	default:
+		p.queue.AddRateLimited(key)
+	}
+}
+
+// step moves the pods of Deployment key toward d's spec and returns their
+// status, and how long until the next pod becomes ready (0: none waits).
+func (p *deploymentPlayer) step(key string, d *appsv1.Deployment) (appsv1.DeploymentStatus, time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	image := d.Spec.Template.Spec.Containers[0].Image
+	var pods []fleetPod
+	for _, pod := range p.pods[key] {
+		if pod.template == image {
+			pods = append(pods, pod)
+		}
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	now := time.Now()
+	if int32(len(pods)) > want {
+		pods = pods[:want]
+	}
+	for int32(len(pods)) < want {
+		pods = append(pods, fleetPod{template: image, started: now})
+	}
+	p.pods[key] = pods
+	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
+	var wait time.Duration
+	for _, pod := range pods {
+		st.Replicas++
+		st.UpdatedReplicas++
+		if left := pod.started.Add(p.readyAfter).Sub(now); left > 0 {
+			wait = max(wait, left)
+			continue
+		}
+		st.ReadyReplicas++
+		st.AvailableReplicas++
+	}
+	return st, wait
+}
+
+func (p *deploymentPlayer) stop() { p.cancel(); p.done.Wait() }
+
+// gatewayPlayer plays the gateway for every HTTPRoute of a namespace: one
+// informer and a work queue whose workers write Accepted and ResolvedRefs
+// True for each route's current generation, as kubetest/gatewaytest.Accept
+// does, from the informer's copy.
+type gatewayPlayer struct {
+	cs      versioned.Interface
+	counter *apiCounter
+	lister  gwlisters.HTTPRouteLister
+	queue   workqueue.TypedRateLimitingInterface[string]
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+	written atomic.Int64
+}
+
+func startGatewayPlayer(tb testing.TB, base *rest.Config, ns string) *gatewayPlayer {
+	tb.Helper()
+	p := &gatewayPlayer{counter: &apiCounter{},
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
+	cs, err := versioned.NewForConfig(countedConfig(base, p.counter))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cs = cs
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	f := externalversions.NewSharedInformerFactoryWithOptions(cs, 0, externalversions.WithNamespace(ns))
+	inf := f.Gateway().V1().HTTPRoutes()
+	p.lister = inf.Lister()
+	enqueue := func(obj any) {
+		rt, ok := obj.(*gwv1.HTTPRoute)
+		if !ok || routeAccepted(rt) {
+			return
+		}
+		if key, err := toolscache.MetaNamespaceKeyFunc(rt); err == nil {
+			p.queue.Add(key)
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
+		tb.Fatal(err)
+	}
+	f.Start(ctx.Done())
+	f.WaitForCacheSync(ctx.Done())
+	startWorkers(ctx, &p.done, p.queue, f.Shutdown, p.work)
+	return p
+}
+
+// routeAccepted reports whether every parent has Accepted and ResolvedRefs
+// for rt's current generation.
+func routeAccepted(rt *gwv1.HTTPRoute) bool {
+	if len(rt.Status.Parents) != len(rt.Spec.ParentRefs) {
+		return false
+	}
+	for _, ps := range rt.Status.Parents {
+		for _, ct := range []string{"Accepted", "ResolvedRefs"} {
+			c := meta.FindStatusCondition(ps.Conditions, ct)
+			if c == nil || c.ObservedGeneration != rt.Generation || c.Status != metav1.ConditionTrue {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (p *gatewayPlayer) work(ctx context.Context, key string) {
+	ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
+	cur, err := p.lister.HTTPRoutes(ns).Get(name)
+	if err != nil || routeAccepted(cur) {
+		p.queue.Forget(key)
+		return
+	}
+	rt := cur.DeepCopy()
+	rt.Status.Parents = nil
+	for _, ref := range rt.Spec.ParentRefs {
+		ps := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: "example.com/gateway"}
+		for _, ct := range []string{"Accepted", "ResolvedRefs"} {
+			ps.Conditions = append(ps.Conditions, metav1.Condition{Type: ct, Status: metav1.ConditionTrue, Reason: ct,
+				ObservedGeneration: rt.Generation, LastTransitionTime: metav1.Now()})
+		}
+		rt.Status.Parents = append(rt.Status.Parents, ps)
+	}
+	switch _, err = p.cs.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, rt, metav1.UpdateOptions{}); {
+	case err == nil:
+		p.written.Add(1)
+		p.queue.Forget(key)
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
+		p.queue.Forget(key)
+	default:
+		p.queue.AddRateLimited(key)
+	}
+}
+
+func (p *gatewayPlayer) stop() { p.cancel(); p.done.Wait() }
+
+// fleetResult is what one run of a fleet measured.
+type fleetResult struct {
+	n        int
+	workers  int // the operator's -max-concurrent-reconciles
+	plan     strategy.Timeline
+	interval time.Duration
+	// durations is, per Release, the time from the edit of spec.revision
+	// to Released observed; the run's timeout for one that did not finish.
+	durations []time.Duration
+	succeeded int
+	within    int // succeeded within 1.05x the plan
+	api       apiCounts
+	players   apiCounts // both players together
+	// The latencies of the operator's reads and writes, and of the
+	// players' writes.
+	readLat, writeLat, playerLat []time.Duration
+	harness                      apiCounts // the test's own edits and its watch of Releases
+	// From the operator's metrics: reconciles of Releases and their
+	// errors, hops applied, and quantiles of the reconcile time and of the
+	// time a request waits in the work queue.
+	reconciles, recErrors, hops float64
+	recP50, recP99, queueP99    time.Duration
+	// CPU seconds of each process over the run, and the machine's busy
+	// CPU seconds (all processes) and capacity (cores x wall time).
+	cpu     map[string]float64
+	busy    float64
+	capa    float64
+	rssIdle int64 // the operator's VmRSS (bytes) before any object exists
+	rssEnd  int64 // its VmRSS at the end of the run
+	rssPeak int64 // its VmHWM
+	heapEnd float64
+	heapIdl float64
+	load    string // /proc/loadavg at the start of the run
+	elapsed time.Duration
+	setup   time.Duration
+}
+
+// runFleet creates n Releases at v1 (each with its route and two
+// Deployments), waits until all are Released, then changes each to v2,
+// the edits spread evenly over spread, and waits until every rollout is
+// Released or timeout passes since its edit.
+func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread, timeout time.Duration) fleetResult {
+	tb.Helper()
+	setupStart := time.Now()
+	env := kubetest.Get(tb)
+	if err := installAPI(env); err != nil {
+		tb.Fatal(err)
+	}
+	plan, err := strategy.Plan(strat, strategy.PlanOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	res := fleetResult{n: n, workers: workers, plan: plan, interval: strat.Interval.Duration, durations: make([]time.Duration, n), cpu: map[string]float64{}}
+	ns := env.Namespace(tb)
+	harness := &apiCounter{}
+	hcfg := countedConfig(env.Config, harness)
+	c, err := client.New(hcfg, client.Options{Scheme: scheme})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	proxy := startProxy(tb, env.Config)
+	sa := bindOperator(tb, env, c, ns)
+	kcfg := writeKubeconfig(tb, proxy.srv.URL, proxy.caPEM, sa.Config.BearerToken, ns)
+	readyAfter := min(500*time.Millisecond, strat.Interval.Duration/20)
+	deployments := startDeploymentPlayer(tb, env.Config, ns, readyAfter)
+	defer deployments.stop()
+	routes := startGatewayPlayer(tb, env.Config, ns)
+	defer routes.stop()
+
+	// The test's view of the Releases: one informer, recording when each
+	// was first seen Released at v2.
+	var (
+		mu       sync.Mutex
+		released = map[string]time.Time{} // name -> when Released at v2
+		adopted  = map[string]bool{}      // Released at v1
+	)
+	rc, err := cache.New(hcfg, cache.Options{Scheme: scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	inf, err := rc.GetInformer(ctx, &v1alpha1.Release{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	see := func(obj any) {
+		rel, ok := obj.(*v1alpha1.Release)
+		if !ok || !condition(rel, v1alpha1.ConditionReleased, metav1.ConditionTrue) {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		switch rel.Spec.Revision {
+		case "v1":
+			adopted[rel.Name] = true
+		case "v2":
+			if _, ok := released[rel.Name]; !ok {
+				released[rel.Name] = now
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: see, UpdateFunc: func(_, obj any) { see(obj) }}); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = rc.Start(ctx) }()
+	rc.WaitForCacheSync(ctx)
+
+	op := startFleetOperator(tb, kcfg, ns, workers)
+	defer op.stop()
+	// The operator's memory with its caches synced on an empty namespace.
+	time.Sleep(3 * time.Second)
+	res.rssIdle, _ = procMemory(op.pid())
+	res.heapIdl = sumMetric(op.scrape(tb), "go_memstats_heap_inuse_bytes", "")
+
+	// The objects, created by the administrator, 32 at a time.
+	names := make([]string, n)
+	var createErr atomic.Value
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range names {
+		names[i] = fmt.Sprintf("web-%04d", i)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, obj := range fleetObjects(ns, names[i], strat) {
+				if err := c.Create(ctx, obj); err != nil {
+					createErr.Store(fmt.Errorf("%s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := createErr.Load(); err != nil {
+		tb.Fatalf("creating the fleet: %v", err)
+	}
+	for deadline := time.Now().Add(time.Duration(n)*300*time.Millisecond + 2*time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		mu.Lock()
+		k := len(adopted)
+		mu.Unlock()
+		if k == n {
+			break
+		}
+		op.exited(tb)
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d of %d Releases were Released at v1 by %v", k, n, time.Since(setupStart).Round(time.Second))
+		}
+	}
+	res.setup = time.Since(setupStart)
+	// Let the adoption's last reconciles and requeues pass.
+	time.Sleep(min(5*time.Second, spread))
+
+	apiBefore, latMark := proxy.counter.snapshot(), proxy.counter.mark()
+	depMark, routeMark := deployments.counter.mark(), routes.counter.mark()
+	playersBefore := deployments.counter.snapshot()
+	playersBefore2 := routes.counter.snapshot()
+	harnessBefore := harness.snapshot()
+	metricsBefore := op.scrape(tb)
+	raw, _ := os.ReadFile("/proc/loadavg")
+	res.load = strings.Join(strings.Fields(string(raw))[:3], " ")
+	cpuBefore := sampleProcs(op.pid())
+	start := time.Now()
+	edits := make([]time.Time, n)
+	var editErr atomic.Value
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(n))))
+			edits[i] = time.Now()
+			rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+			// As kubectl patch would: one merge patch of spec.revision.
+			if err := c.Patch(ctx, rel, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"revision":"v2"}}`))); err != nil {
+				editErr.Store(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := editErr.Load(); err != nil {
+		tb.Fatalf("editing spec.revision: %v", err)
+	}
+	for deadline := start.Add(spread + timeout); ; time.Sleep(100 * time.Millisecond) {
+		mu.Lock()
+		k := len(released)
+		mu.Unlock()
+		if k == n || time.Now().After(deadline) {
+			break
+		}
+		op.exited(tb)
+	}
+	res.elapsed = time.Since(start)
+	cpuAfter := sampleProcs(op.pid())
+	metricsAfter := op.scrape(tb)
+	res.api = proxy.counter.snapshot().minus(apiBefore)
+	pl := deployments.counter.snapshot().minus(playersBefore)
+	pl2 := routes.counter.snapshot().minus(playersBefore2)
+	res.players = apiCounts{pl.reads + pl2.reads, pl.writes + pl2.writes, pl.watches + pl2.watches, pl.conflicts + pl2.conflicts, pl.tooMany + pl2.tooMany, pl.failed + pl2.failed}
+	res.harness = harness.snapshot().minus(harnessBefore)
+	res.readLat, res.writeLat = proxy.counter.latencies(latMark)
+	_, depLat := deployments.counter.latencies(depMark)
+	_, routeLat := routes.counter.latencies(routeMark)
+	res.playerLat = append(depLat, routeLat...)
+	res.rssEnd, res.rssPeak = procMemory(op.pid())
+	res.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
+	for name, ticks := range cpuAfter.procs {
+		res.cpu[name] = float64(ticks-cpuBefore.procs[name]) / ticksPerSecond
+	}
+	res.busy = float64(cpuAfter.busy-cpuBefore.busy) / ticksPerSecond
+	res.capa = cpuAfter.at.Sub(cpuBefore.at).Seconds() * float64(cpuAfter.cores)
+
+	mu.Lock()
+	for i, name := range names {
+		res.durations[i] = timeout
+		if at, ok := released[name]; ok {
+			res.durations[i] = at.Sub(edits[i])
+			res.succeeded++
+			if float64(res.durations[i]) <= 1.05*float64(plan.Duration) {
+				res.within++
+			}
+		}
+	}
+	mu.Unlock()
+	delta := func(name, filter string) float64 {
+		return sumMetric(metricsAfter, name, filter) - sumMetric(metricsBefore, name, filter)
+	}
+	res.reconciles = delta("controller_runtime_reconcile_total", `controller="release"`)
+	res.recErrors = delta("controller_runtime_reconcile_errors_total", `controller="release"`)
+	res.hops = delta(controller.MetricsPrefix+"_hops_total", "")
+	rec := histogramDelta(metricsBefore, metricsAfter, "controller_runtime_reconcile_time_seconds", `controller="release"`)
+	res.recP50, res.recP99 = rec.quantile(0.5), rec.quantile(0.99)
+	res.queueP99 = histogramDelta(metricsBefore, metricsAfter, "workqueue_queue_duration_seconds", `name="release"`).quantile(0.99)
+	return res
+}
+
+// fleetObjects returns the objects of Release name: side A running v1 at
+// full capacity, side B at 0 running nothing, the route with all traffic
+// on A, and the Release at v1, as a user would create them.
+func fleetObjects(ns, name string, strat strategy.Incremental) []client.Object {
+	var objs []client.Object
+	for _, side := range []struct {
+		suffix, image string
+		replicas      int32
+	}{{"-a", "example.com/app:v1", fleetReplicas}, {"-b", "example.com/app:none", 0}} {
+		labels := map[string]string{"app": name + side.suffix}
+		objs = append(objs, &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + side.suffix},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: new(side.replicas),
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: side.image}}},
+				},
+			},
+		})
+	}
+	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: name, Gateway: "gw",
+		A: gateway.Backend{Name: name + "-a", Port: 80}, B: gateway.Backend{Name: name + "-b", Port: 80},
+		Hostnames: []string{name + ".example"}})
+	if err != nil {
+		panic(err) // a fixed, valid spec
+	}
+	objs = append(objs, rt, &v1alpha1.Release{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: v1alpha1.ReleaseSpec{
+			Revision: "v1",
+			Image:    v1alpha1.ImageTemplate{Container: "app", Template: "example.com/app:{revision}"},
+			Strategy: v1alpha1.ReleaseStrategy{Incremental: &strat},
+			Replicas: fleetReplicas,
+			A:        v1alpha1.Side{Deployment: name + "-a", Service: name + "-a", Port: 80},
+			B:        v1alpha1.Side{Deployment: name + "-b", Service: name + "-b", Port: 80},
+			Route:    v1alpha1.RouteRef{Name: name},
+		},
+	})
+	return objs
+}
+
+// fleetOperator is the operator process of a fleet.
+type fleetOperator struct {
+	cmd     *exec.Cmd
+	log     string
+	metrics string
+	done    chan struct{}
+}
+
+func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int) *fleetOperator {
+	tb.Helper()
+	o := &fleetOperator{log: filepath.Join(tb.TempDir(), "operator.log"), metrics: freePort(tb), done: make(chan struct{})}
+	f, err := os.Create(o.log)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// As a user runs one replica: info logs, no leader election (with it,
+	// an API server saturated by the fleet answers a renewal of the Lease
+	// after the renew deadline, and the operator exits: "leader election
+	// lost").
+	o.cmd = exec.Command(operatorBinary(tb), "-namespace", ns, "-metrics-bind-address", o.metrics, "-health-probe-bind-address", "0",
+		"-leader-elect=false",
+		"-max-concurrent-reconciles", strconv.Itoa(workers))
+	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	o.cmd.Stdout, o.cmd.Stderr = f, f
+	o.cmd.SysProcAttr = procAttr()
+	if err := o.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { _ = o.cmd.Wait(); f.Close(); close(o.done) }()
+	tb.Cleanup(func() {
+		o.stop()
+		if tb.Failed() {
+			raw, _ := os.ReadFile(o.log)
+			if len(raw) > 6000 {
+				raw = raw[len(raw)-6000:]
+			}
+			tb.Logf("operator log (tail):\n%s", raw)
+		}
+	})
+	// Wait for its metrics endpoint (and so for the manager to run).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if res, err := http.Get("http://" + o.metrics + "/metrics"); err == nil {
+			res.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the operator's metrics endpoint never answered")
+		}
+	}
+	return o
+}
+
+func (o *fleetOperator) pid() int { return o.cmd.Process.Pid }
+
+// exited fails the test if the operator process has ended.
+func (o *fleetOperator) exited(tb testing.TB) {
+	tb.Helper()
+	select {
+	case <-o.done:
+		tb.Fatalf("the operator exited: %v", o.cmd.ProcessState)
+	default:
+	}
+}
+
+func (o *fleetOperator) stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	_ = o.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-o.done:
+	case <-time.After(10 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+func (o *fleetOperator) scrape(tb testing.TB) string {
+	tb.Helper()
+	res, err := http.Get("http://" + o.metrics + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(raw)
+}
+
+// sumMetric sums the samples of metric name (exactly; no _bucket or
+// _count) whose labels contain filter, in Prometheus' text format.
+func sumMetric(text, name, filter string) float64 {
+	var sum float64
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') || !strings.Contains(rest, filter) {
+			continue
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if len(f) == 0 {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// histogram is the cumulative bucket counts of a Prometheus histogram, by
+// upper bound.
+type histogram struct {
+	les    []float64
+	counts []float64
+}
+
+func histogramOf(text, name, filter string) map[float64]float64 {
+	out := map[float64]float64{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), name+"_bucket{")
+		if !ok || !strings.Contains(rest, filter) {
+			continue
+		}
+		_, le, ok := strings.Cut(rest, `le="`)
+		if !ok {
+			continue
+		}
+		le, _, _ = strings.Cut(le, `"`)
+		bound := math.Inf(1)
+		if le != "+Inf" {
+			bound, _ = strconv.ParseFloat(le, 64)
+		}
+		f := strings.Fields(rest[strings.LastIndexByte(rest, '}')+1:])
+		if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+			out[bound] += v
+		}
+	}
+	return out
+}
+
+// histogramDelta is the histogram of the observations between two scrapes.
+func histogramDelta(before, after, name, filter string) histogram {
+	a, b := histogramOf(before, name, filter), histogramOf(after, name, filter)
+	var h histogram
+	for le := range b {
+		h.les = append(h.les, le)
+	}
+	slices.Sort(h.les)
+	for _, le := range h.les {
+		h.counts = append(h.counts, b[le]-a[le])
+	}
+	return h
+}
+
+// quantile estimates the q-quantile by linear interpolation within its
+// bucket, as Prometheus' histogram_quantile does; 0 when empty.
+func (h histogram) quantile(q float64) time.Duration {
+	if len(h.counts) == 0 || h.counts[len(h.counts)-1] == 0 {
+		return 0
+	}
+	rank := q * h.counts[len(h.counts)-1]
+	lo, prev := 0.0, 0.0
+	for i, le := range h.les {
+		if h.counts[i] >= rank {
+			if math.IsInf(le, 1) {
+				return time.Duration(lo * float64(time.Second))
+			}
+			frac := 0.0
+			if h.counts[i] > prev {
+				frac = (rank - prev) / (h.counts[i] - prev)
+			}
+			return time.Duration((lo + (le-lo)*frac) * float64(time.Second))
+		}
+		lo, prev = le, h.counts[i]
+	}
+	return time.Duration(lo * float64(time.Second))
+}
+
+// procSample is the CPU ticks of the processes of a run and of the whole
+// machine, from /proc.
+type procSample struct {
+	procs map[string]int64 // operator, kube-apiserver, etcd, test (players, proxy, driver)
+	busy  int64
+	cores int
+	at    time.Time
+}
+
+const ticksPerSecond = 100 // USER_HZ on Linux
+
+// sampleProcs reads the CPU ticks of the operator (pid op), of this test
+// process, and of its children kube-apiserver and etcd.
+func sampleProcs(op int) procSample {
+	s := procSample{procs: map[string]int64{}, at: time.Now()}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		for i, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			switch {
+			case i == 0 && len(f) > 1 && f[0] == "cpu":
+				for j, v := range f[1:] {
+					if j == 3 || j == 4 { // idle, iowait
+						continue
+					}
+					n, _ := strconv.ParseInt(v, 10, 64)
+					s.busy += n
+				}
+			case len(f) > 0 && strings.HasPrefix(f[0], "cpu"):
+				s.cores++
+			}
+		}
+	}
+	self := os.Getpid()
+	_, _, s.procs["test"] = procStat(self)
+	_, _, s.procs["operator"] = procStat(op)
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self || pid == op {
+			continue
+		}
+		if ppid, comm, ticks := procStat(pid); ppid == self && (comm == "kube-apiserver" || comm == "etcd") {
+			s.procs[comm] += ticks
+		}
+	}
+	return s
+}
+
+// procStat returns a process's parent, its command name and its user +
+// system ticks.
+func procStat(pid int) (ppid int, comm string, ticks int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, "", 0
+	}
+	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+	if open < 0 || end < open {
+		return 0, "", 0
+	}
+	comm = string(b[open+1 : end])
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 13 {
+		return 0, "", 0
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, comm, ut + st
+}
+
+// procMemory returns a process's resident memory and its peak, in bytes.
+func procMemory(pid int) (rss, peak int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseInt(f[1], 10, 64)
+		switch f[0] {
+		case "VmRSS:":
+			rss = kb << 10
+		case "VmHWM:":
+			peak = kb << 10
+		}
+	}
+	return rss, peak
+}
+
+// quantile returns the q-quantile (nearest rank) of ds, 0 when empty.
+func quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func (r fleetResult) ratio(q float64) float64 {
+	return float64(quantile(r.durations, q)) / float64(r.plan.Duration)
+}
+
+func (r fleetResult) perRollout(x int64) float64 { return float64(x) / float64(r.n) }
+
+// cpuPerHop is the operator's CPU seconds per hop applied.
+func (r fleetResult) cpuPerHop() float64 {
+	if r.hops == 0 {
+		return 0
+	}
+	return r.cpu["operator"] / r.hops
+}
+
+// table is the run's figures, for the log.
+func (r fleetResult) table() string {
+	var b strings.Builder
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64) + " ms"
+	}
+	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
+	fmt.Fprintf(&b, "\n| %d Releases, Incremental 10%% every %v (plan %v, %d hops), edits spread over %v, %d workers | |\n|---|---|\n",
+		r.n, r.interval, r.plan.Duration, r.plan.Hops, r.interval, r.workers)
+	row("load average at the start (1, 5, 15 min)", "%s", r.load)
+	row("setup (create, adopt v1)", "%v", r.setup.Round(time.Second))
+	row("rollouts Released at v2", "%d of %d", r.succeeded, r.n)
+	row("within 1.05x of the plan", "%.1f%%", 100*float64(r.within)/float64(r.n))
+	row("duration / plan p50, p99, max", "%.3f, %.3f, %.3f", r.ratio(0.5), r.ratio(0.99), r.ratio(1))
+	row("operator API requests per rollout: reads / writes / watches", "%.1f / %.1f / %.2f (409: %d, 429: %d, failed: %d)",
+		r.perRollout(r.api.reads), r.perRollout(r.api.writes), r.perRollout(r.api.watches), r.api.conflicts, r.api.tooMany, r.api.failed)
+	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
+		ms(quantile(r.readLat, 0.5)), ms(quantile(r.readLat, 0.99)), ms(quantile(r.writeLat, 0.5)), ms(quantile(r.writeLat, 0.99)))
+	row("players' API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
+		r.perRollout(r.players.reads), r.perRollout(r.players.writes), ms(quantile(r.playerLat, 0.99)))
+	row("reconciles per rollout (errors)", "%.1f (%.0f)", r.reconciles/float64(r.n), r.recErrors)
+	row("hops per rollout", "%.1f", r.hops/float64(r.n))
+	row("reconcile time p50, p99", "%s, %s", ms(r.recP50), ms(r.recP99))
+	row("work queue wait p99", "%s", ms(r.queueP99))
+	row("operator CPU per hop", "%.1f ms", 1000*r.cpuPerHop())
+	row("operator RSS: idle, end, peak", "%.0f, %.0f, %.0f MiB", mib(r.rssIdle), mib(r.rssEnd), mib(r.rssPeak))
+	row("operator RSS per rollout (end - idle) / N", "%.1f KiB", float64(r.rssEnd-r.rssIdle)/1024/float64(r.n))
+	row("operator Go heap in use per rollout (end - idle) / N", "%.1f KiB", (r.heapEnd-r.heapIdl)/1024/float64(r.n))
+	secs := r.elapsed.Seconds()
+	others := r.busy
+	for _, k := range []string{"kube-apiserver", "etcd", "operator", "test"} {
+		others -= r.cpu[k]
+	}
+	row("cores busy: kube-apiserver / etcd / operator / players+proxy+test / other work", "%.2f / %.2f / %.2f / %.2f / %.2f of %.0f",
+		r.cpu["kube-apiserver"]/secs, r.cpu["etcd"]/secs, r.cpu["operator"]/secs, r.cpu["test"]/secs, others/secs, r.capa/secs)
+	row("wall time of the measured run", "%v", r.elapsed.Round(time.Second))
+	return b.String()
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func (r fleetResult) report(b *testing.B) {
+	b.ReportMetric(float64(r.within)/float64(r.n), "within1.05x")
+	b.ReportMetric(r.ratio(0.5), "p50-ratio")
+	b.ReportMetric(r.ratio(0.99), "p99-ratio")
+	b.ReportMetric(r.perRollout(r.api.reads), "reads/rollout")
+	b.ReportMetric(r.perRollout(r.api.writes), "writes/rollout")
+	b.ReportMetric(r.perRollout(r.api.watches), "watches/rollout")
+	b.ReportMetric(float64(r.recP99)/float64(time.Millisecond), "rec-p99-ms")
+	b.ReportMetric(1000*r.cpuPerHop(), "cpu-ms/hop")
+	b.ReportMetric(float64(r.rssEnd-r.rssIdle)/1024/float64(r.n), "rss-KiB/rollout")
+	b.ReportMetric(r.cpu["operator"]/r.elapsed.Seconds(), "operator-cores")
+	b.ReportMetric(r.cpu["kube-apiserver"]/r.elapsed.Seconds(), "apiserver-cores")
+	b.ReportMetric(r.cpu["etcd"]/r.elapsed.Seconds(), "etcd-cores")
+}
