@@ -24,9 +24,23 @@ func (managedMover) takesRoute(f facts) bool {
 // is scaled up before traffic follows and the stable side scaled down only to
 // the traffic it still receives; toward the stable side, the same with the
 // roles swapped.
+//
+// A side takes traffic on the strength of its observed ready capacity only
+// once it has settled at (at least) what was asked: a walk back goes on
+// while sides are still moving (see inPlace), and a side still moving may be
+// shrinking (the scale-down of a reconcile whose state was lost, not yet
+// visible in its capacity), so the ready capacity it shows now may be gone
+// when the weight lands.
 func (managedMover) next(f facts, t, limit int32) hop {
 	w, s, c := f.want.Weight, f.want.StableCapacity, f.want.CanaryCapacity
-	if h, ok := f.weightHop(t, limit, min(f.stable.Ready, s), min(f.canary.Ready, c)); ok {
+	rs, rc := int32(0), int32(0)
+	if f.stable.Settled && f.stable.Capacity >= s {
+		rs = min(f.stable.Ready, s)
+	}
+	if f.canary.Settled && f.canary.Capacity >= c {
+		rc = min(f.canary.Ready, c)
+	}
+	if h, ok := f.weightHop(t, limit, rs, rc); ok {
 		return h
 	}
 	switch {

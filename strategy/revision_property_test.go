@@ -229,6 +229,7 @@ func revisionChain(t *rapid.T, lost bool) {
 			now = now.Add(time.Duration(rapid.Int64Range(0, int64(5*time.Minute)).Draw(t, "advance")))
 		case 6, 7:
 			valid := s.check(mode, nil)
+			pending := s.PendingRevision
 			switch rapid.IntRange(0, 5).Draw(t, "command") {
 			case 0, 1:
 				last = rapid.SampledFrom(chainRevisions).Draw(t, "retarget")
@@ -243,6 +244,7 @@ func revisionChain(t *rapid.T, lost bool) {
 				s = s.PromoteFull(now)
 			}
 			t.Logf("command at %s: %s %s/%s/%s", now.Format("15:04:05"), s.Phase, s.StableRevision, s.CanaryRevision, s.PendingRevision)
+			w.pendingReplaced(pending, &s)
 			if valid && !s.check(mode, nil) {
 				t.Fatalf("a command made a valid state invalid: %v", s.Validate(mode))
 			}

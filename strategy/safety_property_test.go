@@ -287,16 +287,7 @@ func unsafeWith(t *rapid.T, gen func(*rapid.T, CapacityMode) Strategy, check fun
 			if valid && !s.check(mode, nil) {
 				t.Fatalf("a command made a valid state invalid: %v", s.Validate(mode))
 			}
-			if pending != "" && s.PendingRevision != pending && w.canary.rev == pending && w.canary.rev != s.CanaryRevision {
-				// A reconcile whose state was lost already finished the
-				// walk back and started the pending revision, and the spec
-				// then named another: the stored state never knew the canary
-				// side ran it, so what it carries is the world's doing
-				// (foreign) until the engine walks it out.
-				if routed, asked := w.carries(&w.canary); routed || asked {
-					w.canary.foreign = true
-				}
-			}
+			w.pendingReplaced(pending, &s)
 			if stable == "" && s.StableRevision != "" {
 				// The first revision a state names is the one the caller
 				// created the workload with (DeployTarget's doc): the stable

@@ -316,6 +316,23 @@ func (w *world) follow(from, to *State) {
 	}
 }
 
+// pendingReplaced follows a command that replaced the pending revision
+// pending (the one a Retarget's walk back was to start) of the state s: a
+// reconcile whose state was lost may already have finished that walk back
+// and started pending on the canary side, and the spec then named another
+// revision (or the walk back was cancelled). The stored state never knew
+// the canary side ran it, and the command that makes its traffic a breach
+// comes with no Step in between, so what the side carries is the world's
+// doing (foreign) until the engine walks it out.
+func (w *world) pendingReplaced(pending string, s *State) {
+	if pending == "" || s.PendingRevision == pending || w.canary.rev != pending || w.canary.rev == s.CanaryRevision {
+		return
+	}
+	if routed, asked := w.carries(&w.canary); routed || asked {
+		w.canary.foreign = true
+	}
+}
+
 // specRevision is the revision a spec asked for last, as the state names it:
 // the pending revision of a Retarget, else the canary one.
 func specRevision(s *State) string {
