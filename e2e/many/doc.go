@@ -1,7 +1,7 @@
 // Package many measures many concurrent upshift rollouts against one real
 // kube-apiserver (the etcd and kube-apiserver of kubetest), each
 // rollout with its own HTTPRoute, driven by rollout.Runner.Run with the
-// gateway Router in the fixed capacity mode and the gateway AnnotationStore
+// gateway Router in the fixed capacity mode and the Router's AnnotationStore
 // for its state.
 //
 // Nothing runs a gateway controller in that environment, so the tests play

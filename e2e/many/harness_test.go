@@ -485,7 +485,11 @@ func run(tb testing.TB, n int, v variant, strat strategy.Incremental, spread, ti
 		if !v.notify {
 			tr = pollOnly{router}
 		}
-		routers[i] = &rollout.Runner{Strategy: strat, Router: tr, Store: gateway.NewAnnotationStoreForClientset(ops.cs, ref), Observer: observer}
+		store, err := router.AnnotationStore(ref) // each weight hop writes the state with it
+		if err != nil {
+			tb.Fatal(err)
+		}
+		routers[i] = &rollout.Runner{Strategy: strat, Router: tr, Store: routerStore{store}, Observer: observer}
 	}
 
 	apiBefore, playerBefore := ops.counter.snapshot(), gws.counter.snapshot()
@@ -674,4 +678,15 @@ func cpuUse(a, b cpuSample) (all, ours float64) {
 		return 0, 0
 	}
 	return float64(b.busy-a.busy) / ticksPerSecond / secs, float64(b.ours-a.ours) / ticksPerSecond / secs
+}
+
+// routerStore is the Router's AnnotationStore, which also moves the Router
+// behind pollOnly: both variants write each weight hop with its state.
+type routerStore struct{ *gateway.AnnotationStore }
+
+func (s routerStore) Moves(r rollout.TrafficRouter) bool {
+	if p, ok := r.(pollOnly); ok {
+		r = p.r
+	}
+	return s.AnnotationStore.Moves(r)
 }
