@@ -341,7 +341,8 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	s.Observed = obs
 	d := r.Strategy.Step(s, now)
 	ev.Decision = d
-	applied, err := r.apply(ctx, log, &s, &d, hw, landed(clock.OrReal(r.Clock), now))
+	clk := clock.OrReal(r.Clock)
+	applied, err := r.apply(ctx, log, &s, &d, hw, landing{clk: clk, now: now, start: clk.Now()})
 	ev.Applied = applied
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
@@ -483,20 +484,22 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 	return obs, nil
 }
 
-// landed returns the instant, on the timeline of now (the reconcile's
-// instant), at which a write that returns when it is called has landed:
-// now plus the time clk saw pass since.
-func landed(clk clock.Clock, now time.Time) func() time.Time {
-	start := clk.Now()
-	return func() time.Time { return now.Add(clk.Now().Sub(start)) }
+// landing tells the instant, on the timeline of now (the reconcile's
+// instant), at which a write that returns when landed is called has
+// landed: now plus the time clk saw pass since start.
+type landing struct {
+	clk        clock.Clock
+	now, start time.Time
 }
+
+func (l landing) landed() time.Time { return l.now.Add(l.clk.Now().Sub(l.start)) }
 
 // apply carries out d's hops in the safe order and returns those applied.
 // With hw, the weight hop is written with d.State (HopStore). A weight
 // hop's write records in d.State.WeightAppliedAt the instant it returned
-// (written()): the weights have reached the data plane's API by then, and
+// (written.landed()): the weights have reached the data plane's API by then, and
 // the strategy's interval counts from there.
-func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision, hw *hopWrite, written func() time.Time) ([]Hop, error) {
+func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.State, d *strategy.Decision, hw *hopWrite, written landing) ([]Hop, error) {
 	if !d.HasHops() {
 		return nil, nil
 	}
@@ -582,7 +585,7 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 		}
 		if d.Weight.Set {
 			// Volatile (strategy.Changed): no save of its own.
-			d.State.WeightAppliedAt = strategy.Micro(written())
+			d.State.WeightAppliedAt = strategy.Micro(written.landed())
 		}
 		if hw != nil {
 			hw.saved(d.State) // the state travelled with the hop
