@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/kubetest/measure"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -39,11 +40,11 @@ func TestConcurrentRollouts(t *testing.T) {
 			if r.succeeded != r.n {
 				t.Fatalf("%d of %d rollouts succeeded", r.succeeded, r.n)
 			}
-			if r.api.watches != 0 && !v.notify {
-				t.Errorf("poll1s: %d watches; the wrapper should hide Notify", r.api.watches)
+			if r.api.Watches != 0 && !v.notify {
+				t.Errorf("poll1s: %d watches; the wrapper should hide Notify", r.api.Watches)
 			}
-			if v.notify && r.api.watches < int64(r.n) {
-				t.Errorf("notify: %d watches for %d rollouts", r.api.watches, r.n)
+			if v.notify && r.api.Watches < int64(r.n) {
+				t.Errorf("notify: %d watches for %d rollouts", r.api.Watches, r.n)
 			}
 		})
 	}
@@ -117,12 +118,12 @@ func BenchmarkConcurrentRollouts(b *testing.B) {
 				b.ReportMetric(float64(r.within105)/float64(r.n), "within1.05x")
 				b.ReportMetric(r.ratio(0.5), "p50-ratio")
 				b.ReportMetric(r.ratio(0.99), "p99-ratio")
-				b.ReportMetric(r.perRollout(r.api.reads), "reads/rollout")
-				b.ReportMetric(r.perRollout(r.api.writes), "writes/rollout")
-				b.ReportMetric(r.perRollout(r.api.watches), "watches/rollout")
-				b.ReportMetric(ms(quantile(r.reconciles, 0.99)), "rec-p99-ms")
-				b.ReportMetric(ms(quantile(r.readLat, 0.99)), "read-p99-ms")
-				b.ReportMetric(ms(quantile(r.writeLat, 0.99)), "write-p99-ms")
+				b.ReportMetric(r.perRollout(r.api.Reads), "reads/rollout")
+				b.ReportMetric(r.perRollout(r.api.Writes), "writes/rollout")
+				b.ReportMetric(r.perRollout(r.api.Watches), "watches/rollout")
+				b.ReportMetric(ms(measure.Quantile(r.reconciles, 0.99)), "rec-p99-ms")
+				b.ReportMetric(ms(measure.Quantile(r.readLat, 0.99)), "read-p99-ms")
+				b.ReportMetric(ms(measure.Quantile(r.writeLat, 0.99)), "write-p99-ms")
 				b.ReportMetric(ms(r.throttled), "throttle-ms")
 				if r.hops > 0 {
 					b.ReportMetric(1000*r.cpu["test"]/float64(r.hops), "cpu-ms/hop")

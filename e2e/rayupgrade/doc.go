@@ -21,9 +21,9 @@
 // a poll reads what the poll got.
 //
 // Nothing runs a gateway controller in that environment, so the tests play
-// one: an informer of the route and a worker that, a short delay
-// (playerDelay) after the route gains a generation, writes Accepted and
-// ResolvedRefs for it, as kubetest/gatewaytest.Accept does. The emulated
+// one, kubetest/gatewaytest.Player: an informer of the routes and workers
+// that, a short delay (playerDelay) after the route gains a generation,
+// write Accepted and ResolvedRefs for it, as gatewaytest.Accept does. The emulated
 // clusters move one step per GET of their applications (raytest's clock
 // is its polls); their pace (build, start and stop polls) is that of the
 // serve/ray upgrade tests.

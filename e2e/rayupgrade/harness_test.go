@@ -16,17 +16,14 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	"sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
 
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/kubetest/gatewaytest"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/serve/ray"
 	"github.com/upshift-dev/upshift/serve/ray/raytest"
@@ -223,118 +220,6 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// gatewayPlayer plays the gateway controller for one route: an informer
-// of it and a worker that writes Accepted and ResolvedRefs True for each
-// new generation, playerDelay after the informer shows it.
-type gatewayPlayer struct {
-	cs        versioned.Interface
-	ns, name  string
-	cancel    context.CancelFunc
-	done      sync.WaitGroup
-	kick      chan struct{}
-	mu        sync.Mutex
-	written   int
-	conflicts int
-	errs      []error
-}
-
-func startGatewayPlayer(tb testing.TB, cs versioned.Interface, ns, name string) *gatewayPlayer {
-	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &gatewayPlayer{cs: cs, ns: ns, name: name, cancel: cancel, kick: make(chan struct{}, 1)}
-	f := externalversions.NewSharedInformerFactoryWithOptions(cs, 0, externalversions.WithNamespace(ns))
-	inf := f.Gateway().V1().HTTPRoutes()
-	lister := inf.Lister()
-	kick := func(any) {
-		select {
-		case p.kick <- struct{}{}:
-		default:
-		}
-	}
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: kick, UpdateFunc: func(_, obj any) { kick(obj) },
-	}); err != nil {
-		tb.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			tb.Fatalf("gateway player: informer %v did not sync", typ)
-		}
-	}
-	p.done.Add(1)
-	go func() {
-		defer p.done.Done()
-		defer f.Shutdown()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-p.kick:
-			}
-			cur, err := lister.HTTPRoutes(ns).Get(name)
-			if err != nil || accepted(cur) {
-				continue
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(playerDelay):
-			}
-			if cur, err = lister.HTTPRoutes(ns).Get(name); err != nil || accepted(cur) {
-				continue
-			}
-			rt := cur.DeepCopy()
-			rt.Status.Parents = nil
-			for _, ref := range rt.Spec.ParentRefs {
-				ps := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: "example.com/gateway"}
-				for _, ct := range []string{"Accepted", "ResolvedRefs"} {
-					ps.Conditions = append(ps.Conditions, metav1.Condition{Type: ct, Status: metav1.ConditionTrue, Reason: ct,
-						ObservedGeneration: rt.Generation, LastTransitionTime: metav1.Now()})
-				}
-				rt.Status.Parents = append(rt.Status.Parents, ps)
-			}
-			_, err = cs.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, rt, metav1.UpdateOptions{})
-			p.mu.Lock()
-			switch {
-			case err == nil:
-				p.written++
-			case apierrors.IsConflict(err):
-				// The informer has a newer copy coming, whose event
-				// kicks the worker again.
-				p.conflicts++
-			case ctx.Err() == nil:
-				p.errs = append(p.errs, err)
-				kick(nil)
-			}
-			p.mu.Unlock()
-		}
-	}()
-	return p
-}
-
-// accepted reports whether every parent has Accepted and ResolvedRefs True
-// for rt's current generation.
-func accepted(rt *gwv1.HTTPRoute) bool {
-	if len(rt.Status.Parents) != len(rt.Spec.ParentRefs) {
-		return false
-	}
-	for _, ps := range rt.Status.Parents {
-		for _, ct := range []string{"Accepted", "ResolvedRefs"} {
-			c := meta.FindStatusCondition(ps.Conditions, ct)
-			if c == nil || c.ObservedGeneration != rt.Generation || c.Status != metav1.ConditionTrue {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func (p *gatewayPlayer) stop() {
-	p.cancel()
-	p.done.Wait()
-}
-
 // watched checks, at every observation of a side's capacity, that the
 // side is ready for the traffic the route (as last written) sends it, and
 // keeps the adapter's notifications.
@@ -518,8 +403,8 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 	if _, err := admin.GatewayV1().HTTPRoutes(ns).Create(ctx, rt, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
 	}
-	player := startGatewayPlayer(tb, admin, ns, name)
-	defer player.stop()
+	player := gatewaytest.Play(tb, admin, ns, gatewaytest.PlayerOptions{Delay: playerDelay})
+	defer player.Stop()
 
 	// The upgrade's own clientset, every request counted.
 	api := &apiCounter{route: "/apis/gateway.networking.k8s.io/v1/namespaces/" + ns + "/httproutes/" + name}
@@ -551,7 +436,7 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 	deadline := time.Now().Add(time.Minute)
 	for {
 		cur, err := admin.GatewayV1().HTTPRoutes(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && accepted(cur) {
+		if err == nil && gatewaytest.Accepted(cur) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -596,9 +481,7 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 	a.runGets.Store(0)
 	b.runGets.Store(0)
 	puts := [2]int{a.rs.Puts(), b.rs.Puts()}
-	player.mu.Lock()
-	written, refused := player.written, player.conflicts
-	player.mu.Unlock()
+	written, refused := player.Written(), player.Conflicts()
 	api.start(map[string]int32{backendA.Name: 100, backendB.Name: 0})
 	runCtx, cancel := context.WithTimeout(context.WithValue(ctx, runKey{}, true), timeout)
 	defer cancel()
@@ -623,12 +506,10 @@ func upgrade(tb testing.TB, interval time.Duration, timeout time.Duration) resul
 	res.dashboard = [2]int{a.rs.Polls() - polls[0], b.rs.Polls() - polls[1]}
 	res.runGets = int(a.runGets.Load() + b.runGets.Load())
 	res.dashPuts = [2]int{a.rs.Puts() - puts[0], b.rs.Puts() - puts[1]}
-	player.mu.Lock()
-	res.player.written, res.player.conflicts = player.written-written, player.conflicts-refused
-	for _, err := range player.errs {
+	res.player.written, res.player.conflicts = int(player.Written()-written), int(player.Conflicts()-refused)
+	for _, err := range player.Errors() {
 		res.violations = append(res.violations, "gateway player: "+err.Error())
 	}
-	player.mu.Unlock()
 	for _, c := range []*cluster{a, b} {
 		res.violations = append(res.violations, c.cap.violations...)
 		res.violations = append(res.violations, c.rs.Violations()...)

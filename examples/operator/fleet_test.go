@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/pem"
 	"fmt"
@@ -27,7 +26,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -37,15 +35,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
-	"sigs.k8s.io/gateway-api/pkg/client/informers/externalversions"
-	gwlisters "sigs.k8s.io/gateway-api/pkg/client/listers/apis/v1"
 
 	"github.com/upshift-dev/upshift/examples/operator/api/v1alpha1"
 	"github.com/upshift-dev/upshift/examples/operator/controller"
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/kubetest"
+	"github.com/upshift-dev/upshift/kubetest/gatewaytest"
+	"github.com/upshift-dev/upshift/kubetest/measure"
 	"github.com/upshift-dev/upshift/strategy"
 )
 
@@ -54,99 +51,20 @@ import (
 // main.go builds, run as its ServiceAccount with the generated role). The
 // test process plays the rest of the cluster with one informer per kind:
 // the Deployment controller and the kubelet (deploymentPlayer) and the
-// gateway (gatewayPlayer). The operator reaches the API server through a
+// gateway (gatewaytest.Player). The operator reaches the API server through a
 // TLS proxy in the test process whose transport counts every request
-// (apiCounter), so its requests are counted as a RoundTripper on its own
+// (measure.Counter), so its requests are counted as a RoundTripper on its own
 // rest.Config would count them, without changing the binary.
 
 // fleetReplicas is each Release's spec.replicas: one pod per 10% step.
 const fleetReplicas = 10
 
-// apiCounter counts the requests through a transport it wraps: reads
-// (get, list), writes (everything but GET) and watches (GET with
-// watch=true), and the answers 409 (conflict) and 429 (the API server's
-// priority and fairness refusing), and the latency until the response
-// headers of reads and writes.
-type apiCounter struct {
-	reads, writes, watches, conflicts, tooMany, failed atomic.Int64
-
-	mu                sync.Mutex
-	readLat, writeLat []time.Duration
-}
-
-// latencies returns the read and write latencies recorded since mark.
-func (c *apiCounter) latencies(mark [2]int) (reads, writes []time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.readLat[mark[0]:]), slices.Clone(c.writeLat[mark[1]:])
-}
-
-func (c *apiCounter) mark() [2]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return [2]int{len(c.readLat), len(c.writeLat)}
-}
-
-func (c *apiCounter) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		watch := req.Method == http.MethodGet && req.URL.Query().Get("watch") == "true"
-		switch {
-		case watch:
-			c.watches.Add(1)
-		case req.Method == http.MethodGet:
-			c.reads.Add(1)
-		default:
-			c.writes.Add(1)
-		}
-		start := time.Now()
-		resp, err := rt.RoundTrip(req)
-		if !watch {
-			took := time.Since(start)
-			c.mu.Lock()
-			if req.Method == http.MethodGet {
-				c.readLat = append(c.readLat, took)
-			} else {
-				c.writeLat = append(c.writeLat, took)
-			}
-			c.mu.Unlock()
-		}
-		if err != nil {
-			c.failed.Add(1)
-			return resp, err
-		}
-		switch resp.StatusCode {
-		case http.StatusConflict:
-			c.conflicts.Add(1)
-		case http.StatusTooManyRequests:
-			c.tooMany.Add(1)
-		}
-		return resp, err
-	})
-}
-
-// apiCounts is a snapshot of an apiCounter.
-type apiCounts struct {
-	reads, writes, watches, conflicts, tooMany, failed int64
-}
-
-func (c *apiCounter) snapshot() apiCounts {
-	return apiCounts{c.reads.Load(), c.writes.Load(), c.watches.Load(), c.conflicts.Load(), c.tooMany.Load(), c.failed.Load()}
-}
-
-func (a apiCounts) minus(b apiCounts) apiCounts {
-	return apiCounts{a.reads - b.reads, a.writes - b.writes, a.watches - b.watches, a.conflicts - b.conflicts, a.tooMany - b.tooMany, a.failed - b.failed}
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
 // countedConfig returns a copy of base without client-side rate limits,
 // its requests counted by c.
-func countedConfig(base *rest.Config, c *apiCounter) *rest.Config {
+func countedConfig(base *rest.Config, c *measure.Counter) *rest.Config {
 	cfg := rest.CopyConfig(base)
 	cfg.QPS, cfg.Burst = -1, 0
-	cfg.Wrap(c.wrap)
+	cfg.Wrap(c.Wrap)
 	return cfg
 }
 
@@ -155,7 +73,7 @@ func countedConfig(base *rest.Config, c *apiCounter) *rest.Config {
 // reaches the API server as it is.
 type countingProxy struct {
 	srv     *httptest.Server
-	counter *apiCounter
+	counter *measure.Counter
 	caPEM   []byte
 }
 
@@ -170,10 +88,10 @@ func startProxy(tb testing.TB, upstream *rest.Config) *countingProxy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p := &countingProxy{counter: &apiCounter{}}
+	p := &countingProxy{counter: &measure.Counter{}}
 	rp := &httputil.ReverseProxy{
 		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-		Transport:     p.counter.wrap(rt),
+		Transport:     p.counter.Wrap(rt),
 		FlushInterval: -1, // watches stream
 		ErrorLog:      log.New(io.Discard, "", 0),
 	}
@@ -192,7 +110,7 @@ func startProxy(tb testing.TB, upstream *rest.Config) *countingProxy {
 // written when it changes.
 type deploymentPlayer struct {
 	cs         kubernetes.Interface
-	counter    *apiCounter
+	counter    *measure.Counter
 	lister     func(ns, name string) (*appsv1.Deployment, error)
 	queue      workqueue.TypedRateLimitingInterface[string]
 	readyAfter time.Duration
@@ -213,7 +131,7 @@ const playerWorkers = 64
 
 func startDeploymentPlayer(tb testing.TB, base *rest.Config, ns string, readyAfter time.Duration) *deploymentPlayer {
 	tb.Helper()
-	p := &deploymentPlayer{counter: &apiCounter{}, readyAfter: readyAfter, pods: map[string][]fleetPod{},
+	p := &deploymentPlayer{counter: &measure.Counter{}, readyAfter: readyAfter, pods: map[string][]fleetPod{},
 		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
 	cs, err := kubernetes.NewForConfig(countedConfig(base, p.counter))
 	if err != nil {
@@ -336,100 +254,6 @@ func (p *deploymentPlayer) step(key string, d *appsv1.Deployment) (appsv1.Deploy
 
 func (p *deploymentPlayer) stop() { p.cancel(); p.done.Wait() }
 
-// gatewayPlayer plays the gateway for every HTTPRoute of a namespace: one
-// informer and a work queue whose workers write Accepted and ResolvedRefs
-// True for each route's current generation, as kubetest/gatewaytest.Accept
-// does, from the informer's copy.
-type gatewayPlayer struct {
-	cs      versioned.Interface
-	counter *apiCounter
-	lister  gwlisters.HTTPRouteLister
-	queue   workqueue.TypedRateLimitingInterface[string]
-	cancel  context.CancelFunc
-	done    sync.WaitGroup
-	written atomic.Int64
-}
-
-func startGatewayPlayer(tb testing.TB, base *rest.Config, ns string) *gatewayPlayer {
-	tb.Helper()
-	p := &gatewayPlayer{counter: &apiCounter{},
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
-	cs, err := versioned.NewForConfig(countedConfig(base, p.counter))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.cs = cs
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	f := externalversions.NewSharedInformerFactoryWithOptions(cs, 0, externalversions.WithNamespace(ns))
-	inf := f.Gateway().V1().HTTPRoutes()
-	p.lister = inf.Lister()
-	enqueue := func(obj any) {
-		rt, ok := obj.(*gwv1.HTTPRoute)
-		if !ok || routeAccepted(rt) {
-			return
-		}
-		if key, err := toolscache.MetaNamespaceKeyFunc(rt); err == nil {
-			p.queue.Add(key)
-		}
-	}
-	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
-		tb.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	startWorkers(ctx, &p.done, p.queue, f.Shutdown, p.work)
-	return p
-}
-
-// routeAccepted reports whether every parent has Accepted and ResolvedRefs
-// for rt's current generation.
-func routeAccepted(rt *gwv1.HTTPRoute) bool {
-	if len(rt.Status.Parents) != len(rt.Spec.ParentRefs) {
-		return false
-	}
-	for _, ps := range rt.Status.Parents {
-		for _, ct := range []string{"Accepted", "ResolvedRefs"} {
-			c := meta.FindStatusCondition(ps.Conditions, ct)
-			if c == nil || c.ObservedGeneration != rt.Generation || c.Status != metav1.ConditionTrue {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func (p *gatewayPlayer) work(ctx context.Context, key string) {
-	ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
-	cur, err := p.lister.HTTPRoutes(ns).Get(name)
-	if err != nil || routeAccepted(cur) {
-		p.queue.Forget(key)
-		return
-	}
-	rt := cur.DeepCopy()
-	rt.Status.Parents = nil
-	for _, ref := range rt.Spec.ParentRefs {
-		ps := gwv1.RouteParentStatus{ParentRef: ref, ControllerName: "example.com/gateway"}
-		for _, ct := range []string{"Accepted", "ResolvedRefs"} {
-			ps.Conditions = append(ps.Conditions, metav1.Condition{Type: ct, Status: metav1.ConditionTrue, Reason: ct,
-				ObservedGeneration: rt.Generation, LastTransitionTime: metav1.Now()})
-		}
-		rt.Status.Parents = append(rt.Status.Parents, ps)
-	}
-	switch _, err = p.cs.GatewayV1().HTTPRoutes(ns).UpdateStatus(ctx, rt, metav1.UpdateOptions{}); {
-	case err == nil:
-		p.written.Add(1)
-		p.queue.Forget(key)
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
-		p.queue.Forget(key)
-	default:
-		p.queue.AddRateLimited(key)
-	}
-}
-
-func (p *gatewayPlayer) stop() { p.cancel(); p.done.Wait() }
-
 // fleetResult is what one run of a fleet measured.
 type fleetResult struct {
 	n        int
@@ -441,12 +265,12 @@ type fleetResult struct {
 	durations []time.Duration
 	succeeded int
 	within    int // succeeded within 1.05x the plan
-	api       apiCounts
-	players   apiCounts // both players together
+	api       measure.Counts
+	players   measure.Counts // both players together
 	// The latencies of the operator's reads and writes, and of the
 	// players' writes.
 	readLat, writeLat, playerLat []time.Duration
-	harness                      apiCounts // the test's own edits and its watch of Releases
+	harness                      measure.Counts // the test's own edits and its watch of Releases
 	// From the operator's metrics: reconciles of Releases and their
 	// errors, hops applied, and quantiles of the reconcile time and of the
 	// time a request waits in the work queue.
@@ -484,7 +308,7 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	}
 	res := fleetResult{n: n, workers: workers, plan: plan, interval: strat.Interval.Duration, durations: make([]time.Duration, n), cpu: map[string]float64{}}
 	ns := env.Namespace(tb)
-	harness := &apiCounter{}
+	harness := &measure.Counter{}
 	hcfg := countedConfig(env.Config, harness)
 	c, err := client.New(hcfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -496,8 +320,13 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	readyAfter := min(500*time.Millisecond, strat.Interval.Duration/20)
 	deployments := startDeploymentPlayer(tb, env.Config, ns, readyAfter)
 	defer deployments.stop()
-	routes := startGatewayPlayer(tb, env.Config, ns)
-	defer routes.stop()
+	routeCounter := &measure.Counter{}
+	gcs, err := versioned.NewForConfig(countedConfig(env.Config, routeCounter))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	routes := gatewaytest.Play(tb, gcs, ns, gatewaytest.PlayerOptions{Workers: playerWorkers})
+	defer routes.Stop()
 
 	// The test's view of the Releases: one informer, recording when each
 	// was first seen Released at v2.
@@ -585,15 +414,15 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	// Let the adoption's last reconciles and requeues pass.
 	time.Sleep(min(5*time.Second, spread))
 
-	apiBefore, latMark := proxy.counter.snapshot(), proxy.counter.mark()
-	depMark, routeMark := deployments.counter.mark(), routes.counter.mark()
-	playersBefore := deployments.counter.snapshot()
-	playersBefore2 := routes.counter.snapshot()
-	harnessBefore := harness.snapshot()
+	apiBefore, latMark := proxy.counter.Counts(), proxy.counter.Mark()
+	depMark, routeMark := deployments.counter.Mark(), routeCounter.Mark()
+	playersBefore := deployments.counter.Counts()
+	playersBefore2 := routeCounter.Counts()
+	harnessBefore := harness.Counts()
 	metricsBefore := op.scrape(tb)
 	raw, _ := os.ReadFile("/proc/loadavg")
 	res.load = strings.Join(strings.Fields(string(raw))[:3], " ")
-	cpuBefore := sampleProcs(op.pid())
+	cpuBefore := measure.SampleCPU(map[string]int{"operator": op.pid()})
 	start := time.Now()
 	edits := make([]time.Time, n)
 	var editErr atomic.Value
@@ -624,24 +453,24 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 		op.exited(tb)
 	}
 	res.elapsed = time.Since(start)
-	cpuAfter := sampleProcs(op.pid())
+	cpuAfter := measure.SampleCPU(map[string]int{"operator": op.pid()})
 	metricsAfter := op.scrape(tb)
-	res.api = proxy.counter.snapshot().minus(apiBefore)
-	pl := deployments.counter.snapshot().minus(playersBefore)
-	pl2 := routes.counter.snapshot().minus(playersBefore2)
-	res.players = apiCounts{pl.reads + pl2.reads, pl.writes + pl2.writes, pl.watches + pl2.watches, pl.conflicts + pl2.conflicts, pl.tooMany + pl2.tooMany, pl.failed + pl2.failed}
-	res.harness = harness.snapshot().minus(harnessBefore)
-	res.readLat, res.writeLat = proxy.counter.latencies(latMark)
-	_, depLat := deployments.counter.latencies(depMark)
-	_, routeLat := routes.counter.latencies(routeMark)
+	res.api = proxy.counter.Counts().Minus(apiBefore)
+	pl := deployments.counter.Counts().Minus(playersBefore)
+	pl2 := routeCounter.Counts().Minus(playersBefore2)
+	res.players = pl.Plus(pl2)
+	res.harness = harness.Counts().Minus(harnessBefore)
+	res.readLat, res.writeLat = proxy.counter.Latencies(latMark)
+	_, depLat := deployments.counter.Latencies(depMark)
+	_, routeLat := routeCounter.Latencies(routeMark)
 	res.playerLat = append(depLat, routeLat...)
 	res.rssEnd, res.rssPeak = procMemory(op.pid())
 	res.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
-	for name, ticks := range cpuAfter.procs {
-		res.cpu[name] = float64(ticks-cpuBefore.procs[name]) / ticksPerSecond
+	for name, ticks := range cpuAfter.Procs {
+		res.cpu[name] = float64(ticks-cpuBefore.Procs[name]) / measure.TicksPerSecond
 	}
-	res.busy = float64(cpuAfter.busy-cpuBefore.busy) / ticksPerSecond
-	res.capa = cpuAfter.at.Sub(cpuBefore.at).Seconds() * float64(cpuAfter.cores)
+	res.busy = float64(cpuAfter.Busy-cpuBefore.Busy) / measure.TicksPerSecond
+	res.capa = cpuAfter.At.Sub(cpuBefore.At).Seconds() * float64(cpuAfter.Cores)
 
 	mu.Lock()
 	for i, name := range names {
@@ -897,76 +726,6 @@ func (h histogram) quantile(q float64) time.Duration {
 	return time.Duration(lo * float64(time.Second))
 }
 
-// procSample is the CPU ticks of the processes of a run and of the whole
-// machine, from /proc.
-type procSample struct {
-	procs map[string]int64 // operator, kube-apiserver, etcd, test (players, proxy, driver)
-	busy  int64
-	cores int
-	at    time.Time
-}
-
-const ticksPerSecond = 100 // USER_HZ on Linux
-
-// sampleProcs reads the CPU ticks of the operator (pid op), of this test
-// process, and of its children kube-apiserver and etcd.
-func sampleProcs(op int) procSample {
-	s := procSample{procs: map[string]int64{}, at: time.Now()}
-	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		for i, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			switch {
-			case i == 0 && len(f) > 1 && f[0] == "cpu":
-				for j, v := range f[1:] {
-					if j == 3 || j == 4 { // idle, iowait
-						continue
-					}
-					n, _ := strconv.ParseInt(v, 10, 64)
-					s.busy += n
-				}
-			case len(f) > 0 && strings.HasPrefix(f[0], "cpu"):
-				s.cores++
-			}
-		}
-	}
-	self := os.Getpid()
-	_, _, s.procs["test"] = procStat(self)
-	_, _, s.procs["operator"] = procStat(op)
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self || pid == op {
-			continue
-		}
-		if ppid, comm, ticks := procStat(pid); ppid == self && (comm == "kube-apiserver" || comm == "etcd") {
-			s.procs[comm] += ticks
-		}
-	}
-	return s
-}
-
-// procStat returns a process's parent, its command name and its user +
-// system ticks.
-func procStat(pid int) (ppid int, comm string, ticks int64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, "", 0
-	}
-	open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
-	if open < 0 || end < open {
-		return 0, "", 0
-	}
-	comm = string(b[open+1 : end])
-	f := strings.Fields(string(b[end+1:]))
-	if len(f) < 13 {
-		return 0, "", 0
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return ppid, comm, ut + st
-}
-
 // procMemory returns a process's resident memory and its peak, in bytes.
 func procMemory(pid int) (rss, peak int64) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -989,19 +748,8 @@ func procMemory(pid int) (rss, peak int64) {
 	return rss, peak
 }
 
-// quantile returns the q-quantile (nearest rank) of ds, 0 when empty.
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := int(q*float64(len(s))+0.999999) - 1
-	return s[min(max(i, 0), len(s)-1)]
-}
-
 func (r fleetResult) ratio(q float64) float64 {
-	return float64(quantile(r.durations, q)) / float64(r.plan.Duration)
+	return float64(measure.Quantile(r.durations, q)) / float64(r.plan.Duration)
 }
 
 func (r fleetResult) perRollout(x int64) float64 { return float64(x) / float64(r.n) }
@@ -1029,11 +777,11 @@ func (r fleetResult) table() string {
 	row("within 1.05x of the plan", "%.1f%%", 100*float64(r.within)/float64(r.n))
 	row("duration / plan p50, p99, max", "%.3f, %.3f, %.3f", r.ratio(0.5), r.ratio(0.99), r.ratio(1))
 	row("operator API requests per rollout: reads / writes / watches", "%.1f / %.1f / %.2f (409: %d, 429: %d, failed: %d)",
-		r.perRollout(r.api.reads), r.perRollout(r.api.writes), r.perRollout(r.api.watches), r.api.conflicts, r.api.tooMany, r.api.failed)
+		r.perRollout(r.api.Reads), r.perRollout(r.api.Writes), r.perRollout(r.api.Watches), r.api.Conflicts, r.api.TooMany, r.api.Failed)
 	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
-		ms(quantile(r.readLat, 0.5)), ms(quantile(r.readLat, 0.99)), ms(quantile(r.writeLat, 0.5)), ms(quantile(r.writeLat, 0.99)))
+		ms(measure.Quantile(r.readLat, 0.5)), ms(measure.Quantile(r.readLat, 0.99)), ms(measure.Quantile(r.writeLat, 0.5)), ms(measure.Quantile(r.writeLat, 0.99)))
 	row("players' API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
-		r.perRollout(r.players.reads), r.perRollout(r.players.writes), ms(quantile(r.playerLat, 0.99)))
+		r.perRollout(r.players.Reads), r.perRollout(r.players.Writes), ms(measure.Quantile(r.playerLat, 0.99)))
 	row("reconciles per rollout (errors)", "%.1f (%.0f)", r.reconciles/float64(r.n), r.recErrors)
 	row("hops per rollout", "%.1f", r.hops/float64(r.n))
 	row("reconcile time p50, p99", "%s, %s", ms(r.recP50), ms(r.recP99))
@@ -1059,9 +807,9 @@ func (r fleetResult) report(b *testing.B) {
 	b.ReportMetric(float64(r.within)/float64(r.n), "within1.05x")
 	b.ReportMetric(r.ratio(0.5), "p50-ratio")
 	b.ReportMetric(r.ratio(0.99), "p99-ratio")
-	b.ReportMetric(r.perRollout(r.api.reads), "reads/rollout")
-	b.ReportMetric(r.perRollout(r.api.writes), "writes/rollout")
-	b.ReportMetric(r.perRollout(r.api.watches), "watches/rollout")
+	b.ReportMetric(r.perRollout(r.api.Reads), "reads/rollout")
+	b.ReportMetric(r.perRollout(r.api.Writes), "writes/rollout")
+	b.ReportMetric(r.perRollout(r.api.Watches), "watches/rollout")
 	b.ReportMetric(float64(r.recP99)/float64(time.Millisecond), "rec-p99-ms")
 	b.ReportMetric(1000*r.cpuPerHop(), "cpu-ms/hop")
 	b.ReportMetric(float64(r.rssEnd-r.rssIdle)/1024/float64(r.n), "rss-KiB/rollout")

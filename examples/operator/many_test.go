@@ -51,13 +51,13 @@ func TestManyReleases(t *testing.T) {
 		}
 	}
 	const maxReads, maxWrites, maxWatches = 180, 160, 2
-	if got := r.perRollout(r.api.reads); got > maxReads {
+	if got := r.perRollout(r.api.Reads); got > maxReads {
 		t.Errorf("%.1f reads per rollout, want at most %d", got, maxReads)
 	}
-	if got := r.perRollout(r.api.writes); got > maxWrites {
+	if got := r.perRollout(r.api.Writes); got > maxWrites {
 		t.Errorf("%.1f writes per rollout, want at most %d", got, maxWrites)
 	}
-	if got := r.perRollout(r.api.watches); got > maxWatches {
+	if got := r.perRollout(r.api.Watches); got > maxWatches {
 		t.Errorf("%.1f watches per rollout, want at most %d", got, maxWatches)
 	}
 	if r.hops < float64(n*plan.Hops) {

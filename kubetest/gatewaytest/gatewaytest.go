@@ -1,5 +1,7 @@
 // Package gatewaytest helps tests play the part of a Gateway API
-// controller against a real API server.
+// controller against a real API server: Accept accepts one route once,
+// Player accepts every new generation of a namespace's HTTPRoutes until it
+// is stopped, optionally after a delay, and counts its writes.
 package gatewaytest
 
 import (
