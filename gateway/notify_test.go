@@ -39,6 +39,28 @@ func waitWatching(t *testing.T, r *gateway.Router, want int64) {
 	}
 }
 
+// flavourRouter creates the route "web" in a new namespace and a Router
+// of it through the controller-runtime client (one that can watch) or the
+// clientset, as flavour says.
+func flavourRouter(t *testing.T, env *kubetest.Env, flavour string) (string, gateway.RouteRef, *gateway.Router) {
+	t.Helper()
+	ns := env.Namespace(t)
+	newRoute(t, env.Client, ns, "web")
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	cfg := gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary}
+	var router *gateway.Router
+	var err error
+	if flavour == "clientset" {
+		router, err = gateway.NewRouterForClientset(env.Gateway, cfg)
+	} else {
+		router, err = gateway.NewRouter(withWatch(t, env, &env.Clients), cfg)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ns, ref, router
+}
+
 // TestNotifyWakesOnWeightsAndStatus: with either client, the status the
 // data plane writes when it accepts the weights wakes the subscriber, and
 // so do weights written by someone else; the Router's own weight writes
@@ -48,20 +70,7 @@ func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 	env := kubetest.Get(t)
 	for _, flavour := range []string{"controller-runtime", "clientset"} {
 		t.Run(flavour, func(t *testing.T) {
-			ns := env.Namespace(t)
-			newRoute(t, env.Client, ns, "web")
-			ref := gateway.RouteRef{Namespace: ns, Name: "web"}
-			cfg := gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary}
-			var router *gateway.Router
-			var err error
-			if flavour == "clientset" {
-				router, err = gateway.NewRouterForClientset(env.Gateway, cfg)
-			} else {
-				router, err = gateway.NewRouter(withWatch(t, env, &env.Clients), cfg)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			ns, ref, router := flavourRouter(t, env, flavour)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w := kubetest.NewWaker()
@@ -82,7 +91,7 @@ func TestNotifyWakesOnWeightsAndStatus(t *testing.T) {
 					t.Fatalf("hop %d: %+v, %v", i, st, err)
 				}
 			}
-			other, err := gateway.NewRouterForClientset(env.Gateway, cfg)
+			other, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,20 +37,7 @@ func TestReadsFromTheWatchOnKube(t *testing.T) {
 	env := kubetest.Get(t)
 	for _, flavour := range []string{"controller-runtime", "clientset"} {
 		t.Run(flavour, func(t *testing.T) {
-			ns := env.Namespace(t)
-			newRoute(t, env.Client, ns, "web")
-			ref := gateway.RouteRef{Namespace: ns, Name: "web"}
-			cfg := gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary}
-			var router *gateway.Router
-			var err error
-			if flavour == "clientset" {
-				router, err = gateway.NewRouterForClientset(env.Gateway, cfg)
-			} else {
-				router, err = gateway.NewRouter(withWatch(t, env, &env.Clients), cfg)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, ref, router := flavourRouter(t, env, flavour)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w := kubetest.NewWaker()
@@ -78,7 +65,7 @@ func TestReadsFromTheWatchOnKube(t *testing.T) {
 					t.Fatalf("hop %d, accepted: %+v, %v", i, st, err)
 				}
 			}
-			other, err := gateway.NewRouterForClientset(env.Gateway, cfg)
+			other, err := gateway.NewRouterForClientset(env.Gateway, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
 			if err != nil {
 				t.Fatal(err)
 			}
