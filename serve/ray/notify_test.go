@@ -20,6 +20,25 @@ type wakeLog struct {
 	polls []int
 }
 
+// subscribed starts an emulated cluster with opts and an adapter of it on
+// a fake clock, subscribed to its notifications with a wakeLog whose
+// instants count from t0, the clock's start. The subscription's context
+// ends with the test, or when its cancel is called.
+func subscribed(t *testing.T, opts raytest.Options) (*raytest.Server, *fake.Clock, *ray.Ray, context.Context, context.CancelFunc, *wakeLog, time.Time) {
+	t.Helper()
+	rs, srv := cluster(t, opts)
+	clk := fake.NewClock(time.Unix(1000, 0))
+	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w := &wakeLog{}
+	t0 := clk.Now()
+	if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
+		t.Fatal(err)
+	}
+	return rs, clk, r, ctx, cancel, w, t0
+}
+
 func (w *wakeLog) wake(clk *fake.Clock, t0 time.Time, rs *raytest.Server) func() {
 	return func() {
 		w.mu.Lock()
@@ -73,16 +92,7 @@ func backoffBound(n int) time.Duration {
 // applies the write at once.
 func TestNotifyAfterSetCapacity(t *testing.T) {
 	for _, n := range []int{0, 1, 2, 3, 5, 8} {
-		rs, srv := cluster(t, raytest.Options{StartPolls: n, StopPolls: 1})
-		clk := fake.NewClock(time.Unix(1000, 0))
-		r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var w wakeLog
-		t0 := clk.Now()
-		if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
-			t.Fatal(err)
-		}
+		rs, clk, r, ctx, _, w, t0 := subscribed(t, raytest.Options{StartPolls: n, StopPolls: 1})
 		if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 			t.Fatal(err)
 		}
@@ -123,16 +133,7 @@ func TestNotifyAfterSetCapacity(t *testing.T) {
 // subscriber leaves, and a next write takes over from it.
 func TestNotifySlowSide(t *testing.T) {
 	const n = 40 // GETs until the replicas run
-	rs, srv := cluster(t, raytest.Options{StartPolls: n})
-	clk := fake.NewClock(time.Unix(1000, 0))
-	r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var w wakeLog
-	t0 := clk.Now()
-	if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
-		t.Fatal(err)
-	}
+	rs, clk, r, ctx, cancel, w, t0 := subscribed(t, raytest.Options{StartPolls: n})
 	if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 		t.Fatal(err)
 	}
@@ -216,16 +217,7 @@ func TestNotifySlowSide(t *testing.T) {
 // seen; a capacity write after a Deploy waits for both.
 func TestNotifyOverlappingWrites(t *testing.T) {
 	t.Run("capacity", func(t *testing.T) {
-		rs, srv := cluster(t, raytest.Options{StartPolls: 3, StopPolls: 1})
-		clk := fake.NewClock(time.Unix(1000, 0))
-		r := adapter(t, srv.URL, llmConfig, func(c *ray.Config) { c.Clock = clk })
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		var w wakeLog
-		t0 := clk.Now()
-		if err := r.Notify(ctx, w.wake(clk, t0, rs)); err != nil {
-			t.Fatal(err)
-		}
+		rs, clk, r, ctx, _, w, t0 := subscribed(t, raytest.Options{StartPolls: 3, StopPolls: 1})
 		if err := r.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 			t.Fatal(err)
 		}
