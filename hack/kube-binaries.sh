@@ -1,37 +1,54 @@
 #!/usr/bin/env bash
-# Builds the kube-apiserver and etcd that upshift's tests run against
-# (kubetest starts them through controller-runtime's envtest).
+# Builds the control plane that upshift's tests run against: kube-apiserver
+# and etcd (kubetest starts them through controller-runtime's envtest), and,
+# for the tests that need a whole cluster, kube-controller-manager,
+# kube-scheduler and kwok (sigs.k8s.io/kwok, which plays the kubelet of
+# simulated nodes: pods are scheduled, start and become ready without running
+# a container).
 #
 # Everything comes from the Go module proxy: a throwaway module in a temporary
 # directory requires k8s.io/kubernetes with each staging module (the
 # "./staging/src/k8s.io/..." replace block of its go.mod) replaced by the
-# published v0.X.Y release, and a second one requires the etcd server version
-# that Kubernetes pins. The binaries land in a cache outside the repository:
+# published v0.X.Y release, and sigs.k8s.io/kwok beside it; the four binaries
+# are built by one go build, so that the packages they share (most of them)
+# compile once. A second module requires the etcd server version that
+# Kubernetes pins. The binaries land in a cache outside the repository:
 #
-#   ${UPSHIFT_KUBE_ASSETS:-$HOME/.cache/upshift/kube/v1.37.2}/{kube-apiserver,etcd}
+#   ${UPSHIFT_KUBE_ASSETS:-$HOME/.cache/upshift/kube/v1.37.2}/
+#       {kube-apiserver,kube-controller-manager,kube-scheduler,kwok,etcd}
 #
-# Idempotent: when both binaries exist and kube-apiserver reports the expected
-# version, it prints the versions and exits. A cold build takes several
+# Idempotent: when every binary exists and reports the expected version, it
+# prints the versions and exits. A cold build takes several
 # minutes; a cached check well under a second. Set UPSHIFT_KUBE_REBUILD=1 to
 # force a rebuild. Safe to run concurrently (a lock serialises builders).
 set -euo pipefail
 
 KUBE_VERSION=v1.37.2
+KWOK_VERSION=v0.8.0
+KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler)
 assets="${UPSHIFT_KUBE_ASSETS:-$HOME/.cache/upshift/kube/$KUBE_VERSION}"
 
 log() { printf 'kube-binaries: %s\n' "$*" >&2; }
 
 cached() {
-  [[ -x "$assets/kube-apiserver" && -x "$assets/etcd" ]] || return 1
-  local v
-  v=$("$assets/kube-apiserver" --version 2>/dev/null) || return 1
-  [[ "$v" == "Kubernetes $KUBE_VERSION" ]] || { log "kube-apiserver reports '$v', want $KUBE_VERSION"; return 1; }
+  local b v
+  for b in "${KUBE_COMMANDS[@]}" kwok etcd; do
+    [[ -x "$assets/$b" ]] || return 1
+  done
+  for b in "${KUBE_COMMANDS[@]}"; do
+    v=$("$assets/$b" --version 2>/dev/null) || return 1
+    [[ "$v" == "Kubernetes $KUBE_VERSION" ]] || { log "$b reports '$v', want $KUBE_VERSION"; return 1; }
+  done
+  v=$("$assets/kwok" --version 2>/dev/null) || return 1
+  [[ "$v" == *"${KWOK_VERSION#v}"* ]] || { log "kwok reports '$v', want $KWOK_VERSION"; return 1; }
   return 0
 }
 
 report() {
+  local b
   log "assets: $assets"
-  log "kube-apiserver: $("$assets/kube-apiserver" --version)"
+  for b in "${KUBE_COMMANDS[@]}"; do log "$b: $("$assets/$b" --version)"; done
+  log "kwok: $("$assets/kwok" --version | head -n 1)"
   log "etcd: $("$assets/etcd" --version | head -n 1)"
 }
 
@@ -76,14 +93,22 @@ mapfile -t staging < <(sed -n 's#^[[:space:]]*\(k8s\.io/[^[:space:]]*\)[[:space:
 etcd_version=$(awk '$1 == "go.etcd.io/etcd/server/v3" { print $2 }' "$kmod")
 [[ -n "$etcd_version" ]] || { log "no go.etcd.io/etcd/server/v3 in $kmod"; exit 1; }
 
-log "building kube-apiserver $KUBE_VERSION (${#staging[@]} staging modules at $staging_version) and etcd $etcd_version into $assets"
+log "building ${KUBE_COMMANDS[*]} $KUBE_VERSION (${#staging[@]} staging modules at $staging_version), kwok $KWOK_VERSION and etcd $etcd_version into $assets"
 
-# kube-apiserver.
+# kube-apiserver, kube-controller-manager, kube-scheduler and kwok. kwok's
+# own requirements are older than Kubernetes' pins (its k8s.io modules one
+# minor release behind), so the module resolves to Kubernetes' versions and
+# the Kubernetes binaries build exactly as they would alone.
 mkdir -p "$work/kube" "$work/out"
 (
   cd "$work/kube"
   go mod init upshift.local/kubebinaries >/dev/null 2>&1
-  args=(-require "k8s.io/kubernetes@$KUBE_VERSION" -tool k8s.io/kubernetes/cmd/kube-apiserver)
+  args=(-require "k8s.io/kubernetes@$KUBE_VERSION" -require "sigs.k8s.io/kwok@$KWOK_VERSION" -tool sigs.k8s.io/kwok/cmd/kwok)
+  pkgs=(sigs.k8s.io/kwok/cmd/kwok)
+  for c in "${KUBE_COMMANDS[@]}"; do
+    args+=(-tool "k8s.io/kubernetes/cmd/$c")
+    pkgs+=("k8s.io/kubernetes/cmd/$c")
+  done
   for m in "${staging[@]}"; do
     args+=(-replace "$m=$m@$staging_version")
   done
@@ -95,9 +120,11 @@ mkdir -p "$work/kube" "$work/out"
     ld+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ld+=" -X $pkg.gitTreeState=archive -X $pkg.buildDate=${ktime:-1970-01-01T00:00:00Z}"
   done
-  go build -trimpath -ldflags "$ld" -o "$work/out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+  ld+=" -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION#v}"
+  # One build: the shared packages compile once and the four links overlap.
+  go build -trimpath -ldflags "$ld" -o "$work/out/" "${pkgs[@]}"
 )
-log "kube-apiserver built after $((SECONDS - start))s"
+log "${KUBE_COMMANDS[*]} and kwok built after $((SECONDS - start))s"
 
 # etcd.
 mkdir -p "$work/etcd"
@@ -111,10 +138,10 @@ mkdir -p "$work/etcd"
 log "etcd built after $((SECONDS - start))s"
 
 # Install atomically so that an interrupted build never leaves half a cache.
-for b in etcd kube-apiserver; do
+for b in etcd kwok "${KUBE_COMMANDS[@]}"; do
   mv -f "$work/out/$b" "$assets/.$b.new"
   mv -f "$assets/.$b.new" "$assets/$b"
 done
-cached || { log "built kube-apiserver does not report $KUBE_VERSION"; exit 1; }
+cached || { log "the binaries built do not report $KUBE_VERSION and kwok $KWOK_VERSION"; exit 1; }
 log "done in $((SECONDS - start))s"
 report

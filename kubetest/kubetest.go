@@ -139,11 +139,23 @@ func envFalse(name string) bool {
 	return err == nil && !b
 }
 
-// checkBinaries returns nil when both binaries are present and executable in
-// dir, else an error wrapping ErrNoBinaries that names the build command.
-func checkBinaries(dir string) error {
+func clusterOptions() *ClusterOptions {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	return shared.cluster
+}
+
+// checkBinaries returns nil when the binaries are present and executable in
+// dir (kube-apiserver and etcd, and for a cluster kube-controller-manager,
+// kube-scheduler and kwok), else an error wrapping ErrNoBinaries that names
+// the build command.
+func checkBinaries(dir string, cluster bool) error {
 	var missing []string
-	for _, name := range []string{"kube-apiserver", "etcd"} {
+	names := []string{"kube-apiserver", "etcd"}
+	if cluster {
+		names = append(names, clusterBinaries...)
+	}
+	for _, name := range names {
 		fi, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
 			missing = append(missing, name)
@@ -196,6 +208,11 @@ type Env struct {
 	// CRDs took.
 	StartTime time.Duration
 
+	// Cluster is the controller manager, scheduler and simulated nodes
+	// beside the API server, when the package's TestMain asked for them
+	// ([MainWith] with [Options].Cluster); nil otherwise.
+	Cluster *Cluster
+
 	te     *envtest.Environment
 	stop   func() error
 	userMu sync.Mutex // envtest's AddUser is not documented as concurrency-safe
@@ -206,7 +223,8 @@ type Env struct {
 var shared struct {
 	mu       sync.Mutex
 	inMain   bool
-	required bool // MainRequired
+	required bool            // MainRequired
+	cluster  *ClusterOptions // MainWith, defaults filled in
 	started  bool
 	env      *Env
 	err      error
@@ -227,7 +245,7 @@ var shared struct {
 // Call Main first in TestMain: the test binary doubles as the launcher of
 // kube-apiserver and etcd, and Main is where it turns into them.
 func Main(m *testing.M) int {
-	return run(m, false)
+	return MainWith(m, Options{})
 }
 
 // MainRequired is [Main] for a package whose tests must never pass without
@@ -237,7 +255,36 @@ func Main(m *testing.M) int {
 //
 //	func TestMain(m *testing.M) { os.Exit(kubetest.MainRequired(m)) }
 func MainRequired(m *testing.M) int {
-	return run(m, true)
+	return MainWith(m, Options{Required: true})
+}
+
+// Options say what [MainWith] runs the package's tests against.
+type Options struct {
+	// Required is MainRequired's rule: the tests must never pass without
+	// the binaries, unless UPSHIFT_REQUIRE_KUBE is set to a false value.
+	Required bool
+	// Cluster, when set, makes the environment a whole cluster (see
+	// [ClusterOptions]): kube-controller-manager, kube-scheduler and
+	// simulated nodes beside the API server, from [Env.Cluster].
+	Cluster *ClusterOptions
+}
+
+// MainWith is [Main] with options: a required package, or a whole
+// cluster rather than a bare API server.
+//
+//	func TestMain(m *testing.M) {
+//		os.Exit(kubetest.MainWith(m, kubetest.Options{Required: true, Cluster: &kubetest.ClusterOptions{}}))
+//	}
+func MainWith(m *testing.M, o Options) int {
+	var cluster *ClusterOptions
+	if o.Cluster != nil {
+		c := o.Cluster.withDefaults()
+		cluster = &c
+	}
+	shared.mu.Lock()
+	shared.cluster = cluster
+	shared.mu.Unlock()
+	return run(m, o.Required)
 }
 
 func run(m *testing.M, required bool) int {
@@ -247,7 +294,7 @@ func run(m *testing.M, required bool) int {
 	shared.mu.Lock()
 	shared.required = required
 	shared.mu.Unlock()
-	if err := checkBinaries(AssetsDir()); err != nil && Required() {
+	if err := checkBinaries(AssetsDir(), clusterOptions() != nil); err != nil && Required() {
 		why := "CI=true or UPSHIFT_REQUIRE_KUBE=1"
 		if required {
 			why = "the package's TestMain calls kubetest.MainRequired; UPSHIFT_REQUIRE_KUBE=0 skips the tests that need them instead"
@@ -343,11 +390,16 @@ func Get(tb TB) *Env {
 	if !shared.started {
 		shared.started = true
 		dir := AssetsDir()
-		if err := checkBinaries(dir); err != nil {
+		if err := checkBinaries(dir, shared.cluster != nil); err != nil {
 			shared.err = err
 		} else {
-			shared.env, shared.err = start(dir)
-			if shared.err == nil {
+			shared.env, shared.err = start(dir, shared.cluster)
+			switch {
+			case shared.err != nil:
+			case shared.env.Cluster != nil:
+				tb.Logf("kubetest: a cluster of Kubernetes %s (kube-apiserver with %d Gateway API CRDs, kube-controller-manager, kube-scheduler, %d kwok nodes) started in %v (assets %s)",
+					KubeVersion, len(shared.env.CRDs), len(shared.env.Cluster.Nodes), shared.env.StartTime.Round(time.Millisecond), dir)
+			default:
 				tb.Logf("kubetest: kube-apiserver %s with %d Gateway API CRDs started in %v (assets %s)",
 					KubeVersion, len(shared.env.CRDs), shared.env.StartTime.Round(time.Millisecond), dir)
 			}

@@ -26,3 +26,7 @@ func execWithParentDeathSignal(path string, args []string) error {
 	}
 	return syscall.Exec(path, append([]string{path}, args...), env)
 }
+
+// procAttr makes a process started by the cluster die with the thread that
+// started it (see osthread).
+func procAttr() *syscall.SysProcAttr { return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} }

@@ -2,10 +2,15 @@
 
 package kubetest
 
-import "errors"
+import (
+	"errors"
+	"syscall"
+)
 
 const parentDeathSupported = false
 
 func execWithParentDeathSignal(string, []string) error {
 	return errors.New("parent-death signal not supported on this platform")
 }
+
+func procAttr() *syscall.SysProcAttr { return nil }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -38,8 +39,9 @@ const (
 )
 
 // start runs kube-apiserver and etcd from dir, installs the Gateway API
-// standard CRDs and waits until they are established.
-func start(dir string) (*Env, error) {
+// standard CRDs and waits until they are established; with cluster, it then
+// starts the rest of the cluster (startCluster).
+func start(dir string, cluster *ClusterOptions) (*Env, error) {
 	begin := time.Now()
 	crdDir, err := gatewayCRDDir()
 	if err != nil {
@@ -70,6 +72,14 @@ func start(dir string) (*Env, error) {
 		ControlPlaneStartTimeout: startTimeout,
 		ControlPlaneStopTimeout:  stopTimeout,
 	}
+	if cluster != nil {
+		// Pods on a lost node are evicted after EvictAfter (the
+		// DefaultTolerationSeconds admission plugin adds the tolerations).
+		secs := strconv.Itoa(int(cluster.EvictAfter / time.Second))
+		args := te.ControlPlane.GetAPIServer().Configure()
+		args.Set("default-not-ready-toleration-seconds", secs)
+		args.Set("default-unreachable-toleration-seconds", secs)
+	}
 	thread := osthread.New()
 	var cfg *rest.Config
 	thread.Run(func() { cfg, err = te.Start() })
@@ -93,6 +103,20 @@ func start(dir string) (*Env, error) {
 		thread.Close()
 		cleanup()
 		return err
+	}
+	if cluster != nil {
+		c, err := startCluster(env, dir, *cluster)
+		if err != nil {
+			abort()
+			return nil, err
+		}
+		env.Cluster = c
+		stopAPIServer := env.stop
+		env.stop = func() error {
+			// The components first: they would only log the API
+			// server's absence.
+			return errors.Join(c.stop(), stopAPIServer())
+		}
 	}
 	env.StartTime = time.Since(begin)
 	return env, nil
