@@ -22,23 +22,24 @@
 // # Getting the binaries
 //
 // The tests need the kube-apiserver and etcd binaries of Kubernetes
-// [KubeVersion] in [AssetsDir]: $UPSHIFT_KUBE_ASSETS when set, else
-// $HOME/.cache/upshift/kube/<KubeVersion>. Either
+// [KubeVersion] in [AssetsDir] ($UPSHIFT_KUBE_ASSETS when set, else
+// $HOME/.cache/upshift/kube/<KubeVersion>), and for a whole cluster also
+// kube-controller-manager, kube-scheduler and kwok. Either
 //   - build them with upshift's hack/kube-binaries.sh, from a checkout of
 //     upshift (bash hack/kube-binaries.sh): everything comes from the Go
 //     module proxy, it takes several minutes once, then the cache answers in
 //     well under a second; upshift's ./test.sh runs it; or
-//   - point UPSHIFT_KUBE_ASSETS at a directory holding kube-apiserver and
-//     etcd of that release from elsewhere, such as the directory that
-//     controller-runtime's setup-envtest prints
-//     (UPSHIFT_KUBE_ASSETS=$(setup-envtest use -p path 1.37.x)).
+//   - point UPSHIFT_KUBE_ASSETS at a directory holding those binaries of
+//     that release from elsewhere (for a bare API server, the directory
+//     that controller-runtime's setup-envtest prints will do:
+//     UPSHIFT_KUBE_ASSETS=$(setup-envtest use -p path 1.37.x)).
 //
 // KUBEBUILDER_ASSETS, TEST_ASSET_* and USE_EXISTING_CLUSTER are ignored: the
 // tests always run the binaries of AssetsDir, never whatever those name.
 //
 // # When the binaries are missing
 //
-// If kube-apiserver or etcd is absent from [AssetsDir] and [Required] is
+// If a binary the package needs is absent from [AssetsDir] and [Required] is
 // true (CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment, or a TestMain
 // that calls [MainRequired] and no UPSHIFT_REQUIRE_KUBE=0), Main fails the
 // package before running any test, with a message saying how to get them.
@@ -50,13 +51,27 @@
 //
 // # What the environment is, and is not
 //
-// It is a bare API server: no controller manager, scheduler, kubelet or
-// gateway controller runs. Nothing writes route status unless the test does
-// (tests play the gateway controller), deleted namespaces are never
-// finalised, there is no garbage collection, and pods never start. The
-// ServiceAccount admission plugin is disabled, so ServiceAccounts need no
-// token Secret; tokens come from the TokenRequest API. Authorization is RBAC;
-// the [Env] clients act as a member of system:masters.
+// By default ([Main], [MainRequired]) it is a bare API server: no controller
+// manager, scheduler, kubelet or gateway controller runs. Nothing writes
+// route or Deployment status unless the test does, deleted namespaces are
+// never finalised, there is no garbage collection, and pods never start.
+//
+// A package whose TestMain calls [MainWith] with [Options].Cluster gets a
+// whole cluster instead ([ClusterOptions], [Env.Cluster]): the real
+// kube-controller-manager (Deployments, ReplicaSets, garbage collection,
+// namespaces, node lifecycle and eviction, pod garbage collection) and
+// kube-scheduler of [KubeVersion], and simulated nodes played by kwok. Pods
+// are scheduled, run and become Ready after a delay without a container
+// ever starting, and can be told by annotation to never become ready or to
+// crash in a loop; a test can stop the controller manager or lose a node.
+// There is still no gateway controller (tests play it, see
+// kubetest/gatewaytest), no kube-proxy and no Service routing: pods have
+// addresses from 127.0.0.0/8 that nothing listens on.
+//
+// In both, the ServiceAccount admission plugin is disabled, so
+// ServiceAccounts need no token Secret; tokens come from the TokenRequest
+// API. Authorization is RBAC; the [Env] clients act as a member of
+// system:masters.
 package kubetest
 
 import (
@@ -92,9 +107,9 @@ const KubeVersion = "v1.37.2"
 // upshift, that builds the binaries into [AssetsDir].
 const BuildCommand = "hack/kube-binaries.sh"
 
-// ErrNoBinaries reports that kube-apiserver or etcd is missing from
+// ErrNoBinaries reports that a binary the package needs is missing from
 // [AssetsDir].
-var ErrNoBinaries = errors.New("kubetest: kube-apiserver and etcd not found")
+var ErrNoBinaries = errors.New("kubetest: Kubernetes binaries not found")
 
 // AssetsDir returns the directory that holds the kube-apiserver and etcd
 // binaries: $UPSHIFT_KUBE_ASSETS when set, else
