@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs all of upshift's tests, the adapter and end-to-end tests included:
-# builds the kube-apiserver and etcd they run against (hack/kube-binaries.sh),
+# builds the Kubernetes control plane they run against (hack/kube-binaries.sh:
+# kube-apiserver, etcd, kube-controller-manager, kube-scheduler and kwok),
 # the Traefik data plane of e2e/traefik (hack/traefik.sh) and the Prometheus
 # server of kubetest/promtest (hack/prometheus.sh) when missing, side by side
 # (hack/test-binaries.sh), from the Go module proxy, cached outside the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds (when missing) every binary upshift's tests run, side by side: the
-# kube-apiserver and etcd (kube-binaries.sh), Traefik (traefik.sh) and
+# Kubernetes control plane and kwok (kube-binaries.sh), Traefik (traefik.sh) and
 # Prometheus (prometheus.sh), each cached outside the repository. Much of a
 # cold build is downloads, module resolution and linking, which leave a core
 # idle, so the three run at once. Each script has its own lock and cache and

@@ -66,11 +66,11 @@ func TestClusterOptionsDefaults(t *testing.T) {
 	for _, tc := range []struct {
 		in, want ClusterOptions
 	}{
-		{ClusterOptions{}, ClusterOptions{Nodes: 3, PodReadyDelay: 200 * time.Millisecond, NodeGracePeriod: 8 * time.Second, EvictAfter: 5 * time.Second}},
+		{ClusterOptions{}, ClusterOptions{Nodes: 3, PodReadyDelay: 200 * time.Millisecond, NodeGracePeriod: 12 * time.Second, EvictAfter: 5 * time.Second}},
 		{ClusterOptions{Nodes: 1, PodReadyDelay: time.Second, NodeGracePeriod: 20 * time.Second, EvictAfter: 30 * time.Second},
 			ClusterOptions{Nodes: 1, PodReadyDelay: time.Second, NodeGracePeriod: 20 * time.Second, EvictAfter: 30 * time.Second}},
 		// Tolerations are whole seconds: less than one is the default.
-		{ClusterOptions{Nodes: -1, EvictAfter: 500 * time.Millisecond}, ClusterOptions{Nodes: 3, PodReadyDelay: 200 * time.Millisecond, NodeGracePeriod: 8 * time.Second, EvictAfter: 5 * time.Second}},
+		{ClusterOptions{Nodes: -1, EvictAfter: 500 * time.Millisecond}, ClusterOptions{Nodes: 3, PodReadyDelay: 200 * time.Millisecond, NodeGracePeriod: 12 * time.Second, EvictAfter: 5 * time.Second}},
 	} {
 		if diff := cmp.Diff(tc.want, tc.in.withDefaults()); diff != "" {
 			t.Errorf("%+v.withDefaults() (-want +got):\n%s", tc.in, diff)

@@ -80,7 +80,7 @@ type ClusterOptions struct {
 	PodReadyDelay time.Duration
 	// NodeGracePeriod is how long after its last heartbeat the node
 	// lifecycle controller marks a node NotReady and its pods not ready
-	// (kube-controller-manager --node-monitor-grace-period; default 8s,
+	// (kube-controller-manager --node-monitor-grace-period; default 12s,
 	// real clusters 50s).
 	NodeGracePeriod time.Duration
 	// EvictAfter is how long pods tolerate a NotReady or unreachable node
@@ -99,7 +99,7 @@ func (o ClusterOptions) withDefaults() ClusterOptions {
 		o.PodReadyDelay = 200 * time.Millisecond
 	}
 	if o.NodeGracePeriod <= 0 {
-		o.NodeGracePeriod = 8 * time.Second
+		o.NodeGracePeriod = 12 * time.Second
 	}
 	if o.EvictAfter < time.Second {
 		o.EvictAfter = 5 * time.Second
