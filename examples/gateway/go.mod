@@ -21,7 +21,10 @@ require (
 	sigs.k8s.io/gateway-api v1.6.3
 )
 
-require k8s.io/utils v0.0.0-20260626114624-be93311217bd
+require (
+	github.com/google/go-cmp v0.7.0
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
