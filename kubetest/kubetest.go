@@ -63,10 +63,17 @@
 // kube-scheduler of [KubeVersion], and simulated nodes played by kwok. Pods
 // are scheduled, run and become Ready after a delay without a container
 // ever starting, and can be told by annotation to never become ready or to
-// crash in a loop; a test can stop the controller manager or lose a node.
-// There is still no gateway controller (tests play it, see
-// kubetest/gatewaytest), no kube-proxy and no Service routing: pods have
-// addresses from 127.0.0.0/8 that nothing listens on.
+// crash in a loop; a test can stop the controller manager or lose a node
+// (such a test must not run in parallel, and starts it again in its
+// Cleanup). Deployments behave as in production: a ReplicaSet per pod
+// template, the rolling update's maxSurge and maxUnavailable, a status with
+// observedGeneration, replica counts and conditions, owner references
+// collected. The controllers own that status: a test never writes the
+// status of a Deployment, ReplicaSet or pod there. Other controllers
+// (StatefulSet, HorizontalPodAutoscaler, EndpointSlice, Job, ServiceAccount
+// tokens) do not run. There is still no gateway controller (tests play it,
+// see kubetest/gatewaytest), no kube-proxy and no Service routing: pods
+// have addresses from 127.0.0.0/8 that nothing listens on.
 //
 // In both, the ServiceAccount admission plugin is disabled, so
 // ServiceAccounts need no token Secret; tokens come from the TokenRequest
