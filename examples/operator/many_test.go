@@ -72,10 +72,11 @@ func TestManyReleases(t *testing.T) {
 // edits of spec.revision from v1 to v2 spread evenly over one interval.
 // The operator is the binary of main.go, run as its ServiceAccount with
 // the generated role, one replica without leader election, and
-// -max-concurrent-reconciles -operator.workers (default 16); the test process plays the
-// Deployment controller, the kubelet (pods ready 500 ms after they start)
-// and the gateway, each with one informer, and proxies the operator's
-// requests to count them. It reports:
+// -max-concurrent-reconciles -operator.workers (default 16). The cluster
+// is kubetest's cluster in a box: the real Deployment and ReplicaSet
+// controllers, the scheduler and three simulated nodes run the pods
+// (ready 200 ms after they start); the test process plays the gateway
+// with one informer, and proxies the operator's requests to count them. It reports:
 //
 //	within1.05x      the fraction of rollouts Released at v2 within 1.05x
 //	                 the plan (strategy.Plan of the Release's strategy),
