@@ -161,7 +161,7 @@ func (w *world) movesSeen() []move {
 }
 
 // waitSide waits until Deployment name has rolled out its template on n
-// pods, all available.
+// pods, all available; n < 0: on spec.replicas pods.
 func (w *world) waitSide(name string, n int32) {
 	w.t.Helper()
 	var d *appsv1.Deployment
@@ -172,6 +172,9 @@ func (w *world) waitSide(name string, n int32) {
 			w.t.Fatal(err)
 		}
 		s := d.Status
+		if n < 0 && d.Spec.Replicas != nil {
+			n = *d.Spec.Replicas
+		}
 		if s.ObservedGeneration == d.Generation && s.Replicas == n && s.UpdatedReplicas == n && s.AvailableReplicas == n {
 			return
 		}
