@@ -24,7 +24,8 @@ func fleetStrategy(interval time.Duration) strategy.Incremental {
 }
 
 // TestManyReleases runs 10 Releases through one operator process, each
-// with its own HTTPRoute and two Deployments (Incremental 10% every 1 s:
+// with its own HTTPRoute and two Deployments whose pods the cluster runs
+// (up to 10 x 2 x 11 pods on the simulated nodes; Incremental 10% every 1 s:
 // a 9 s plan of 32 hops), the edits spread over one second, and checks
 // that every rollout is Released at v2 within 5x its plan plus 30 s (a
 // bound for a loaded 2-core machine under -race, not a speed target: that
