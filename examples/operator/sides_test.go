@@ -85,9 +85,10 @@ func podReady(p *corev1.Pod) bool {
 // checkMove checks the move of traffic onto Deployment side (weight now)
 // that the route rt made, against the cluster exactly as it was when rt
 // was written (a list at rt's resourceVersion): the side has a ready pod
-// running its template's image, and no ready pod of the side runs another
-// image. Traffic never goes to a side running the wrong revision, nor to
-// one with no ready capacity.
+// running its template's image, no ready pod of the side runs another
+// image, and the Deployment's status reports an available replica. Traffic
+// never goes to a side running the wrong revision, nor to one with no
+// ready capacity.
 func (w *world) checkMove(rt *gwv1.HTTPRoute, side string, weight int32) {
 	at := metav1.ListOptions{ResourceVersion: rt.ResourceVersion, ResourceVersionMatch: metav1.ResourceVersionMatchExact}
 	deps, err := w.env.Kube.AppsV1().Deployments(w.ns).List(w.ctx, at)
@@ -122,6 +123,9 @@ func (w *world) checkMove(rt *gwv1.HTTPRoute, side string, weight int32) {
 			return
 		}
 		m.ready, m.problems = judge(pods.Items, sel, m.image)
+		if d.Status.AvailableReplicas == 0 {
+			m.problems = append(m.problems, fmt.Sprintf("its status reports no available replica (status %+v, generation %d)", d.Status, d.Generation))
+		}
 	}
 	w.mu.Lock()
 	w.moves = append(w.moves, m)
