@@ -25,14 +25,10 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -49,8 +45,9 @@ import (
 // A fleet is N Releases in one namespace, each with its own HTTPRoute and
 // two Deployments, reconciled by one operator process (the binary that
 // main.go builds, run as its ServiceAccount with the generated role). The
-// test process plays the rest of the cluster with one informer per kind:
-// the Deployment controller and the kubelet (deploymentPlayer) and the
+// cluster is real but for the gateway: the Deployment and ReplicaSet
+// controllers, the scheduler and simulated nodes run every Deployment's
+// pods (ready PodReadyDelay after they start); the test process plays the
 // gateway (gatewaytest.Player). The operator reaches the API server through a
 // TLS proxy in the test process whose transport counts every request
 // (measure.Counter), so its requests are counted as a RoundTripper on its own
@@ -103,156 +100,8 @@ func startProxy(tb testing.TB, upstream *rest.Config) *countingProxy {
 	return p
 }
 
-// deploymentPlayer plays the Deployment controller and the kubelet for
-// every Deployment of a namespace: one informer and a work queue. A
-// Deployment's pods of an older template stop at once, extra pods stop at
-// once, missing pods start and are ready readyAfter later; the status is
-// written when it changes.
-type deploymentPlayer struct {
-	cs         kubernetes.Interface
-	counter    *measure.Counter
-	lister     func(ns, name string) (*appsv1.Deployment, error)
-	queue      workqueue.TypedRateLimitingInterface[string]
-	readyAfter time.Duration
-	cancel     context.CancelFunc
-	done       sync.WaitGroup
-
-	mu      sync.Mutex
-	pods    map[string][]fleetPod
-	written atomic.Int64
-}
-
-type fleetPod struct {
-	template string
-	started  time.Time
-}
-
+// playerWorkers is the gateway player's workers.
 const playerWorkers = 64
-
-func startDeploymentPlayer(tb testing.TB, base *rest.Config, ns string, readyAfter time.Duration) *deploymentPlayer {
-	tb.Helper()
-	p := &deploymentPlayer{counter: &measure.Counter{}, readyAfter: readyAfter, pods: map[string][]fleetPod{},
-		queue: workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[string](5*time.Millisecond, time.Second))}
-	cs, err := kubernetes.NewForConfig(countedConfig(base, p.counter))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.cs = cs
-	ctx, cancel := context.WithCancel(context.Background())
-	p.cancel = cancel
-	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
-	inf := f.Apps().V1().Deployments()
-	p.lister = func(ns, name string) (*appsv1.Deployment, error) { return inf.Lister().Deployments(ns).Get(name) }
-	enqueue := func(obj any) {
-		if key, err := toolscache.MetaNamespaceKeyFunc(obj); err == nil {
-			p.queue.Add(key)
-		}
-	}
-	if _, err := inf.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }}); err != nil {
-		tb.Fatal(err)
-	}
-	f.Start(ctx.Done())
-	f.WaitForCacheSync(ctx.Done())
-	startWorkers(ctx, &p.done, p.queue, f.Shutdown, p.work)
-	return p
-}
-
-// startWorkers runs playerWorkers workers of queue until ctx ends.
-func startWorkers(ctx context.Context, done *sync.WaitGroup, queue workqueue.TypedRateLimitingInterface[string], shutdown func(), work func(context.Context, string)) {
-	for range playerWorkers {
-		done.Add(1)
-		go func() {
-			defer done.Done()
-			for {
-				key, quit := queue.Get()
-				if quit {
-					return
-				}
-				work(ctx, key)
-				queue.Done(key)
-			}
-		}()
-	}
-	done.Add(1)
-	go func() {
-		defer done.Done()
-		<-ctx.Done()
-		queue.ShutDown()
-		shutdown()
-	}()
-}
-
-func (p *deploymentPlayer) work(ctx context.Context, key string) {
-	ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
-	cur, err := p.lister(ns, name)
-	if err != nil {
-		p.queue.Forget(key)
-		return
-	}
-	st, wait := p.step(key, cur)
-	if wait > 0 {
-		p.queue.AddAfter(key, wait)
-	}
-	if equalStatus(cur.Status, st) {
-		p.queue.Forget(key)
-		return
-	}
-	d := cur.DeepCopy()
-	d.Status = st
-	switch _, err := p.cs.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); {
-	case err == nil:
-		p.written.Add(1)
-		p.queue.Forget(key)
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err), ctx.Err() != nil:
-		// The informer has a newer copy coming, whose event enqueues
-		// the Deployment again.
-		p.queue.Forget(key)
-	default:
-		p.queue.AddRateLimited(key)
-	}
-}
-
-// step moves the pods of Deployment key toward d's spec and returns their
-// status, and how long until the next pod becomes ready (0: none waits).
-func (p *deploymentPlayer) step(key string, d *appsv1.Deployment) (appsv1.DeploymentStatus, time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	image := d.Spec.Template.Spec.Containers[0].Image
-	var pods []fleetPod
-	for _, pod := range p.pods[key] {
-		if pod.template == image {
-			pods = append(pods, pod)
-		}
-	}
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	now := time.Now()
-	if int32(len(pods)) > want {
-		pods = pods[:want]
-	}
-	for int32(len(pods)) < want {
-		pods = append(pods, fleetPod{template: image, started: now})
-	}
-	p.pods[key] = pods
-	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
-	var wait time.Duration
-	for _, pod := range pods {
-		st.Replicas++
-		st.UpdatedReplicas++
-		if left := pod.started.Add(p.readyAfter).Sub(now); left > 0 {
-			wait = max(wait, left)
-			continue
-		}
-		st.ReadyReplicas++
-		st.AvailableReplicas++
-	}
-	return st, wait
-}
-
-func (p *deploymentPlayer) stop() { p.cancel(); p.done.Wait() }
 
 // fleetResult is what one run of a fleet measured.
 type fleetResult struct {
@@ -266,9 +115,9 @@ type fleetResult struct {
 	succeeded int
 	within    int // succeeded within 1.05x the plan
 	api       measure.Counts
-	players   measure.Counts // both players together
+	players   measure.Counts // the gateway player's
 	// The latencies of the operator's reads and writes, and of the
-	// players' writes.
+	// gateway player's writes.
 	readLat, writeLat, playerLat []time.Duration
 	harness                      measure.Counts // the test's own edits and its watch of Releases
 	// From the operator's metrics: reconciles of Releases and their
@@ -317,9 +166,6 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	proxy := startProxy(tb, env.Config)
 	sa := bindOperator(tb, env, c, ns)
 	kcfg := writeKubeconfig(tb, proxy.srv.URL, proxy.caPEM, sa.Config.BearerToken, ns)
-	readyAfter := min(500*time.Millisecond, strat.Interval.Duration/20)
-	deployments := startDeploymentPlayer(tb, env.Config, ns, readyAfter)
-	defer deployments.stop()
 	routeCounter := &measure.Counter{}
 	gcs, err := versioned.NewForConfig(countedConfig(env.Config, routeCounter))
 	if err != nil {
@@ -415,9 +261,8 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	time.Sleep(min(5*time.Second, spread))
 
 	apiBefore, latMark := proxy.counter.Counts(), proxy.counter.Mark()
-	depMark, routeMark := deployments.counter.Mark(), routeCounter.Mark()
-	playersBefore := deployments.counter.Counts()
-	playersBefore2 := routeCounter.Counts()
+	routeMark := routeCounter.Mark()
+	playersBefore := routeCounter.Counts()
 	harnessBefore := harness.Counts()
 	metricsBefore := op.scrape(tb)
 	raw, _ := os.ReadFile("/proc/loadavg")
@@ -456,14 +301,10 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	cpuAfter := measure.SampleCPU(map[string]int{"operator": op.pid()})
 	metricsAfter := op.scrape(tb)
 	res.api = proxy.counter.Counts().Minus(apiBefore)
-	pl := deployments.counter.Counts().Minus(playersBefore)
-	pl2 := routeCounter.Counts().Minus(playersBefore2)
-	res.players = pl.Plus(pl2)
+	res.players = routeCounter.Counts().Minus(playersBefore)
 	res.harness = harness.Counts().Minus(harnessBefore)
 	res.readLat, res.writeLat = proxy.counter.Latencies(latMark)
-	_, depLat := deployments.counter.Latencies(depMark)
-	_, routeLat := routeCounter.Latencies(routeMark)
-	res.playerLat = append(depLat, routeLat...)
+	_, res.playerLat = routeCounter.Latencies(routeMark)
 	res.rssEnd, res.rssPeak = procMemory(op.pid())
 	res.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
 	for name, ticks := range cpuAfter.Procs {
@@ -780,7 +621,7 @@ func (r fleetResult) table() string {
 		r.perRollout(r.api.Reads), r.perRollout(r.api.Writes), r.perRollout(r.api.Watches), r.api.Conflicts, r.api.TooMany, r.api.Failed)
 	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
 		ms(measure.Quantile(r.readLat, 0.5)), ms(measure.Quantile(r.readLat, 0.99)), ms(measure.Quantile(r.writeLat, 0.5)), ms(measure.Quantile(r.writeLat, 0.99)))
-	row("players' API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
+	row("gateway player's API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
 		r.perRollout(r.players.Reads), r.perRollout(r.players.Writes), ms(measure.Quantile(r.playerLat, 0.99)))
 	row("reconciles per rollout (errors)", "%.1f (%.0f)", r.reconciles/float64(r.n), r.recErrors)
 	row("hops per rollout", "%.1f", r.hops/float64(r.n))
@@ -795,7 +636,7 @@ func (r fleetResult) table() string {
 	for _, k := range []string{"kube-apiserver", "etcd", "operator", "test"} {
 		others -= r.cpu[k]
 	}
-	row("cores busy: kube-apiserver / etcd / operator / players+proxy+test / other work", "%.2f / %.2f / %.2f / %.2f / %.2f of %.0f",
+	row("cores busy: kube-apiserver / etcd / operator / player+proxy+test / other work (the cluster's controllers and nodes included)", "%.2f / %.2f / %.2f / %.2f / %.2f of %.0f",
 		r.cpu["kube-apiserver"]/secs, r.cpu["etcd"]/secs, r.cpu["operator"]/secs, r.cpu["test"]/secs, others/secs, r.capa/secs)
 	row("wall time of the measured run", "%v", r.elapsed.Round(time.Second))
 	return b.String()

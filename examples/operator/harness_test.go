@@ -47,8 +47,12 @@ import (
 // The tests run the operator binary, built once per package, as a
 // ServiceAccount bound to the generated ClusterRole (config/rbac) by a
 // RoleBinding in the test's namespace, against a real kube-apiserver with
-// the generated CRD (config/crd). The test plays the kubelet and the
-// Deployment controller (world.kubelet) and the gateway (world.gateway).
+// the generated CRD (config/crd), in a cluster in a box (kubetest with
+// ClusterOptions): the real Deployment and ReplicaSet controllers, the
+// scheduler, the garbage collector, and simulated nodes whose kubelet runs
+// the pods. The test plays only the gateway (world.gateway), and checks
+// every move of traffic against the pods as they were when the route was
+// written (world.checkMove).
 
 const fullReplicas = 4
 
@@ -72,8 +76,9 @@ func TestMain(m *testing.M) {
 		defer os.RemoveAll(binDir)
 		// The tests need a real API server: without the binaries they
 		// fail, saying how to get them (UPSHIFT_REQUIRE_KUBE=0 skips
-		// them instead).
-		return kubetest.MainRequired(m)
+		// them instead). The pods run: the Deployments' controllers
+		// and the nodes are real.
+		return kubetest.MainWith(m, kubetest.Options{Required: true, Cluster: &kubetest.ClusterOptions{}})
 	}()
 	os.Exit(code)
 }
@@ -134,7 +139,8 @@ var scheme = func() *runtime.Scheme {
 }()
 
 // world is one test's namespace: two Deployments, an HTTPRoute, the
-// stand-ins for the kubelet and the gateway, and the operators.
+// stand-in for the gateway, the watch of the Deployments' templates, and
+// the operators.
 type world struct {
 	t    *testing.T
 	env  *kubetest.Env
@@ -148,15 +154,12 @@ type world struct {
 	weights []string
 	// snaps is every generation of the route (extras_test.go).
 	snaps []routeSnap
-	// templates counts the pod template revisions each Deployment was
+	// templates is the images of the pod template each Deployment was
 	// seen with, in order.
 	templates map[string][]string
-	pods      map[string][]simPod
-}
-
-type simPod struct {
-	template string
-	ready    bool
+	// moves is every move of traffic onto a side the gateway saw, with
+	// what the side's pods were at that instant (checkMove).
+	moves []move
 }
 
 func newWorld(t *testing.T) *world {
@@ -171,18 +174,19 @@ func newWorld(t *testing.T) *world {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, env: env, c: c, ns: env.Namespace(t), ctx: ctx,
-		templates: map[string][]string{}, pods: map[string][]simPod{}}
+		templates: map[string][]string{}}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	w.createSides()
 	w.kcfg = w.serviceAccount()
 	wg.Add(2)
-	go func() { defer wg.Done(); w.kubelet() }()
+	go func() { defer wg.Done(); w.watchTemplates() }()
 	go func() { defer wg.Done(); w.gateway() }()
+	w.waitSide("web-a", fullReplicas)
 	return w
 }
 
-// createSides creates web-a running v1 with all replicas ready, web-b at
+// createSides creates web-a running v1 with fullReplicas pods, web-b at
 // 0 replicas running nothing, and the route, all traffic on web-a.
 func (w *world) createSides() {
 	ctx := context.Background()
@@ -206,11 +210,6 @@ func (w *world) createSides() {
 			w.t.Fatal(err)
 		}
 	}
-	pods := make([]simPod, fullReplicas)
-	for i := range pods {
-		pods[i] = simPod{template: "example.com/app:v1", ready: true}
-	}
-	w.pods["web-a"] = pods
 	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: w.ns, Name: "web", Gateway: "gw",
 		A: gateway.Backend{Name: "web-a", Port: 80}, B: gateway.Backend{Name: "web-b", Port: 80}})
 	if err != nil {
@@ -279,79 +278,6 @@ func writeKubeconfig(t testing.TB, host string, caPEM []byte, token, ns string) 
 	return path
 }
 
-// kubelet plays the Deployment controller and the kubelet for web-a and
-// web-b: every tick it stops the pods of an older template and extra
-// pods, starts missing ones, which are ready at the next tick, and writes
-// the status when it changes.
-func (w *world) kubelet() {
-	tick := time.NewTicker(30 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-w.ctx.Done():
-			return
-		case <-tick.C:
-		}
-		for _, name := range []string{"web-a", "web-b"} {
-			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				var d appsv1.Deployment
-				if err := w.c.Get(w.ctx, client.ObjectKey{Namespace: w.ns, Name: name}, &d); err != nil {
-					return err
-				}
-				st := w.step(name, &d)
-				if equalStatus(d.Status, st) {
-					return nil
-				}
-				d.Status = st
-				return w.c.Status().Update(w.ctx, &d)
-			})
-			if err != nil && w.ctx.Err() == nil {
-				w.t.Errorf("kubelet: %s: %v", name, err)
-			}
-		}
-	}
-}
-
-func equalStatus(a, b appsv1.DeploymentStatus) bool {
-	return a.ObservedGeneration == b.ObservedGeneration && a.Replicas == b.Replicas && a.UpdatedReplicas == b.UpdatedReplicas &&
-		a.ReadyReplicas == b.ReadyReplicas && a.AvailableReplicas == b.AvailableReplicas
-}
-
-// step moves the pods of Deployment name one tick toward d's spec.
-func (w *world) step(name string, d *appsv1.Deployment) appsv1.DeploymentStatus {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	image := d.Spec.Template.Spec.Containers[0].Image
-	if ts := w.templates[name]; len(ts) == 0 || ts[len(ts)-1] != image {
-		w.templates[name] = append(ts, image)
-	}
-	var pods []simPod
-	for _, p := range w.pods[name] {
-		if p.template == image {
-			p.ready = true
-			pods = append(pods, p)
-		}
-	}
-	want := *d.Spec.Replicas
-	if int32(len(pods)) > want {
-		pods = pods[:want]
-	}
-	for int32(len(pods)) < want {
-		pods = append(pods, simPod{template: image})
-	}
-	w.pods[name] = pods
-	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
-	for _, p := range pods {
-		st.Replicas++
-		st.UpdatedReplicas++
-		if p.ready {
-			st.ReadyReplicas++
-			st.AvailableReplicas++
-		}
-	}
-	return st
-}
-
 // gateway plays the gateway: it accepts every generation of the route,
 // and records every distinct split of its weights.
 func (w *world) gateway() {
@@ -370,7 +296,9 @@ func (w *world) gateway() {
 				continue
 			}
 			rv = rt.ResourceVersion
-			w.record(rt)
+			if side, weight, moved := w.record(rt); moved {
+				w.checkMove(rt, side, weight)
+			}
 			if !accepted(rt) {
 				gatewaytest.Accept(errorTB{w.t}, w.c, gateway.KindHTTPRoute, w.ns, rt.Name)
 			}
@@ -379,7 +307,10 @@ func (w *world) gateway() {
 	}
 }
 
-func (w *world) record(rt *gwv1.HTTPRoute) {
+// record records the route's split and generation, and returns the
+// Deployment that the route gives more traffic than at its previous split,
+// and its weight now (moved false: none does).
+func (w *world) record(rt *gwv1.HTTPRoute) (side string, weight int32, moved bool) {
 	// The weights of the route's own rule (rules the Router owns for
 	// traffic extras come before it).
 	snap := snapshot(w.ns, rt)
@@ -387,11 +318,23 @@ func (w *world) record(rt *gwv1.HTTPRoute) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if n := len(w.weights); n == 0 || w.weights[n-1] != split {
+		if n > 0 {
+			var a, b int32
+			if _, err := fmt.Sscanf(w.weights[n-1], "%d/%d", &a, &b); err == nil {
+				switch {
+				case snap.a > a:
+					side, weight, moved = "web-a", snap.a, true
+				case snap.b > b:
+					side, weight, moved = "web-b", snap.b, true
+				}
+			}
+		}
 		w.weights = append(w.weights, split)
 	}
 	if n := len(w.snaps); n == 0 || w.snaps[n-1].generation != snap.generation {
 		w.snaps = append(w.snaps, snap)
 	}
+	return side, weight, moved
 }
 
 func accepted(rt *gwv1.HTTPRoute) bool {

@@ -3,6 +3,14 @@
 // its HTTPRoute, and keeps the rollout's state in the Release's status.
 // The Release owns its rollout's claims on those objects; the finalizer
 // Finalizer releases them when it is deleted (see finalizer.go).
+//
+// A Release owns no object in the sense of the garbage collector: the
+// Deployments and the route it names are its user's, created before it and
+// meant to outlive it (deleting a Release must never delete the
+// application), so the operator sets no ownerReferences on them and creates
+// none of its own. Deleting a Release, with any propagation policy, releases
+// its claims and leaves the Deployments, their pods and the route's split
+// as they are.
 package controller
 
 import (
