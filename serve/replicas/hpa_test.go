@@ -166,7 +166,9 @@ func getHPA(t testing.TB, env *kubetest.Env, ns, name string) *autoscalingv2.Hor
 }
 
 // hpaWorld is an e2e world whose sides each have an HPA, played by hpaSim
-// after every reconcile, before the Deployment controller.
+// after every reconcile (the cluster runs no HorizontalPodAutoscaler
+// controller, and has no metrics), before the test waits for the
+// Deployment controller's answer.
 type hpaWorld struct {
 	*e2e
 	k   kinds
@@ -236,15 +238,10 @@ func newHPAWorld(t *testing.T, k kinds, strat strategy.Strategy, load int32) *hp
 	createHPA(t, env, ns, "web-b", "web-b")
 	clock := fake.NewClock(t0)
 	g := &hpaWorld{e2e: &e2e{env: env, ns: ns, clock: clock,
-		ctrl: &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}},
+		ctrl: &podsOf{cs: env.Kube, ns: ns}},
 		k: k, hpa: &hpaSim{env: env, ns: ns, load: load}, maxLoad: load, writes: &replicaWrites{}}
 	g.k = k.For(g.checkedConfig(env.Config))
 	g.runner = g.newRunner(t, strat)
-	g.ctrl.pods["web-a"] = make([]simPod, fullReplicas)
-	for i := range g.ctrl.pods["web-a"] {
-		g.ctrl.pods["web-a"][i] = simPod{template: "v1", ready: true}
-	}
-	g.ctrl.step(t)
 	g.hpa.sync(t, rollout.Weights{A: 100})
 	g.ctrl.step(t)
 	g.watch = watchTemplates(t, env.Kube, ns)
@@ -325,7 +322,7 @@ func (g *hpaWorld) checkBudget(t *testing.T, s strategy.State, when string) {
 		canary, name = strategy.SideA, "web-a"
 	}
 	if w := g.route(t).Of(canary); w > 0 && !s.Phase.Terminal() {
-		ready, _ := g.ctrl.serving(name, s.CanaryRevision)
+		ready, _, _ := g.ctrl.serving(t, name, s.CanaryRevision)
 		if full == 0 { // released to the HPAs: the count is the canary's own
 			full = *getDeployment(t, g.env.Kube, g.ns, name).Spec.Replicas
 		}
@@ -337,7 +334,8 @@ func (g *hpaWorld) checkBudget(t *testing.T, s strategy.State, when string) {
 }
 
 // run reconciles until stop says so or the rollout ends, playing the HPA
-// controller and then the Deployment controller after every reconcile.
+// controller after every reconcile, then waiting until the Deployment
+// controller has answered.
 func (g *hpaWorld) run(t *testing.T, s strategy.State, stop func(strategy.State) bool) strategy.State {
 	t.Helper()
 	ctx := context.Background()
