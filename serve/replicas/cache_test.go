@@ -215,11 +215,7 @@ func TestCacheLagsOwnWrites(t *testing.T) {
 			d := deployer(t, s)
 			scale := func(n int32) {
 				t.Helper()
-				dep := getDeployment(t, env.Kube, ns, "web")
-				dep.Spec.Replicas = &n
-				if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
+				updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = &n })
 			}
 			scale(2)
 			capacity()

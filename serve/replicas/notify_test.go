@@ -54,9 +54,10 @@ func TestNotifyDeployment(t *testing.T) {
 		ns := env.Namespace(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		// Each pod is ready 1 s after it starts: a scale-up's first
-		// answers change nothing the Setter reports.
-		deploymentWith(t, env.Kube, ns, "web", 0, map[string]string{kubetest.AnnotationReadyAfter: "1s"})
+		// Each pod is ready 4 s after it starts: until then, the first
+		// answers of the controller to a scale-up, and to any later write
+		// of the Deployment, change nothing the Setter reports.
+		deploymentWith(t, env.Kube, ns, "web", 0, map[string]string{kubetest.AnnotationReadyAfter: "4s"})
 		waitRolledOut(t, env.Kube, ns, "web")
 		s := k.Deployment(ns, "web", 4)
 		d := deployer(t, s)
@@ -81,33 +82,34 @@ func TestNotifyDeployment(t *testing.T) {
 		}
 		woken(t, wd, "the controller observed v2 (Deployer)")
 		waitRolledOut(t, env.Kube, ns, "web")
-		// Another writer's annotation wakes; the Deployer's record of
-		// the revision the template runs, its own write, does not.
 		w.After(t, "the revision annotation by someone else", func() {
 			updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Annotations[replicas.RevisionAnnotation] = "theirs" })
 		})
-		w.Quiet(t, "the Deployer's own record of the revision", func() {
-			if err := d.Deploy(ctx, "v2"); err != nil {
-				t.Fatal(err)
-			}
-		})
-		// The Setter's scale-up: its own write, then the controller's
-		// writes before a pod is ready (generation observed, pods
-		// created), which change nothing it reports; then the pods ready.
+		// A Deployment's new annotations are a new generation: wait for
+		// the controller's answer.
+		waitRolledOut(t, env.Kube, ns, "web")
+		// The Setter's scale-up is its own write; the controller's first
+		// answers (the generation observed, pods created) change nothing
+		// it reports, and neither do its own writes while the pods start,
+		// nor the Deployer's record of the revision the template runs.
 		w.Quiet(t, "the Setter's own capacity and its controller's first answers", func() {
 			if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 				t.Fatal(err)
 			}
 		})
-		woken(t, w, "the pods ready")
-		waitRolledOut(t, env.Kube, ns, "web")
-		w.Drain()
 		w.Quiet(t, "the Setter's own capacity that keeps the replicas", func() {
 			// 26% of 4 is 2 replicas, as 50%: only the annotation changes.
 			if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 26}); err != nil {
 				t.Fatal(err)
 			}
 		})
+		w.Quiet(t, "the Deployer's own record of the revision", func() {
+			if err := d.Deploy(ctx, "v2"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		woken(t, w, "the pods ready")
+		waitRolledOut(t, env.Kube, ns, "web")
 		w.After(t, "replicas written by someone else", func() {
 			other := k.Deployment(ns, "web", 4)
 			if err := other.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
