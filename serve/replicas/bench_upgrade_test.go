@@ -61,8 +61,9 @@ import (
 // the Store per upgrade, counted by a RoundTripper on their client: reads
 // (GET), writes (PUT, PATCH, POST, DELETE) and watches (a GET with
 // watch=true), and the state writes (Store.Save) per hop applied; it logs
-// the reconciles and the writes refused with a conflict (the simulated
-// controller writes the status of the Deployments the Setters scale).
+// the reconciles and the writes refused with a conflict (the Deployment
+// controller writes the Deployments the Setters scale and the Deployers
+// deploy: their status, and its revision annotation on a new template).
 //
 // Each upgrade has a namespace of its own, and poll2s runs beside the
 // other two, so that one iteration takes about as long as poll2s (40 s for

@@ -29,12 +29,9 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// The tests run against a whole cluster: the real Deployment and ReplicaSet
-// controllers and scheduler, kwok's simulated nodes. Nothing here writes a
-// Deployment's status: its controller does. (No StatefulSet or
-// HorizontalPodAutoscaler controller runs: the tests that need one write
-// their status themselves.)
-func TestMain(m *testing.M) { os.Exit(kubetest.MainWith(m, kubetest.Options{Cluster: &kubetest.ClusterOptions{}})) }
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.MainWith(m, kubetest.Options{Cluster: &kubetest.ClusterOptions{}}))
+}
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
@@ -48,6 +45,12 @@ func TestReplicaMath(t *testing.T) {
 		}
 	}
 }
+
+// The tests run on a whole cluster (TestMain): the real Deployment and
+// ReplicaSet controllers and scheduler, kwok's simulated nodes. No test
+// writes a Deployment's status: its controller does. (No StatefulSet or
+// HorizontalPodAutoscaler controller runs: the tests that need one write
+// its status themselves.)
 
 // waitTimeout bounds every wait for the cluster's controllers: generous, for
 // a loaded machine.
