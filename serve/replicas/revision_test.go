@@ -110,6 +110,52 @@ func replicaSets(t testing.TB, cs kubernetes.Interface, ns, app string) map[stri
 	return got
 }
 
+// statefulSet creates StatefulSet name with n replicas, and writes the
+// status its controller would once every pod is ready (the cluster runs no
+// StatefulSet controller).
+func statefulSet(t testing.TB, cs kubernetes.Interface, ns, name string, n int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	ss := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.StatefulSetSpec{Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:" + name}}}}},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(context.Background(), ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	statefulSetObserved(t, cs, ns, name)
+}
+
+// statefulSetObserved writes the status of StatefulSet name as its
+// controller would once it has observed the spec and every pod is ready.
+func statefulSetObserved(t testing.TB, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ss, err := cs.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n := *ss.Spec.Replicas
+		ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, UpdatedReplicas: n}
+		_, err = cs.AppsV1().StatefulSets(ns).UpdateStatus(context.Background(), ss, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getStatefulSet(t testing.TB, cs kubernetes.Interface, ns, name string) *appsv1.StatefulSet {
+	t.Helper()
+	ss, err := cs.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
 func revisionOf(t testing.TB, d *replicas.Deployer) rollout.RevisionStatus {
 	t.Helper()
 	rs, err := d.Revision(context.Background(), "ignored")
