@@ -13,13 +13,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -34,18 +31,18 @@ import (
 
 // BenchmarkUpgradeOnKube runs whole upgrades (v1 on side A to v2 on side
 // B, the deploy hop included) through rollout.Runner.Run on the real clock
-// against a real kube-apiserver: the gateway Router on an HTTPRoute, a
-// Setter and a Deployer per Deployment (10 replicas each, the managed
-// capacity mode), the state on the route in the Router's AnnotationStore (a
-// rollout.HopStore: each weight hop writes the state with it). The
-// benchmark plays the Deployment controller (the pods of simController,
-// driven by a watch of the Deployments: it steps on every spec change, and
-// pods it starts become ready benchReadyDelay, 50 ms, later) and the
-// gateway controller (gatewaytest.Accept on every new generation of the
-// route, seen by a watch). Neither adds any other delay. Plan assumes
-// adapters that apply every hop at once: the ratio with notifications
-// shows what the API round trips, the watches and the 50 ms of readiness
-// per scale-up add.
+// against a whole cluster (kubetest.ClusterOptions): the gateway Router on
+// an HTTPRoute, a Setter and a Deployer per Deployment (10 replicas each,
+// the managed capacity mode), the state on the route in the Router's
+// AnnotationStore (a rollout.HopStore: each weight hop writes the state
+// with it). The real Deployment and ReplicaSet controllers and scheduler
+// run the pods on kwok's simulated nodes, each pod ready benchReadyDelay
+// (50 ms) after it starts (kubetest.AnnotationReadyAfter); the benchmark
+// plays the gateway controller (gatewaytest.Accept on every new
+// generation of the route, seen by a watch). Plan assumes adapters that
+// apply every hop at once: the ratio with notifications shows what the API
+// round trips, the watches, the controllers' work and the 50 ms of
+// readiness per scale-up add.
 //
 // Each sub-benchmark runs three variants in the same run:
 //   - notify: the adapters as they are; Run subscribes to their
@@ -64,8 +61,9 @@ import (
 // the Store per upgrade, counted by a RoundTripper on their client: reads
 // (GET), writes (PUT, PATCH, POST, DELETE) and watches (a GET with
 // watch=true), and the state writes (Store.Save) per hop applied; it logs
-// the reconciles and the writes refused with a conflict (the simulated
-// controller writes the status of the Deployments the Setters scale).
+// the reconciles and the writes refused with a conflict (the Deployment
+// controller writes the Deployments the Setters scale and the Deployers
+// deploy: their status, and its revision annotation on a new template).
 //
 // Each upgrade has a namespace of its own, and poll2s runs beside the
 // other two, so that one iteration takes about as long as poll2s (40 s for
@@ -141,8 +139,8 @@ var benchVariants = [...]struct {
 	{"backoff", false, strategy.Options{}},
 }
 
-// benchReadyDelay is how long the simulated Deployment controller's new
-// pods take to become ready.
+// benchReadyDelay is how long the benchmark's pods take to become ready
+// once started.
 const benchReadyDelay = 50 * time.Millisecond
 
 type upgradeResult struct {
@@ -160,16 +158,12 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	b.Helper()
 	ns := env.Namespace(b)
 	ctx := context.Background()
-	createSides(b, env, ns)
-	ctrl := &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}
-	ctrl.pods["web-a"] = make([]simPod, fullReplicas)
-	for i := range ctrl.pods["web-a"] {
-		ctrl.pods["web-a"][i] = simPod{template: "v1", ready: true}
-	}
-	ctrl.step(b)
+	createSides(b, env, ns, map[string]string{kubetest.AnnotationReadyAfter: benchReadyDelay.String()})
+	pods := &podsOf{cs: env.Kube, ns: ns}
 
 	// The adapters and the Store talk through a counting client; the
-	// simulated controllers through the administrator's, not counted.
+	// simulated gateway controller through the administrator's, not
+	// counted.
 	var counts requestCounts
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -225,15 +219,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	bg, stop := context.WithCancel(ctx)
 	var failed goFailures
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer wg.Done()
-		runDeploymentController(bg, goTB{TB: b, f: &failed}, env, ctrl)
-	}()
-	go func() {
-		defer wg.Done()
-		runGatewayController(bg, goTB{TB: b, f: &failed}, env, ns, "web")
-	}()
+	wg.Go(func() { runGatewayController(bg, goTB{TB: b, f: &failed}, env, ns, "web") })
 	defer func() { stop(); wg.Wait() }()
 
 	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -254,7 +240,7 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	stop()
 	wg.Wait()
 	if ferr := failed.err(); ferr != nil {
-		b.Fatalf("a simulated controller failed: %v", ferr)
+		b.Fatalf("the simulated gateway controller failed: %v", ferr)
 	}
 	if err != nil || s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
 		b.Fatalf("Run ended %s on %s (side %s) after %v: %s: %v", s.Phase, s.StableRevision, s.StableSide, took, s.Message, err)
@@ -267,11 +253,11 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	if w.Weights != (rollout.Weights{A: 0, B: 100}) {
 		b.Fatalf("route weights %+v at the end, want all on B", w.Weights)
 	}
-	if ready, allOn := ctrl.serving("web-b", "v2"); ready != fullReplicas || !allOn {
-		b.Fatalf("web-b has %d ready pods (all on v2: %v), want %d", ready, allOn, fullReplicas)
+	if ready, allOn, list := pods.serving(b, "web-b", "v2"); ready != fullReplicas || !allOn {
+		b.Fatalf("web-b has %d ready pods (all on v2: %v), want %d: %s", ready, allOn, fullReplicas, list)
 	}
-	if ready, _ := ctrl.serving("web-a", "v1"); ready != 0 {
-		b.Fatalf("web-a still has %d ready pods", ready)
+	if ready, _, list := pods.serving(b, "web-a", "v1"); ready != 0 {
+		b.Fatalf("web-a still has %d ready pods: %s", ready, list)
 	}
 	if notify && counts.watches.Load() < 3 {
 		b.Fatalf("%d watches: some adapter of the route and the two Deployments could not notify", counts.watches.Load())
@@ -410,89 +396,6 @@ func (g goTB) fail(msg string) {
 	g.f.errs = append(g.f.errs, errors.New(msg))
 	g.f.mu.Unlock()
 	runtime.Goexit()
-}
-
-// runDeploymentController plays the Deployment controller until ctx ends:
-// it watches the namespace's Deployments and steps ctrl when one's spec
-// changed (its generation is ahead of the status), and again
-// benchReadyDelay after a step that left pods starting, when they become
-// ready.
-func runDeploymentController(ctx context.Context, t goTB, env *kubetest.Env, ctrl *simController) {
-	deps := env.Kube.AppsV1().Deployments(ctrl.ns)
-	ready := time.NewTimer(time.Hour)
-	ready.Stop()
-	step := func() {
-		stepRetrying(ctx, t, ctrl)
-		for _, pods := range ctrl.pods {
-			for _, p := range pods {
-				if !p.ready {
-					ready.Reset(benchReadyDelay)
-					return
-				}
-			}
-		}
-	}
-	for ctx.Err() == nil {
-		list, err := deps.List(ctx, metav1.ListOptions{})
-		if err != nil {
-			if ctx.Err() == nil {
-				t.Fatalf("controller: listing Deployments: %v", err)
-			}
-			return
-		}
-		w, err := deps.Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-		if err != nil {
-			if ctx.Err() == nil {
-				t.Fatalf("controller: watching Deployments: %v", err)
-			}
-			return
-		}
-		step() // whatever changed before the watch
-	events:
-		for {
-			select {
-			case <-ctx.Done():
-				w.Stop()
-				return
-			case ev, ok := <-w.ResultChan():
-				if !ok {
-					break events // closed by the server: watch again
-				}
-				if d, isDep := ev.Object.(*appsv1.Deployment); isDep && d.Generation != d.Status.ObservedGeneration {
-					step()
-				}
-			case <-ready.C:
-				step()
-			}
-		}
-	}
-}
-
-// stepRetrying is simController.step for a controller that runs beside the
-// adapters: each Deployment's status is computed from a fresh read, again
-// after a write conflict with an adapter's write of the spec, and written
-// only when it changed.
-func stepRetrying(ctx context.Context, t goTB, c *simController) {
-	for _, name := range []string{"web-a", "web-b"} {
-		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			d, err := c.cs.AppsV1().Deployments(c.ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			pods, st := c.next(name, d)
-			if !apiequality.Semantic.DeepEqual(d.Status, st) {
-				d.Status = st
-				if _, err := c.cs.AppsV1().Deployments(c.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-					return err
-				}
-			}
-			c.pods[name] = pods
-			return nil
-		})
-		if err != nil && ctx.Err() == nil {
-			t.Fatalf("controller: %s: %v", name, err)
-		}
-	}
 }
 
 // runGatewayController plays the gateway controller until ctx ends: it

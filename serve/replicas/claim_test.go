@@ -21,13 +21,12 @@ var (
 )
 
 // claimOf reads the claim on a Deployment and its resourceVersion and
-// replica count.
+// replica count, once its controller has rolled it out: a change of a
+// Deployment's annotations, as a claim, is a new generation, which the
+// controller answers with a write of its status.
 func claimOf(t *testing.T, cs kubernetes.Interface, ns, name string) (rollout.Owner, string, int32) {
 	t.Helper()
-	d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := waitRolledOut(t, cs, ns, name)
 	var o rollout.Owner
 	if raw, ok := d.Annotations[replicas.ClaimAnnotation]; ok {
 		if err := json.Unmarshal([]byte(raw), &o); err != nil {

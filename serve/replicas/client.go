@@ -195,7 +195,13 @@ func crScalable(c client.Client, gvk schema.GroupVersionKind, ns, name string, f
 			// Replicas through the scale subresource, with the version
 			// read as its precondition, then the annotation on the
 			// object as read, at the version the scale write returned:
-			// no read in between, which a cache would serve stale.
+			// no read in between, which a cache would serve stale. A
+			// controller that answers the scale with a write of its own
+			// first (a Deployment's: the scale is a new generation, whose
+			// observation it writes at once) makes the annotation write
+			// conflict; it is retried from a new read, which fails the
+			// same way until the cache has seen that write (then
+			// rollout.ErrConflict, and the Runner tries the hop again).
 			base := u.GetResourceVersion()
 			sc := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "autoscaling/v1", "kind": "Scale",

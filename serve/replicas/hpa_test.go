@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"pgregory.net/rapid"
 
 	"github.com/upshift-dev/upshift/fake"
@@ -94,44 +95,60 @@ func (h *hpaSim) sync(t testing.TB, w rollout.Weights) {
 		t.Fatal(err)
 	}
 	for i := range list.Items {
-		hpa := &list.Items[i]
-		target := hpa.Spec.ScaleTargetRef.Name
-		sc, err := h.env.Kube.AppsV1().Deployments(h.ns).GetScale(ctx, target, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("hpa %s: %v", hpa.Name, err)
-		}
-		weight := w.A
-		if target == "web-b" {
-			weight = w.B
-		}
-		cur, lo, hi := sc.Spec.Replicas, int32(1), hpa.Spec.MaxReplicas
-		if hpa.Spec.MinReplicas != nil {
-			lo = *hpa.Spec.MinReplicas
-		}
-		var want int32
-		switch {
-		case cur == 0 && lo != 0:
-			want = 0
-		case cur > hi:
-			want = hi
-		case cur < lo:
-			want = lo
-		default:
-			want = min(hi, max(lo, (h.load*weight+99)/100))
-		}
-		gen := hpa.Generation
-		hpa.Status = autoscalingv2.HorizontalPodAutoscalerStatus{ObservedGeneration: &gen, CurrentReplicas: cur, DesiredReplicas: want,
-			CurrentMetrics: []autoscalingv2.MetricStatus{}}
-		if _, err := hpas.UpdateStatus(ctx, hpa, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("hpa %s status: %v", hpa.Name, err)
-		}
-		if want != cur {
-			sc.Spec.Replicas = want
-			if _, err := h.env.Kube.AppsV1().Deployments(h.ns).UpdateScale(ctx, target, sc, metav1.UpdateOptions{}); err != nil {
-				t.Fatalf("hpa %s scale %s to %d: %v", hpa.Name, target, want, err)
-			}
+		// A sync that loses a race (the Deployment controller writes the
+		// target's status) is done again from fresh reads, as the
+		// controller does at its next sync.
+		name := list.Items[i].Name
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error { return h.syncOne(ctx, name, w) }); err != nil {
+			t.Fatalf("hpa %s: %v", name, err)
 		}
 	}
+}
+
+// syncOne is one sync of HPA name.
+func (h *hpaSim) syncOne(ctx context.Context, name string, w rollout.Weights) error {
+	hpas := h.env.Kube.AutoscalingV2().HorizontalPodAutoscalers(h.ns)
+	hpa, err := hpas.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	target := hpa.Spec.ScaleTargetRef.Name
+	sc, err := h.env.Kube.AppsV1().Deployments(h.ns).GetScale(ctx, target, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	weight := w.A
+	if target == "web-b" {
+		weight = w.B
+	}
+	cur, lo, hi := sc.Spec.Replicas, int32(1), hpa.Spec.MaxReplicas
+	if hpa.Spec.MinReplicas != nil {
+		lo = *hpa.Spec.MinReplicas
+	}
+	var want int32
+	switch {
+	case cur == 0 && lo != 0:
+		want = 0
+	case cur > hi:
+		want = hi
+	case cur < lo:
+		want = lo
+	default:
+		want = min(hi, max(lo, (h.load*weight+99)/100))
+	}
+	gen := hpa.Generation
+	hpa.Status = autoscalingv2.HorizontalPodAutoscalerStatus{ObservedGeneration: &gen, CurrentReplicas: cur, DesiredReplicas: want,
+		CurrentMetrics: []autoscalingv2.MetricStatus{}}
+	if _, err := hpas.UpdateStatus(ctx, hpa, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if want != cur {
+		sc.Spec.Replicas = want
+		if _, err := h.env.Kube.AppsV1().Deployments(h.ns).UpdateScale(ctx, target, sc, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("scale %s to %d: %w", target, want, err)
+		}
+	}
+	return nil
 }
 
 var hpaMin, hpaMax int32 = 2, 20
@@ -166,7 +183,9 @@ func getHPA(t testing.TB, env *kubetest.Env, ns, name string) *autoscalingv2.Hor
 }
 
 // hpaWorld is an e2e world whose sides each have an HPA, played by hpaSim
-// after every reconcile, before the Deployment controller.
+// after every reconcile (the cluster runs no HorizontalPodAutoscaler
+// controller, and has no metrics), before the test waits for the
+// Deployment controller's answer.
 type hpaWorld struct {
 	*e2e
 	k   kinds
@@ -236,15 +255,10 @@ func newHPAWorld(t *testing.T, k kinds, strat strategy.Strategy, load int32) *hp
 	createHPA(t, env, ns, "web-b", "web-b")
 	clock := fake.NewClock(t0)
 	g := &hpaWorld{e2e: &e2e{env: env, ns: ns, clock: clock,
-		ctrl: &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}}},
+		ctrl: &podsOf{cs: env.Kube, ns: ns}},
 		k: k, hpa: &hpaSim{env: env, ns: ns, load: load}, maxLoad: load, writes: &replicaWrites{}}
 	g.k = k.For(g.checkedConfig(env.Config))
 	g.runner = g.newRunner(t, strat)
-	g.ctrl.pods["web-a"] = make([]simPod, fullReplicas)
-	for i := range g.ctrl.pods["web-a"] {
-		g.ctrl.pods["web-a"][i] = simPod{template: "v1", ready: true}
-	}
-	g.ctrl.step(t)
 	g.hpa.sync(t, rollout.Weights{A: 100})
 	g.ctrl.step(t)
 	g.watch = watchTemplates(t, env.Kube, ns)
@@ -325,7 +339,7 @@ func (g *hpaWorld) checkBudget(t *testing.T, s strategy.State, when string) {
 		canary, name = strategy.SideA, "web-a"
 	}
 	if w := g.route(t).Of(canary); w > 0 && !s.Phase.Terminal() {
-		ready, _ := g.ctrl.serving(name, s.CanaryRevision)
+		ready, _, _ := g.ctrl.serving(t, name, s.CanaryRevision)
 		if full == 0 { // released to the HPAs: the count is the canary's own
 			full = *getDeployment(t, g.env.Kube, g.ns, name).Spec.Replicas
 		}
@@ -337,7 +351,8 @@ func (g *hpaWorld) checkBudget(t *testing.T, s strategy.State, when string) {
 }
 
 // run reconciles until stop says so or the rollout ends, playing the HPA
-// controller and then the Deployment controller after every reconcile.
+// controller after every reconcile, then waiting until the Deployment
+// controller has answered.
 func (g *hpaWorld) run(t *testing.T, s strategy.State, stop func(strategy.State) bool) strategy.State {
 	t.Helper()
 	ctx := context.Background()

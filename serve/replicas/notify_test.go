@@ -31,18 +31,34 @@ func waitWatching(t *testing.T, s *replicas.Setter, want int64) {
 	}
 }
 
+// woken waits for a wake that the Deployment controller's answer brings
+// (not a write of the test's own, whose wake kubetest.WakeBound bounds).
+func woken(t testing.TB, w kubetest.Waker, what string) {
+	t.Helper()
+	select {
+	case <-w:
+	case <-time.After(waitTimeout):
+		t.Fatalf("%s: no wake within %v", what, waitTimeout)
+	}
+}
+
 // TestNotifyDeployment: the Setter and the Deployer of a Deployment share
-// one watch, and wake on a write of its status (its controller answering) and of its replicas
-// by someone else, not on their own writes of its replicas and template,
-// nor on a status write that changes nothing they report;
-// another Deployment wakes nobody; ctx stops the watch.
+// one watch, and wake on its controller's answers and on a write of its
+// replicas by someone else, not on their own writes, nor on a write of its
+// controller that changes nothing they report (the generation observed,
+// pods started and not ready yet); another Deployment wakes nobody; ctx
+// stops the watch.
 func TestNotifyDeployment(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, k kinds) {
 		env := kubetest.Get(t)
 		ns := env.Namespace(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		deployment(t, env.Kube, ns, "web", 0)
+		// Each pod is ready 4 s after it starts: until then, the first
+		// answers of the controller to a scale-up, and to any later write
+		// of the Deployment, change nothing the Setter reports.
+		deploymentWith(t, env.Kube, ns, "web", 0, map[string]string{kubetest.AnnotationReadyAfter: "4s"})
+		waitRolledOut(t, env.Kube, ns, "web")
 		s := k.Deployment(ns, "web", 4)
 		d := deployer(t, s)
 		w := kubetest.NewWaker()
@@ -59,30 +75,41 @@ func TestNotifyDeployment(t *testing.T) {
 		}
 		w.Drain() // the first event of the watch
 		wd.Drain()
-		w.Quiet(t, "the Deployer's own deploy", func() {
-			if err := d.Deploy(ctx, "v2"); err != nil {
-				t.Fatal(err)
-			}
+		// The Deployer's deploy at 0 replicas is its own write; the wake
+		// is the controller's answer, v2 rolled out.
+		if err := d.Deploy(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		woken(t, wd, "the controller observed v2 (Deployer)")
+		waitRolledOut(t, env.Kube, ns, "web")
+		w.After(t, "the revision annotation by someone else", func() {
+			updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Annotations[replicas.RevisionAnnotation] = "theirs" })
 		})
-		wd.After(t, "status (Deployer)", func() { playDeployment(t, env.Kube, ns, "web", -1) })
-		w.Drain()
-		w.Quiet(t, "the Setter's own capacity", func() {
+		// A Deployment's new annotations are a new generation: wait for
+		// the controller's answer.
+		waitRolledOut(t, env.Kube, ns, "web")
+		// The Setter's scale-up is its own write; the controller's first
+		// answers (the generation observed, pods created) change nothing
+		// it reports, and neither do its own writes while the pods start,
+		// nor the Deployer's record of the revision the template runs.
+		w.Quiet(t, "the Setter's own capacity and its controller's first answers", func() {
 			if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 				t.Fatal(err)
 			}
 		})
-		w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
-		w.Quiet(t, "a status write that changes nothing the Setter reports", func() {
-			d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			one := int32(1)
-			d.Status.CollisionCount = &one
-			if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
+		w.Quiet(t, "the Setter's own capacity that keeps the replicas", func() {
+			// 26% of 4 is 2 replicas, as 50%: only the annotation changes.
+			if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 26}); err != nil {
 				t.Fatal(err)
 			}
 		})
+		w.Quiet(t, "the Deployer's own record of the revision", func() {
+			if err := d.Deploy(ctx, "v2"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		woken(t, w, "the pods ready")
+		waitRolledOut(t, env.Kube, ns, "web")
 		w.After(t, "replicas written by someone else", func() {
 			other := k.Deployment(ns, "web", 4)
 			if err := other.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
@@ -90,8 +117,9 @@ func TestNotifyDeployment(t *testing.T) {
 			}
 		})
 
+		waitRolledOut(t, env.Kube, ns, "web")
 		w.Drain()
-		deployment(t, env.Kube, ns, "other", 2)
+		deployment(t, env.Kube, ns, "other", 2) // created, and rolled out by its controller
 		select {
 		case <-w:
 			t.Fatal("woken by a Deployment the Setter does not manage")
@@ -103,9 +131,10 @@ func TestNotifyDeployment(t *testing.T) {
 }
 
 // TestNotifyStatefulSetAndScalable: a status write wakes the Setter of a
-// StatefulSet and of a scalable kind (through the dynamic client), and the
-// scalable Setter's own writes (the scale subresource, then its
-// annotation) do not.
+// StatefulSet (written by the test: the cluster runs no StatefulSet
+// controller) and of a scalable kind (through the dynamic client: its
+// Deployment controller's), and the scalable Setter's own writes (the
+// scale subresource, then its annotation) do not.
 func TestNotifyStatefulSetAndScalable(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, k kinds) {
 		env := kubetest.Get(t)
@@ -136,7 +165,10 @@ func TestNotifyStatefulSetAndScalable(t *testing.T) {
 			}
 		})
 
-		deployment(t, env.Kube, ns, "web", 4)
+		// Pods ready 1 s after they start: the controller's first answers
+		// to a scale-up change nothing the Setter reports.
+		deploymentWith(t, env.Kube, ns, "web", 2, map[string]string{kubetest.AnnotationReadyAfter: "1s"})
+		waitRolledOut(t, env.Kube, ns, "web")
 		sc := k.Scalable(ns, "web", 4)
 		ws := kubetest.NewWaker()
 		if err := sc.Notify(ctx, ws.Wake); err != nil {
@@ -144,11 +176,11 @@ func TestNotifyStatefulSetAndScalable(t *testing.T) {
 		}
 		ws.Drain() // the first event of the watch
 		ws.Quiet(t, "its own scale", func() {
-			if err := sc.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
+			if err := sc.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100}); err != nil {
 				t.Fatal(err)
 			}
 		})
-		ws.After(t, "scalable status", func() { playDeployment(t, env.Kube, ns, "web", -1) })
+		woken(t, ws, "scalable status: the new pods ready")
 		cancel()
 		waitWatching(t, st, 0)
 		waitWatching(t, sc, 0)
@@ -176,7 +208,10 @@ func TestNotifyLeastPrivilege(t *testing.T) {
 		if err := s.Notify(ctx, w.Wake); err != nil {
 			t.Fatalf("Notify as the ServiceAccount: %v", err)
 		}
-		w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+		w.After(t, "a scale by someone else", func() {
+			updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)) })
+		})
+		woken(t, w, "the controller's answer")
 		o := k.For(sa.Config).Deployment(ns, "other", 2)
 		if err := o.Notify(ctx, w.Wake); !apierrors.IsForbidden(err) {
 			t.Fatalf("Notify on a Deployment the Role does not name: %v, want Forbidden", err)
@@ -210,7 +245,9 @@ func TestNotifyReestablishes(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		w.After(t, "status after the watch was re-established", func() { playDeployment(t, env.Kube, ns, "web", 1) })
+		w.After(t, "a scale after the watch was re-established", func() {
+			updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(3)) })
+		})
 		cancel()
 		waitWatching(t, s, 0)
 	})

@@ -564,6 +564,12 @@ func (s *Setter) write(ctx context.Context, fn func(w *liveWorkload) error) erro
 // replica share when the setter never wrote it), the ready share of the full
 // count, and whether the workload has settled: its controller has seen the
 // current generation and every wanted replica is updated and available.
+// The API server counts a change of a Deployment's annotations as a new
+// generation, so after any write of one (the capacity mark, a claim, a
+// revision record) it is settled again only once its controller has
+// observed that generation. Pods still terminating do not keep it from
+// settling, as they do not count toward a Deployment's own rolling update
+// (kubectl's revision check differs: see Deployer.Revision).
 func (s *Setter) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	w, err := rollout.ReadOnce(ctx, s, s.get) // shared with the Deployer's read in one reconcile
 	if err != nil {

@@ -7,17 +7,18 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -28,7 +29,9 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.MainWith(m, kubetest.Options{Cluster: &kubetest.ClusterOptions{}}))
+}
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
@@ -43,7 +46,28 @@ func TestReplicaMath(t *testing.T) {
 	}
 }
 
-func deployment(t *testing.T, cs kubernetes.Interface, ns, name string, n int32) {
+// The tests run on a whole cluster (TestMain): the real Deployment and
+// ReplicaSet controllers and scheduler, kwok's simulated nodes. No test
+// writes a Deployment's status: its controller does. (No StatefulSet or
+// HorizontalPodAutoscaler controller runs: the tests that need one write
+// its status themselves.)
+
+// waitTimeout bounds every wait for the cluster's controllers: generous, for
+// a loaded machine.
+const waitTimeout = 90 * time.Second
+
+// deployment creates Deployment name with n replicas of the image
+// example.com/app:<name> and waits until it has rolled out.
+func deployment(t testing.TB, cs kubernetes.Interface, ns, name string, n int32) {
+	t.Helper()
+	deploymentWith(t, cs, ns, name, n, nil)
+	waitRolledOut(t, cs, ns, name)
+}
+
+// deploymentWith creates Deployment name with n replicas and the pod
+// template annotations (kubetest.AnnotationReadyAfter,
+// kubetest.AnnotationFault...), without waiting.
+func deploymentWith(t testing.TB, cs kubernetes.Interface, ns, name string, n int32, annotations map[string]string) {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
@@ -52,7 +76,7 @@ func deployment(t *testing.T, cs kubernetes.Interface, ns, name string, n int32)
 			Replicas: &n,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:" + name}}},
 			},
 		},
@@ -60,28 +84,80 @@ func deployment(t *testing.T, cs kubernetes.Interface, ns, name string, n int32)
 	if _, err := cs.AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	playDeployment(t, cs, ns, name, -1)
 }
 
-// playDeployment acts as the Deployment controller: the status catches up
-// with the spec at once, except that no more than readyCap replicas become
-// available (-1: no limit).
-func playDeployment(t testing.TB, cs kubernetes.Interface, ns, name string, readyCap int32) {
+// waitDeployment polls Deployment name until cond holds and returns it,
+// failing t with the last status seen.
+func waitDeployment(t testing.TB, cs kubernetes.Interface, ns, name, what string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	t.Helper()
-	ctx := context.Background()
-	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var last *appsv1.Deployment
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			lastErr = err
+			return false, nil
+		}
+		last, lastErr = d, nil
+		return cond(d), nil
+	})
 	if err != nil {
-		t.Fatal(err)
+		why := fmt.Sprint(lastErr)
+		if lastErr == nil && last != nil {
+			why = fmt.Sprintf("generation %d, spec.replicas %d, status %+v", last.Generation, *last.Spec.Replicas, last.Status)
+		}
+		t.Fatalf("Deployment %s/%s: not %s within %v: %s", ns, name, what, waitTimeout, why)
 	}
-	n := *d.Spec.Replicas
-	avail := n
-	if readyCap >= 0 && avail > readyCap {
-		avail = readyCap
+	return last
+}
+
+// rolledOut: the controller has observed the current generation, and every
+// pod the spec asks for runs the current template and is available, with
+// no other pod left.
+func rolledOut(d *appsv1.Deployment) bool {
+	return started(d) && d.Status.AvailableReplicas == *d.Spec.Replicas
+}
+
+// started: the controller has observed the current generation and every
+// pod the spec asks for exists, from the current template, ready or not,
+// with no other pod left.
+func started(d *appsv1.Deployment) bool {
+	st, n := d.Status, *d.Spec.Replicas
+	return st.ObservedGeneration >= d.Generation && st.Replicas == n && st.UpdatedReplicas == n &&
+		(st.TerminatingReplicas == nil || *st.TerminatingReplicas == 0)
+}
+
+// waitRolledOut waits until the Deployment controller has rolled
+// Deployment name out (rolledOut).
+func waitRolledOut(t testing.TB, cs kubernetes.Interface, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	return waitDeployment(t, cs, ns, name, "rolled out", rolledOut)
+}
+
+// waitCapacity polls s's Capacity until done holds and returns it; every
+// status seen on the way must be one of allowed (nil: any).
+func waitCapacity(t testing.TB, s rollout.CapacitySetter, what string, done func(rollout.CapacityStatus) bool, allowed ...rollout.CapacityStatus) rollout.CapacityStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var last rollout.CapacityStatus
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		last, lastErr = s.Capacity(ctx)
+		if lastErr != nil {
+			return false, nil
+		}
+		if len(allowed) > 0 && !slices.Contains(allowed, last) {
+			return false, fmt.Errorf("%s: capacity %+v on the way, want one of %+v", what, last, allowed)
+		}
+		return done(last), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %+v, %v)", what, err, last, lastErr)
 	}
-	d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: avail, AvailableReplicas: avail}
-	if _, err := cs.AppsV1().Deployments(ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	return last
 }
 
 func TestDeploymentCapacity(t *testing.T) {
@@ -94,19 +170,15 @@ func TestDeploymentCapacity(t *testing.T) {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 			t.Fatal(err)
 		}
-		st, err := s.Capacity(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The controller has not acted yet: all 3 pods still run and are ready.
-		if diff := cmp.Diff(rollout.CapacityStatus{Capacity: 40, Ready: 100, Settled: false}, st); diff != "" {
-			t.Fatalf("before the controller caught up (-want +got):\n%s", diff)
-		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if st, _ = s.Capacity(ctx); st != (rollout.CapacityStatus{Capacity: 40, Ready: 66, Settled: true}) {
+		// Until the controller has caught up, all 3 pods still run and are
+		// ready: 40% asked, 100% ready, not settled. Then 2 of 3.
+		st := waitCapacity(t, s, "40% settled", func(st rollout.CapacityStatus) bool { return st.Settled },
+			rollout.CapacityStatus{Capacity: 40, Ready: 100}, rollout.CapacityStatus{Capacity: 40, Ready: 66},
+			rollout.CapacityStatus{Capacity: 40, Ready: 66, Settled: true})
+		if st != (rollout.CapacityStatus{Capacity: 40, Ready: 66, Settled: true}) {
 			t.Fatalf("after: %+v", st)
 		}
-		d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		d := waitRolledOut(t, env.Kube, ns, "web")
 		if *d.Spec.Replicas != 2 {
 			t.Fatalf("40%% of 3 replicas: %d replicas, want 2", *d.Spec.Replicas)
 		}
@@ -114,7 +186,7 @@ func TestDeploymentCapacity(t *testing.T) {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 40}); err != nil {
 			t.Fatal(err)
 		}
-		if d, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{}); d.ResourceVersion != rv {
+		if d := getDeployment(t, env.Kube, ns, "web"); d.ResourceVersion != rv {
 			t.Fatal("setting the capacity already in place wrote the Deployment")
 		}
 		// A restarted controller (a new setter) reads the full count back.
@@ -125,8 +197,9 @@ func TestDeploymentCapacity(t *testing.T) {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 100, Steady: true}); err != nil {
 			t.Fatal(err)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if st, _ = s.Capacity(ctx); !st.Steady || st.Capacity != 100 || st.Ready != 100 || !st.Settled {
+		st = waitCapacity(t, s, "steady settled", func(st rollout.CapacityStatus) bool { return st.Settled },
+			rollout.CapacityStatus{Capacity: 100, Steady: true, Ready: 66}, rollout.CapacityStatus{Capacity: 100, Steady: true, Ready: 100, Settled: true})
+		if !st.Steady || st.Capacity != 100 || st.Ready != 100 || !st.Settled {
 			t.Fatalf("steady: %+v", st)
 		}
 		if err := k.Deployment(ns, "missing", 3).SetCapacity(ctx, rollout.CapacityRequest{Percent: 10}); err == nil {
@@ -145,25 +218,30 @@ func TestScalableThroughTheScaleSubresource(t *testing.T) {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		st, err := s.Capacity(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		st := waitCapacity(t, s, "50% settled", func(st rollout.CapacityStatus) bool { return st.Settled },
+			rollout.CapacityStatus{Capacity: 50, Ready: 100}, rollout.CapacityStatus{Capacity: 50, Ready: 75},
+			rollout.CapacityStatus{Capacity: 50, Ready: 50}, rollout.CapacityStatus{Capacity: 50, Ready: 50, Settled: true})
 		if st != (rollout.CapacityStatus{Capacity: 50, Ready: 50, Settled: true}) {
 			t.Fatalf("%+v", st)
 		}
 	})
 }
 
-// upgradeReplicas runs a replica-mode rollout between two Deployments,
-// playing the Deployment controller; canaryReadyCap limits the canary's
-// available pods (-1: none).
-func upgradeReplicas(t *testing.T, env *kubetest.Env, k kinds, ns string, strat strategy.Strategy, canaryReadyCap int32) (strategy.State, int) {
+// upgradeReplicas runs a replica-mode rollout between two Deployments on
+// the cluster's Deployment controller; after each reconcile it waits until
+// the controller has answered (every pod asked for exists, and is ready
+// unless the canary's never are). With canaryNeverReady, the canary's pods
+// run and never become ready (kubetest.FaultNeverReady).
+func upgradeReplicas(t *testing.T, env *kubetest.Env, k kinds, ns string, strat strategy.Strategy, canaryNeverReady bool) (strategy.State, int) {
 	t.Helper()
 	ctx := context.Background()
 	deployment(t, env.Kube, ns, "v1", 10)
-	deployment(t, env.Kube, ns, "v2", 0)
+	var canary map[string]string
+	if canaryNeverReady {
+		canary = map[string]string{kubetest.AnnotationFault: kubetest.FaultNeverReady}
+	}
+	deploymentWith(t, env.Kube, ns, "v2", 0, canary)
+	waitRolledOut(t, env.Kube, ns, "v2")
 	clock := fake.NewClock(t0)
 	r := &rollout.Runner{Strategy: strat, Clock: clock,
 		A: k.Deployment(ns, "v1", 10), B: k.Deployment(ns, "v2", 10)}
@@ -176,19 +254,25 @@ func upgradeReplicas(t *testing.T, env *kubetest.Env, k kinds, ns string, strat 
 			t.Fatalf("reconcile %d: %v", n, err)
 		}
 		s = next
-		playDeployment(t, env.Kube, ns, "v1", -1)
-		playDeployment(t, env.Kube, ns, "v2", canaryReadyCap)
+		a := waitRolledOut(t, env.Kube, ns, "v1")
+		var b *appsv1.Deployment
+		if canaryNeverReady {
+			b = waitDeployment(t, env.Kube, ns, "v2", "started", started)
+		} else {
+			b = waitRolledOut(t, env.Kube, ns, "v2")
+		}
 		if k.synced != nil {
 			k.synced(t, ns, "v1")
 			k.synced(t, ns, "v2")
 		}
-		a, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v1", metav1.GetOptions{})
-		b, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "v2", metav1.GetOptions{})
 		if total := *a.Spec.Replicas + *b.Spec.Replicas; total > 12 {
 			t.Fatalf("reconcile %d: %d replicas, above 100%% + MaxSurge 20%% of 10", n, total)
 		}
-		if ready := a.Status.AvailableReplicas + b.Status.AvailableReplicas; canaryReadyCap < 0 && ready < 10-opts.MaxUnavailablePercent/10 {
+		if ready := a.Status.AvailableReplicas + b.Status.AvailableReplicas; !canaryNeverReady && ready < 10-opts.MaxUnavailablePercent/10 {
 			t.Fatalf("reconcile %d: %d replicas available, below 100%% - MaxUnavailable", n, ready)
+		}
+		if canaryNeverReady && b.Status.AvailableReplicas != 0 {
+			t.Fatalf("reconcile %d: %d canary pods available, want none", n, b.Status.AvailableReplicas)
 		}
 		if requeue <= 0 {
 			requeue = time.Second
@@ -204,7 +288,7 @@ func TestReplicaModeUpgrade(t *testing.T) {
 		ns := env.Namespace(t)
 		strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20,
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas}}
-		end, n := upgradeReplicas(t, env, k, ns, strat, -1)
+		end, n := upgradeReplicas(t, env, k, ns, strat, false)
 		if end.Phase != strategy.PhaseSucceeded {
 			t.Fatalf("ended %s after %d reconciles: %s", end.Phase, n, end.Message)
 		}
@@ -218,15 +302,16 @@ func TestReplicaModeUpgrade(t *testing.T) {
 	})
 }
 
-// TestStalledCanaryEndsDegraded: canary pods never become ready; the
-// progress deadline marks the rollout Degraded and aborts it.
+// TestStalledCanaryEndsDegraded: canary pods run and never become ready
+// (kubetest.FaultNeverReady); the progress deadline marks the rollout
+// Degraded and aborts it.
 func TestStalledCanaryEndsDegraded(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, k kinds) {
 		env := kubetest.Get(t)
 		ns := env.Namespace(t)
 		strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: 30 * time.Second}, MaxSurgePercent: 20,
 			Options: strategy.Options{Capacity: strategy.CapacityReplicas, ProgressDeadline: metav1.Duration{Duration: 2 * time.Minute}, AbortOnProgressDeadline: true}}
-		end, n := upgradeReplicas(t, env, k, ns, strat, 0)
+		end, n := upgradeReplicas(t, env, k, ns, strat, true)
 		if end.Phase != strategy.PhaseAborted || end.Aborted == nil || end.Aborted.Reason != strategy.ReasonProgressDeadlineExceeded {
 			t.Fatalf("ended %s (%+v) after %d reconciles", end.Phase, end.Aborted, n)
 		}

@@ -262,8 +262,13 @@ func (s *Setter) refuse(ctx context.Context, w *liveWorkload, refused *DeployRef
 // judges it: the controller has observed the current generation (so its
 // status counts the pods of the ReplicaSet, or the revision, of the
 // current template), and every pod the spec asks for runs the current
-// template and is available, with no other pod left (none still
-// terminating, where the Deployment reports it). For a StatefulSet the
+// template and is available, with no other pod left. It waits longer than
+// kubectl where pods the spec no longer asks for are still there: while a
+// Deployment's status.replicas is above spec.replicas (a scale-down the
+// ReplicaSet has not yet reported done, which kubectl calls rolled out as
+// soon as updatedReplicas covers status.replicas) and while
+// status.terminatingReplicas counts pods still stopping (kubectl does not
+// read it). For a StatefulSet the
 // current revision is also the update revision (a partitioned rolling
 // update is not Updated until the partition is 0); a paused Deployment is
 // never Updated. At 0 replicas, Updated means the controller has observed

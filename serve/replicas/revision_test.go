@@ -3,18 +3,25 @@ package replicas_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
@@ -42,6 +49,113 @@ func getDeployment(t testing.TB, cs kubernetes.Interface, ns, name string) *apps
 	return d
 }
 
+// updateDeployment applies change to Deployment name and writes it, again
+// from a fresh read after a write conflict: its controller writes too.
+func updateDeployment(t testing.TB, cs kubernetes.Interface, ns, name string, change func(*appsv1.Deployment)) *appsv1.Deployment {
+	t.Helper()
+	var out *appsv1.Deployment
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := cs.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		change(d)
+		out, err = cs.AppsV1().Deployments(ns).Update(context.Background(), d, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// waitRevision polls d.Revision(expect) until done holds and returns it;
+// every status seen on the way must be one of allowed.
+func waitRevision(t testing.TB, d *replicas.Deployer, expect, what string, done func(rollout.RevisionStatus) bool, allowed ...rollout.RevisionStatus) rollout.RevisionStatus {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	var last rollout.RevisionStatus
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 20*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		last, lastErr = d.Revision(ctx, expect)
+		if lastErr != nil {
+			return false, nil
+		}
+		if len(allowed) > 0 && !slices.Contains(allowed, last) {
+			return false, fmt.Errorf("%+v on the way, want one of %+v", last, allowed)
+		}
+		return done(last), nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v (last: %+v, %v)", what, err, last, lastErr)
+	}
+	return last
+}
+
+func updated(rs rollout.RevisionStatus) bool { return rs.Updated }
+
+// replicaSets returns the replicas of each ReplicaSet of Deployment app
+// (its pods' label app), by the image of its template.
+func replicaSets(t testing.TB, cs kubernetes.Interface, ns, app string) map[string]int32 {
+	t.Helper()
+	l, err := cs.AppsV1().ReplicaSets(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int32{}
+	for _, r := range l.Items {
+		got[r.Spec.Template.Spec.Containers[0].Image] += *r.Spec.Replicas
+	}
+	return got
+}
+
+// statefulSet creates StatefulSet name with n replicas, and writes the
+// status its controller would once every pod is ready (the cluster runs no
+// StatefulSet controller).
+func statefulSet(t testing.TB, cs kubernetes.Interface, ns, name string, n int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	ss := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: appsv1.StatefulSetSpec{Replicas: &n, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.com/app:" + name}}}}},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(context.Background(), ss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	statefulSetObserved(t, cs, ns, name)
+}
+
+// statefulSetObserved writes the status of StatefulSet name as its
+// controller would once it has observed the spec and every pod is ready.
+func statefulSetObserved(t testing.TB, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ss, err := cs.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n := *ss.Spec.Replicas
+		ss.Status = appsv1.StatefulSetStatus{ObservedGeneration: ss.Generation, Replicas: n, ReadyReplicas: n, AvailableReplicas: n, UpdatedReplicas: n}
+		_, err = cs.AppsV1().StatefulSets(ns).UpdateStatus(context.Background(), ss, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getStatefulSet(t testing.TB, cs kubernetes.Interface, ns, name string) *appsv1.StatefulSet {
+	t.Helper()
+	ss, err := cs.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ss
+}
+
 func revisionOf(t testing.TB, d *replicas.Deployer) rollout.RevisionStatus {
 	t.Helper()
 	rs, err := d.Revision(context.Background(), "ignored")
@@ -52,15 +166,20 @@ func revisionOf(t testing.TB, d *replicas.Deployer) rollout.RevisionStatus {
 }
 
 // TestDeployAtZero: at 0 replicas Deploy writes the template and the
-// annotation in one write; Updated waits for the controller; deploying
-// the recorded revision writes nothing; a workload with replicas is
-// refused, untouched.
+// annotation in one write; Updated waits for the controller (which makes a
+// ReplicaSet of the new template, at 0 replicas); deploying the recorded
+// revision writes nothing; a workload with replicas is refused, untouched;
+// scaled to 0 with a pod still stopping, the deploy goes ahead and Updated
+// waits until the pod is gone.
 func TestDeployAtZero(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, k kinds) {
 		env := kubetest.Get(t)
 		ns := env.Namespace(t)
 		ctx := context.Background()
-		deployment(t, env.Kube, ns, "web", 0)
+		// Each pod is ready 2 s after it starts: Updated cannot come
+		// before.
+		deploymentWith(t, env.Kube, ns, "web", 0, map[string]string{kubetest.AnnotationReadyAfter: "2s"})
+		waitRolledOut(t, env.Kube, ns, "web")
 		s := k.Deployment(ns, "web", 4)
 		d := deployer(t, s)
 		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{}) {
@@ -80,15 +199,15 @@ func TestDeployAtZero(t *testing.T) {
 		if after.Generation == before.Generation {
 			t.Fatal("the template changed and the generation did not")
 		}
-		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
-			t.Fatalf("before the controller observed it: %+v", rs)
-		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-			t.Fatalf("observed at 0 replicas: %+v", rs)
+		// Not Updated until the controller has observed the template; then
+		// Updated at 0 replicas.
+		waitRevision(t, d, "ignored", "observed at 0 replicas", updated,
+			rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
+		if got, want := replicaSets(t, env.Kube, ns, "web"), map[string]int32{"example.com/app:web": 0, "example.com/app:v2": 0}; !cmp.Equal(got, want) {
+			t.Fatalf("ReplicaSets by image %v, want %v: one per template, both at 0", got, want)
 		}
 		// Deploying it again writes nothing.
-		rv := getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		rv := waitRolledOut(t, env.Kube, ns, "web").ResourceVersion
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatal(err)
 		}
@@ -100,21 +219,18 @@ func TestDeployAtZero(t *testing.T) {
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
-		if rs := revisionOf(t, d); rs.Updated {
-			t.Fatalf("scaled and not observed: %+v", rs)
+		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
+			t.Fatalf("scaled, no pod ready yet: %+v", rs)
 		}
-		playDeployment(t, env.Kube, ns, "web", 1)
-		if rs := revisionOf(t, d); rs.Updated {
-			t.Fatalf("1 of 2 pods available: %+v", rs)
-		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-			t.Fatalf("2 of 2 available: %+v", rs)
+		waitRevision(t, d, "ignored", "2 of 2 available", updated,
+			rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
+		if dep := getDeployment(t, env.Kube, ns, "web"); dep.Status.AvailableReplicas != 2 {
+			t.Fatalf("Updated with %d pods available, want 2", dep.Status.AvailableReplicas)
 		}
 
 		// With replicas, another revision is refused and nothing is written;
 		// the recorded one is still a no-op.
-		rv = getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		rv = waitRolledOut(t, env.Kube, ns, "web").ResourceVersion
 		err := d.Deploy(ctx, "v3")
 		var refused *replicas.DeployRefusedError
 		if !errors.As(err, &refused) || !errors.Is(err, replicas.ErrDeployRefused) || !rollout.IsPermanent(err) {
@@ -131,31 +247,72 @@ func TestDeployAtZero(t *testing.T) {
 			t.Fatal("a refused deploy wrote the Deployment")
 		}
 
-		// Scaled to 0 with pods still stopping: the deploy goes ahead (the
-		// controller starts no pod at 0 replicas), and Updated waits until the
-		// old pods are gone, terminating ones included.
+		// Scaled to 0 with a pod still stopping (a finalizer holds it
+		// Terminating): the deploy goes ahead (the controller starts no pod
+		// at 0 replicas), and Updated waits until the pod is gone.
+		release := holdPod(t, env.Kube, ns, "web")
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 0}); err != nil {
 			t.Fatal(err)
 		}
 		if err := d.Deploy(ctx, "v3"); err != nil {
 			t.Fatal(err)
 		}
-		dep := getDeployment(t, env.Kube, ns, "web")
-		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 0, TerminatingReplicas: new(int32(2))}
-		if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		waitDeployment(t, env.Kube, ns, "web", "observed with a pod terminating", func(d *appsv1.Deployment) bool {
+			st := d.Status
+			return st.ObservedGeneration >= d.Generation && st.Replicas == 0 && st.TerminatingReplicas != nil && *st.TerminatingReplicas == 1
+		})
 		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3"}) {
-			t.Fatalf("2 pods terminating: %+v", rs)
+			t.Fatalf("a pod terminating: %+v", rs)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v3", Updated: true}) {
-			t.Fatalf("no pod left: %+v", rs)
-		}
+		release()
+		waitRevision(t, d, "ignored", "no pod left", updated,
+			rollout.RevisionStatus{Revision: "v3"}, rollout.RevisionStatus{Revision: "v3", Updated: true})
 		if got := getDeployment(t, env.Kube, ns, "web").Spec.Template.Spec.Containers[0].Image; got != "example.com/app:v3" {
 			t.Fatalf("image %q", got)
 		}
 	})
+}
+
+// holdFinalizer keeps a pod Terminating once it is deleted, until the test
+// removes it.
+const holdFinalizer = "upshift.dev/test-hold"
+
+// holdPod puts holdFinalizer on a pod of Deployment app, and returns the
+// func that removes it (also called at the test's end).
+func holdPod(t testing.TB, cs kubernetes.Interface, ns, app string) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+	if err != nil || len(l.Items) == 0 {
+		t.Fatalf("pods of %s: %d, %v", app, len(l.Items), err)
+	}
+	name := l.Items[0].Name
+	setFinalizers := func(fs []string) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				return err
+			}
+			p.Finalizers = fs
+			_, err = cs.CoreV1().Pods(ns).Update(ctx, p, metav1.UpdateOptions{})
+			return err
+		})
+	}
+	if err := setFinalizers([]string{holdFinalizer}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if err := setFinalizers(nil); err != nil {
+				t.Errorf("releasing pod %s: %v", name, err)
+			}
+		})
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // TestDeployPausedAndFixedCapacity: a paused Deployment is refused (its
@@ -167,48 +324,48 @@ func TestDeployPausedAndFixedCapacity(t *testing.T) {
 		env := kubetest.Get(t)
 		ns := env.Namespace(t)
 		ctx := context.Background()
-		deployment(t, env.Kube, ns, "web", 3)
+		// Each pod is ready 2 s after it starts, so the rolling update
+		// (one pod more at a time, none unavailable) takes 6 s at least.
+		deploymentWith(t, env.Kube, ns, "web", 3, map[string]string{kubetest.AnnotationReadyAfter: "2s"})
+		waitRolledOut(t, env.Kube, ns, "web")
 		d := deployer(t, k.Deployment(ns, "web", 3))
 		d.FixedCapacity = true
 
-		dep := getDeployment(t, env.Kube, ns, "web")
-		dep.Spec.Paused = true
-		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = true })
 		err := d.Deploy(ctx, "v2")
 		var refused *replicas.DeployRefusedError
 		if !errors.As(err, &refused) || refused.Field != "spec.paused" || !rollout.IsPermanent(err) {
 			t.Fatalf("paused: %v; want a permanent refusal naming spec.paused", err)
 		}
-		dep = getDeployment(t, env.Kube, ns, "web")
-		dep.Spec.Paused = false
-		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
+		if rs := revisionOf(t, d); rs.Updated {
+			t.Fatalf("paused: %+v, want not Updated", rs)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
+		updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Paused = false })
+		waitRolledOut(t, env.Kube, ns, "web")
 
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatalf("FixedCapacity at 3 replicas: %v", err)
 		}
-		// The controller has seen the template; one pod of 3 is replaced.
-		dep = getDeployment(t, env.Kube, ns, "web")
-		dep.Status = appsv1.DeploymentStatus{ObservedGeneration: dep.Generation, Replicas: 4, UpdatedReplicas: 1, ReadyReplicas: 3, AvailableReplicas: 3}
-		if _, err := env.Kube.AppsV1().Deployments(ns).UpdateStatus(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		// The controller has seen the template and replaces the pods one
+		// at a time.
+		waitDeployment(t, env.Kube, ns, "web", "mid rolling update", func(d *appsv1.Deployment) bool {
+			return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas >= 1 && d.Status.UpdatedReplicas < 3
+		})
 		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2"}) {
 			t.Fatalf("mid rolling update: %+v", rs)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if rs := revisionOf(t, d); rs != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-			t.Fatalf("rolled out: %+v", rs)
+		waitRevision(t, d, "ignored", "rolled out", updated,
+			rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
+		if got, want := replicaSets(t, env.Kube, ns, "web"), map[string]int32{"example.com/app:web": 0, "example.com/app:v2": 3}; !cmp.Equal(got, want) {
+			t.Fatalf("ReplicaSets by image %v, want %v", got, want)
 		}
 	})
 }
 
 // TestStatefulSetRevision: a StatefulSet is Updated once its controller has
 // observed the template and its current revision is the update revision.
+// The cluster runs no StatefulSet controller: the test writes the
+// StatefulSet's status itself.
 func TestStatefulSetRevision(t *testing.T) {
 	forEachFlavour(t, func(t *testing.T, k kinds) {
 		env := kubetest.Get(t)
@@ -396,11 +553,7 @@ func TestDeployRacesAScaleUp(t *testing.T) {
 			return roundTripper(func(req *http.Request) (*http.Response, error) {
 				if req.Method == http.MethodPut && strings.HasSuffix(req.URL.Path, "/deployments/web") && raced.CompareAndSwap(false, true) {
 					// Another writer scales the Deployment first.
-					dep := getDeployment(t, env.Kube, ns, "web")
-					dep.Spec.Replicas = new(int32(2))
-					if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-						t.Error(err)
-					}
+					updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Spec.Replicas = new(int32(2)) })
 				}
 				return rt.RoundTrip(req)
 			})
@@ -445,17 +598,17 @@ func TestFirstRevisionRecognised(t *testing.T) {
 				t.Errorf("Revision(%q) = %+v, %v; want revision %q", tc.expect, got, err, tc.want)
 			}
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
 		if got, err := d.Revision(ctx, "web"); err != nil || got != (rollout.RevisionStatus{Revision: "web", Updated: true}) {
 			t.Errorf("rolled out: %+v, %v", got, err)
 		}
 		// An annotation is a hint: the template decides. Annotated v1, it
 		// still runs web, and not v1.
-		dep := getDeployment(t, env.Kube, ns, "web")
-		dep.Annotations = map[string]string{replicas.RevisionAnnotation: "v1"}
-		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) {
+			if d.Annotations == nil {
+				d.Annotations = map[string]string{}
+			}
+			d.Annotations[replicas.RevisionAnnotation] = "v1"
+		})
 		for expect, want := range map[string]string{"web": "web", "v1": "", "v2": ""} {
 			if got, err := d.Revision(ctx, expect); err != nil || got.Revision != want {
 				t.Errorf("annotated v1, Revision(%q) = %+v, %v; want revision %q", expect, got, err, want)
@@ -475,9 +628,14 @@ func TestRevisionReadFromTemplate(t *testing.T) {
 		for _, revert := range []struct {
 			name string
 			put  func(now, before *appsv1.Deployment)
+			// replicaSets: the controller keeps one per template (pod
+			// template hash). The old image under the v2 annotation is a
+			// third template; the whole old template is the first one
+			// again, and gets its ReplicaSet back.
+			replicaSets int
 		}{
-			{"image", func(now, _ *appsv1.Deployment) { now.Spec.Template.Spec.Containers[0].Image = "example.com/app:web" }},
-			{"template", func(now, before *appsv1.Deployment) { now.Spec.Template = before.Spec.Template }},
+			{"image", func(now, _ *appsv1.Deployment) { now.Spec.Template.Spec.Containers[0].Image = "example.com/app:web" }, 3},
+			{"template", func(now, before *appsv1.Deployment) { now.Spec.Template = before.Spec.Template }, 2},
 		} {
 			t.Run(revert.name, func(t *testing.T) {
 				ns := env.Namespace(t)
@@ -488,17 +646,11 @@ func TestRevisionReadFromTemplate(t *testing.T) {
 				if err := d.Deploy(ctx, "v2"); err != nil {
 					t.Fatal(err)
 				}
-				playDeployment(t, env.Kube, ns, "web", -1)
-				if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-					t.Fatalf("deployed: %+v, %v", got, err)
-				}
+				waitRevision(t, d, "v2", "deployed", updated,
+					rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
 
-				dep := getDeployment(t, env.Kube, ns, "web")
-				revert.put(dep, before)
-				if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				playDeployment(t, env.Kube, ns, "web", -1)
+				updateDeployment(t, env.Kube, ns, "web", func(dep *appsv1.Deployment) { revert.put(dep, before) })
+				waitRolledOut(t, env.Kube, ns, "web")
 				if got := getDeployment(t, env.Kube, ns, "web").Annotations[replicas.RevisionAnnotation]; got != "v2" {
 					t.Fatalf("the annotation is %q after the revert, want v2 left in place", got)
 				}
@@ -521,9 +673,14 @@ func TestRevisionReadFromTemplate(t *testing.T) {
 					t.Fatalf("deploying v2 again: image %q, generation %d -> %d, template annotations %v",
 						img, gen, after.Generation, after.Spec.Template.Annotations)
 				}
-				playDeployment(t, env.Kube, ns, "web", -1)
-				if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-					t.Fatalf("deployed again: %+v, %v", got, err)
+				waitRevision(t, d, "v2", "deployed again", updated,
+					rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
+				rs, err := env.Kube.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(rs.Items) != revert.replicaSets {
+					t.Errorf("%d ReplicaSets, want %d, one per template", len(rs.Items), revert.replicaSets)
 				}
 			})
 		}
@@ -565,7 +722,7 @@ func TestRevisionDefaulting(t *testing.T) {
 		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, created, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
+		waitRolledOut(t, env.Kube, ns, "web")
 		live := getDeployment(t, env.Kube, ns, "web").Spec.Template.Spec.Containers[0]
 		if live.ImagePullPolicy == "" || live.TerminationMessagePath == "" || live.Ports[0].Protocol == "" || live.ReadinessProbe.PeriodSeconds == 0 {
 			t.Fatalf("the API server defaulted nothing: %+v", live)
@@ -587,11 +744,9 @@ func TestRevisionDefaulting(t *testing.T) {
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatal(err)
 		}
-		playDeployment(t, env.Kube, ns, "web", -1)
-		if got, err := d.Revision(ctx, "v2"); err != nil || got != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
-			t.Fatalf("deployed, defaulted: %+v, %v", got, err)
-		}
-		rv := getDeployment(t, env.Kube, ns, "web").ResourceVersion
+		waitRevision(t, d, "v2", "deployed, defaulted", updated,
+			rollout.RevisionStatus{Revision: "v2"}, rollout.RevisionStatus{Revision: "v2", Updated: true})
+		rv := waitRolledOut(t, env.Kube, ns, "web").ResourceVersion
 		if err := d.Deploy(ctx, "v2"); err != nil {
 			t.Fatal(err)
 		}

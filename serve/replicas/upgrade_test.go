@@ -29,89 +29,63 @@ import (
 // The end-to-end test of revisions on two Deployments behind an HTTPRoute,
 // in the managed capacity mode: the Runner scales each Deployment with a
 // Setter, deploys each revision's image with a Deployer, and moves the
-// route's weights with the gateway Router. The test plays the Deployment
-// controller (simController) and the gateway controller
-// (gatewaytest.Accept), and watches the Deployments.
+// route's weights with the gateway Router. The cluster's Deployment and
+// ReplicaSet controllers run the pods (on kwok's simulated nodes); the
+// test plays the gateway controller (gatewaytest.Accept), and watches the
+// Deployments.
 
 const fullReplicas = 10
 
-// simPod is a pod of the simulated Deployment controller: the revision of
-// the template it was created from, and whether it is ready.
-type simPod struct {
-	template string // the template's RevisionAnnotation
-	ready    bool
-}
-
-// simController acts as the Deployment controller, one step at a time:
-// each step it observes the generation, stops the pods of an older
-// template at once (a rolling update; in this test there are none, the
-// template only changes at 0 replicas), stops extra pods, and starts
-// missing ones, which become ready at the next step.
-type simController struct {
-	cs   kubernetes.Interface
-	ns   string
-	pods map[string][]simPod
+// podsOf is the Deployment controller's side of a test: the real
+// controllers run the pods, step waits until they have answered the
+// Runner's last writes, serving reads the pods.
+type podsOf struct {
+	cs kubernetes.Interface
+	ns string
 }
 
 func templateRevision(d *appsv1.Deployment) string {
 	return d.Spec.Template.Annotations[replicas.RevisionAnnotation]
 }
 
-func (c *simController) step(t testing.TB) {
+// step waits until the controller has rolled both Deployments out: every
+// pod asked for runs the current template and is ready, no other is left.
+func (c *podsOf) step(t testing.TB) {
 	t.Helper()
-	ctx := context.Background()
 	for _, name := range []string{"web-a", "web-b"} {
-		d := getDeployment(t, c.cs, c.ns, name)
-		pods, st := c.next(name, d)
-		c.pods[name] = pods
-		d.Status = st
-		if _, err := c.cs.AppsV1().Deployments(c.ns).UpdateStatus(ctx, d, metav1.UpdateOptions{}); err != nil {
-			t.Fatalf("controller: %s: %v", name, err)
-		}
+		waitRolledOut(t, c.cs, c.ns, name)
 	}
 }
 
-// next is one step of Deployment name as it is now (d): the pods it would
-// run (those of an older template stopped, extra ones stopped, missing ones
-// started, the ones started at an earlier step ready) and its status.
-func (c *simController) next(name string, d *appsv1.Deployment) ([]simPod, appsv1.DeploymentStatus) {
-	want, current := *d.Spec.Replicas, templateRevision(d)
-	var pods []simPod
-	for _, p := range c.pods[name] {
-		if p.template == current {
-			p.ready = true // started at an earlier step
-			pods = append(pods, p)
-		}
+// serving reports the ready pods of Deployment name (a pod being deleted
+// is not counted), whether all of them run revision (the RevisionAnnotation
+// their template gave them), and the pods for a failure message.
+func (c *podsOf) serving(t testing.TB, name, revision string) (ready int, allOn bool, pods string) {
+	t.Helper()
+	l, err := c.cs.CoreV1().Pods(c.ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=" + name})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if int32(len(pods)) > want {
-		pods = pods[:want]
-	}
-	for int32(len(pods)) < want {
-		pods = append(pods, simPod{template: current})
-	}
-	st := appsv1.DeploymentStatus{ObservedGeneration: d.Generation}
-	for _, p := range pods {
-		st.Replicas++
-		st.UpdatedReplicas++
-		if p.ready {
-			st.ReadyReplicas++
-			st.AvailableReplicas++
-		}
-	}
-	return pods, st
-}
-
-// serving reports the ready pods of a Deployment and whether all of them
-// run revision.
-func (c *simController) serving(name, revision string) (ready int, allOn bool) {
 	allOn = true
-	for _, p := range c.pods[name] {
-		if p.ready {
+	var b strings.Builder
+	for _, p := range l.Items {
+		r := podReady(&p) && p.DeletionTimestamp == nil
+		fmt.Fprintf(&b, "%s(%q ready %v) ", p.Name, p.Annotations[replicas.RevisionAnnotation], r)
+		if r {
 			ready++
-			allOn = allOn && p.template == revision
+			allOn = allOn && p.Annotations[replicas.RevisionAnnotation] == revision
 		}
 	}
-	return ready, allOn
+	return ready, allOn, b.String()
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // templateWatch records, from a watch of the test's Deployments, every
@@ -191,13 +165,13 @@ type e2e struct {
 	ns     string
 	clock  *fake.Clock
 	runner *rollout.Runner
-	ctrl   *simController
+	ctrl   *podsOf
 	watch  *templateWatch
 	// weights is every distinct split of the route seen, with the
 	// revision each side ran.
 	weights []string
 	n       int
-	// settle, when set, runs after the simulated controller's step.
+	// settle, when set, runs after the controller's step.
 	settle func()
 }
 
@@ -208,8 +182,9 @@ var (
 
 // createSides creates the two Deployments and the route of a test in ns:
 // side A runs the first revision, created with it; side B starts empty,
-// running nothing upshift recognises. The route is accepted.
-func createSides(tb testing.TB, env *kubetest.Env, ns string) {
+// running nothing upshift recognises. The route is accepted, and side A
+// rolled out. podAnnotations go on both pod templates.
+func createSides(tb testing.TB, env *kubetest.Env, ns string, podAnnotations ...map[string]string) {
 	tb.Helper()
 	ctx := context.Background()
 	for _, side := range []struct {
@@ -228,9 +203,20 @@ func createSides(tb testing.TB, env *kubetest.Env, ns string) {
 				},
 			},
 		}
+		for _, ann := range podAnnotations {
+			for k, v := range ann {
+				if d.Spec.Template.Annotations == nil {
+					d.Spec.Template.Annotations = map[string]string{}
+				}
+				d.Spec.Template.Annotations[k] = v
+			}
+		}
 		if side.revision != "" {
 			d.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
-			d.Spec.Template.Annotations = map[string]string{replicas.RevisionAnnotation: side.revision}
+			if d.Spec.Template.Annotations == nil {
+				d.Spec.Template.Annotations = map[string]string{}
+			}
+			d.Spec.Template.Annotations[replicas.RevisionAnnotation] = side.revision
 			d.Spec.Template.Spec.Containers[0].Image = "example.com/app:" + side.revision
 		}
 		if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -245,6 +231,9 @@ func createSides(tb testing.TB, env *kubetest.Env, ns string) {
 		tb.Fatal(err)
 	}
 	gatewaytest.Accept(tb, env.Client, gateway.KindHTTPRoute, ns, "web")
+	for _, name := range []string{"web-a", "web-b"} {
+		waitRolledOut(tb, env.Kube, ns, name)
+	}
 }
 
 func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
@@ -262,17 +251,11 @@ func newE2E(t *testing.T, strat strategy.Strategy) *e2e {
 	g := &e2e{env: env, ns: ns, clock: clock,
 		runner: &rollout.Runner{Strategy: strat, Router: router, A: a, B: b,
 			RevisionA: deployer(t, a), RevisionB: deployer(t, b), Clock: clock},
-		ctrl: &simController{cs: env.Kube, ns: ns, pods: map[string][]simPod{}},
+		ctrl: &podsOf{cs: env.Kube, ns: ns},
 	}
 	if err := g.runner.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	// The pods of side A exist and are ready.
-	g.ctrl.pods["web-a"] = make([]simPod, fullReplicas)
-	for i := range g.ctrl.pods["web-a"] {
-		g.ctrl.pods["web-a"][i] = simPod{template: "v1", ready: true}
-	}
-	g.ctrl.step(t)
 	g.watch = watchTemplates(t, env.Kube, ns)
 	return g
 }
@@ -319,10 +302,10 @@ func (g *e2e) check(t *testing.T, s strategy.State, when string) {
 		if w.Of(side) == 0 {
 			continue
 		}
-		ready, allOn := g.ctrl.serving(name, role)
+		ready, allOn, pods := g.ctrl.serving(t, name, role)
 		if ready == 0 || !allOn {
-			t.Fatalf("reconcile %d (%s): side %s has weight %d with %d ready pods, all on %s (its role's revision): %v; pods %+v",
-				g.n, when, side, w.Of(side), ready, role, allOn, g.ctrl.pods[name])
+			t.Fatalf("reconcile %d (%s): side %s has weight %d with %d ready pods, all on %s (its role's revision): %v; pods %s",
+				g.n, when, side, w.Of(side), ready, role, allOn, pods)
 		}
 		line = append(line, fmt.Sprintf("%s=%d(%s)", side, w.Of(side), role))
 	}
@@ -332,8 +315,9 @@ func (g *e2e) check(t *testing.T, s strategy.State, when string) {
 	}
 }
 
-// run reconciles until stop says so or the rollout ends, playing both
-// controllers after every reconcile.
+// run reconciles until stop says so or the rollout ends; after every
+// reconcile it waits until the Deployment controller has answered, and
+// plays the gateway controller.
 func (g *e2e) run(t *testing.T, s strategy.State, stop func(strategy.State) bool) strategy.State {
 	t.Helper()
 	ctx := context.Background()

@@ -2,10 +2,11 @@ package replicas_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	appsv1 "k8s.io/api/apps/v1"
 
 	"github.com/upshift-dev/upshift/kubetest"
 	"github.com/upshift-dev/upshift/rollout"
@@ -35,8 +36,10 @@ func TestReadsFromTheWatch(t *testing.T) {
 		ns := env.Namespace(t)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		deployment(t, env.Kube, ns, "web", 4)
-		playDeployment(t, env.Kube, ns, "web", -1)
+		// Pods ready 2 s after they start: right after a scale-up, the
+		// Setter cannot be settled.
+		deploymentWith(t, env.Kube, ns, "web", 4, map[string]string{kubetest.AnnotationReadyAfter: "2s"})
+		waitRolledOut(t, env.Kube, ns, "web")
 		s := k.Deployment(ns, "web", 4)
 		d := deployer(t, s)
 		w := kubetest.NewWaker()
@@ -51,16 +54,27 @@ func TestReadsFromTheWatch(t *testing.T) {
 		waitCached(t, s)
 		before := s.Counts()
 
-		for _, p := range []int32{50, 0} {
+		for _, p := range []int32{50, 75, 0} {
+			w.Drain()
 			if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: p}); err != nil {
 				t.Fatal(err)
 			}
-			if st, err := s.Capacity(ctx); err != nil || st.Capacity != p || st.Settled {
+			// Right after its own write the Setter reports it. A
+			// scale-up (to 75%) cannot have settled yet; a scale-down
+			// may have, once the watch delivered the controller's
+			// answer.
+			if st, err := s.Capacity(ctx); err != nil || st.Capacity != p || p == 75 && st.Settled {
 				t.Fatalf("right after setting %d%%: %+v, %v", p, st, err)
 			}
-			w.After(t, "status", func() { playDeployment(t, env.Kube, ns, "web", -1) })
-			if st, err := s.Capacity(ctx); err != nil || st.Capacity != p || !st.Settled {
-				t.Fatalf("%d%%, settled: %+v, %v", p, st, err)
+			// The controller's answers wake the Setter until it is
+			// settled.
+			for settled := false; !settled; {
+				woken(t, w, fmt.Sprintf("the controller's answer to %d%%", p))
+				st, err := s.Capacity(ctx)
+				if err != nil || st.Capacity != p {
+					t.Fatalf("%d%%: %+v, %v", p, st, err)
+				}
+				settled = st.Settled
 			}
 		}
 		if err := d.Deploy(ctx, "v2"); err != nil {
@@ -81,11 +95,7 @@ func TestReadsFromTheWatch(t *testing.T) {
 		// Another writer's annotation and the Setter's capacity, one
 		// right after the other: whether the Setter's read was stale (a
 		// conflict, then a GET) or not, both land.
-		dep := getDeployment(t, env.Kube, ns, "web")
-		dep.Annotations["note"] = "theirs"
-		if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, dep, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		updateDeployment(t, env.Kube, ns, "web", func(d *appsv1.Deployment) { d.Annotations["note"] = "theirs" })
 		if err := s.SetCapacity(ctx, rollout.CapacityRequest{Percent: 50}); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +129,7 @@ func TestReadsFromTheWatch(t *testing.T) {
 // TestUpgradeReadsFromTheWatch: an upgrade of two Deployments reconciled
 // with live subscriptions of the Setters and their Deployers (one watch
 // per Deployment) reads them from the watch: a GET per write that lost a
-// race with the simulated controller at most, not one per reconcile.
+// race with the Deployment controller at most, not one per reconcile.
 func TestUpgradeReadsFromTheWatch(t *testing.T) {
 	g := newE2E(t, upgradeStrategy())
 	ctx, cancel := context.WithCancel(context.Background())
