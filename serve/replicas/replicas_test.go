@@ -28,7 +28,9 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
+func TestMain(m *testing.M) {
+	os.Exit(kubetest.MainWith(m, kubetest.Options{Cluster: &kubetest.ClusterOptions{}}))
+}
 
 var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 
