@@ -1043,22 +1043,40 @@ func faultNodeReady(t *testing.T, env *kubetest.Env, node string) {
 // also land after the controller observed a write and before it wrote the
 // status that write leads to: the status is then frozen half-way, with
 // observedGeneration current, and the same holds: see frozenWrite.) Restarted,
-// the controller catches up and the rollout completes. Two stops: before
-// the rollout starts (the deploy of v2 on side B is the frozen write), and
-// mid-rollout, once the canary has weight 25 (a capacity write is).
+// the controller catches up and the rollout completes. Three stops: before
+// the rollout starts (the deploy of v2 on side B is the frozen write), once
+// the canary has weight 25 (wherever that lands), and in a pause at weight
+// 25 (the canary's next scale-up is the frozen write).
 func TestFaultControllerManagerStopped(t *testing.T) {
+	paused := strategy.Canary{MaxSurgePercent: faultSurge,
+		Steps:   []strategy.CanaryStep{strategy.SetWeight(25), strategy.Pause(5 * time.Second), strategy.SetWeight(50), strategy.SetWeight(75)},
+		Options: strategy.Options{PollInterval: metav1.Duration{Duration: 500 * time.Millisecond}}}
 	for _, tc := range []struct {
-		name string
+		name  string
+		strat strategy.Strategy
 		// stopAt waits until the moment to stop; nil: before the start.
 		stopAt func(g *faultRig)
+		// afterStop: the frozen write must come after the stop (a
+		// generation the controller never observes).
+		afterStop bool
 	}{
-		{"before the deploy", nil},
-		{"mid-rollout", func(g *faultRig) {
+		{"before the deploy", faultStrategy(), nil, true},
+		// Wherever the stop lands: often after the controller observed
+		// the stable side's scale-down and before its status settled.
+		{"mid-rollout", faultStrategy(), func(g *faultRig) {
 			g.waitFor("canary weight 25", func() (bool, string) { return g.weights().B >= 25, fmt.Sprintf("weights %+v", g.weights()) })
-		}},
+		}, false},
+		// In a 5s pause at weight 25, everything settled: the canary's
+		// scale-up to 50 comes after the stop.
+		{"in a pause", paused, func(g *faultRig) {
+			g.waitFor("paused at weight 25", func() (bool, string) {
+				e, _ := g.lastEvent()
+				return e.After.Phase == strategy.PhasePaused && g.weights().B == 25, fmt.Sprintf("phase %s, weights %+v", e.After.Phase, g.weights())
+			})
+		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newFaultRig(t, faultStrategy(), faultSideOptions{}, faultSideOptions{})
+			g := newFaultRig(t, tc.strat, faultSideOptions{}, faultSideOptions{})
 			cluster := g.env.Cluster
 			restarted := false
 			var stoppedAt time.Time
@@ -1088,6 +1106,9 @@ func TestFaultControllerManagerStopped(t *testing.T) {
 			})
 			g.checkFrozen(frozen, since)
 			t.Logf("frozen write: %s on side %s, after the stop: %v", frozen.what, frozen.side, afterStop)
+			if tc.afterStop && !afterStop {
+				t.Errorf("no write after the stop: the last one, %s on side %s, came before it", frozen.what, frozen.side)
+			}
 			cluster.StartControllerManager(t)
 			restarted = true
 			end := g.wait()
