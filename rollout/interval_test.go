@@ -19,8 +19,19 @@ type slowRouter struct {
 	*fake.Router
 	clock    *fake.Clock
 	holds    []time.Duration
+	readHold time.Duration // each Weights read moves the clock this much
 	n        int
 	returned []time.Time // when each weight write returned
+}
+
+func (s *slowRouter) Weights(ctx context.Context) (rollout.RouteStatus, error) {
+	s.clock.Advance(s.readHold)
+	return s.Router.Weights(ctx)
+}
+
+func (s *slowRouter) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
+	s.clock.Advance(s.readHold)
+	return s.Router.Routes(ctx)
 }
 
 func (s *slowRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
@@ -34,14 +45,20 @@ func (s *slowRouter) SetWeights(ctx context.Context, w rollout.Weights) error {
 // TestIntervalCountsFromTheWriteReturned: the Runner records when each
 // weight write returned (strategy.State.WeightAppliedAt), so the next
 // weight hop is decided no sooner than an interval after it, however long
-// the write took (here up to 1.5 intervals); a state whose stamp is lost
+// the write took (here up to 1.5 intervals) and however long the
+// reconcile's reads took before it (the landing counts from the
+// reconcile's start, not from the write's); a state whose stamp is lost
 // still never waits more than twice the interval after the hop.
 func TestIntervalCountsFromTheWriteReturned(t *testing.T) {
 	interval := 10 * time.Second
 	strat := strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: interval}, MaxSurgePercent: 100}
-	for _, forget := range []bool{false, true} {
+	for _, tc := range []struct {
+		forget   bool
+		readHold time.Duration
+	}{{false, 0}, {true, 0}, {false, 3 * time.Second}} {
+		forget := tc.forget
 		g := newRig(strat, fake.Lag{})
-		sr := &slowRouter{Router: g.router, clock: g.clock, holds: []time.Duration{15 * time.Second, 0, 4 * time.Second, 0}}
+		sr := &slowRouter{Router: g.router, clock: g.clock, holds: []time.Duration{15 * time.Second, 0, 4 * time.Second, 0}, readHold: tc.readHold}
 		g.runner.Router = sr
 		var decided []time.Time
 		g.runner.Observer = rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
@@ -62,7 +79,9 @@ func TestIntervalCountsFromTheWriteReturned(t *testing.T) {
 			if forget {
 				s.WeightAppliedAt, s.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{} // a caller that drops volatile fields
 			}
-			if requeue <= 0 {
+			// Look again at least every second: a hop allowed too early
+			// is then decided too early.
+			if requeue <= 0 || requeue > time.Second {
 				requeue = time.Second
 			}
 			g.clock.Advance(requeue)
@@ -75,7 +94,7 @@ func TestIntervalCountsFromTheWriteReturned(t *testing.T) {
 			hop := decided[k].Sub(decided[k-1])
 			switch {
 			case !forget && gap < interval:
-				t.Errorf("weight hop %d decided %s after the previous write returned, less than the interval %s", k+1, gap, interval)
+				t.Errorf("reads held %v: weight hop %d decided %s after the previous write returned, less than the interval %s", tc.readHold, k+1, gap, interval)
 			case forget && hop > 2*interval+sr.holds[(k-1)%len(sr.holds)]:
 				t.Errorf("forgetful caller: weight hop %d decided %s after the previous, more than twice the interval and the write", k+1, hop)
 			}

@@ -300,6 +300,12 @@ type hopWrite struct {
 }
 
 func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool, hw *hopWrite) (strategy.State, time.Duration, error) {
+	// The reconcile's timeline: now is the instant it starts, and a write
+	// that returns lands at now plus the time clk saw pass since (the
+	// reads and the decision included, so a landing is never stamped
+	// before the instant the write really returned).
+	clk := clock.OrReal(r.Clock)
+	begun := landing{clk: clk, now: now, start: clk.Now()}
 	ctx = r.withOwner(ctx) // claim.go
 	log := logr.FromContextOrDiscard(ctx).WithValues("canary", s.CanaryRevision, "stable", s.StableRevision)
 	ev := Event{Time: now, Before: s}
@@ -341,8 +347,7 @@ func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Tim
 	s.Observed = obs
 	d := r.Strategy.Step(s, now)
 	ev.Decision = d
-	clk := clock.OrReal(r.Clock)
-	applied, err := r.apply(ctx, log, &s, &d, hw, landing{clk: clk, now: now, start: clk.Now()})
+	applied, err := r.apply(ctx, log, &s, &d, hw, begun)
 	ev.Applied = applied
 	if err != nil {
 		return r.failed(ctx, log, ev, s, failingSince, now, err)
