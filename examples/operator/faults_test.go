@@ -53,22 +53,23 @@ func (w *world) sidePods(name string) []corev1.Pod {
 }
 
 // pausedV2At25 starts the operator on a Release of v1 with a paused
-// canary, moves it to v2 and returns once that rollout holds at 25%.
-func pausedV2At25(t *testing.T) *world {
+// canary, moves it to v2 and returns once that rollout holds at 25%, with
+// the Release as it was then.
+func pausedV2At25(t *testing.T) (*world, *v1alpha1.Release) {
 	t.Helper()
 	w := newWorld(t)
 	w.start("operator")
 	create(t, w.c, w.release("v1", pausedCanary()))
 	w.waitFor("v1 released", 30*time.Second, released)
 	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
-	w.pausedAt25()
-	return w
+	return w, w.pausedAt25()
 }
 
-// pausedAt25 waits until the rollout to v2 holds at 25% on its pause.
-func (w *world) pausedAt25() {
+// pausedAt25 waits until the rollout to v2 holds at 25% on its pause and
+// returns the Release as it was then.
+func (w *world) pausedAt25() *v1alpha1.Release {
 	w.t.Helper()
-	w.waitFor("the pause at 25", 60*time.Second, func(rel *v1alpha1.Release) bool {
+	return w.waitFor("the pause at 25", 60*time.Second, func(rel *v1alpha1.Release) bool {
 		s := &rel.Status.Rollout
 		return rel.Status.ObservedGeneration == rel.Generation && s.Phase == strategy.PhasePaused && s.Observed.Weight == 25
 	})
@@ -141,7 +142,7 @@ func TestFaultCanaryCrashLoops(t *testing.T) {
 // web-a's ReplicaSet replaces them on the other nodes; promoted, the
 // rollout completes on v2. It stops a node: not parallel.
 func TestFaultNodeLost(t *testing.T) {
-	w := pausedV2At25(t)
+	w, _ := pausedV2At25(t)
 	// A node under web-a, one that runs no canary pod when there is one.
 	var canaryNodes, stableNodes []string
 	for _, p := range w.sidePods("web-b") {
@@ -200,7 +201,7 @@ func TestFaultNodeLost(t *testing.T) {
 // older generation and the route stays at 75/25. Started again, the controllers catch up
 // and the rollout completes on v2. It stops a component: not parallel.
 func TestFaultControllerManagerStopped(t *testing.T) {
-	w := pausedV2At25(t)
+	w, _ := pausedV2At25(t)
 	cl := w.env.Cluster
 	cl.StopControllerManager(t)
 	stopped := true
@@ -252,7 +253,7 @@ func TestFaultRolloutRestart(t *testing.T) {
 	for _, side := range []string{"web-a", "web-b"} {
 		t.Run(side, func(t *testing.T) {
 			t.Parallel()
-			w := pausedV2At25(t)
+			w, _ := pausedV2At25(t)
 			before := map[string]bool{}
 			for _, p := range w.sidePods(side) {
 				before[p.Name] = true

@@ -36,15 +36,7 @@ func TestDeleteRelease(t *testing.T) {
 	for _, policy := range []metav1.DeletionPropagation{metav1.DeletePropagationBackground, metav1.DeletePropagationForeground, metav1.DeletePropagationOrphan} {
 		t.Run(string(policy), func(t *testing.T) {
 			t.Parallel()
-			w := newWorld(t)
-			w.start("operator")
-			create(t, w.c, w.release("v1", pausedCanary()))
-			w.waitFor("v1 released", 30*time.Second, released)
-			w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
-			rel := w.waitFor("the pause at 25", 60*time.Second, func(rel *v1alpha1.Release) bool {
-				s := &rel.Status.Rollout
-				return s.Phase == strategy.PhasePaused && s.Observed.Weight == 25
-			})
+			w, rel := pausedV2At25(t)
 			if got := w.claimants(); got != [3]string{"web", "web", "web"} {
 				t.Fatalf("claims %q before the deletion, want all by web", got)
 			}
