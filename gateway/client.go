@@ -75,6 +75,13 @@ func (r route) parentRefs() []gwv1.ParentReference {
 	return r.grpc.Spec.ParentRefs
 }
 
+func (r route) hostnames() []gwv1.Hostname {
+	if r.http != nil {
+		return r.http.Spec.Hostnames
+	}
+	return r.grpc.Spec.Hostnames
+}
+
 func (r route) parents() []gwv1.RouteParentStatus {
 	if r.http != nil {
 		return r.http.Status.Parents
@@ -90,6 +97,8 @@ type routes interface {
 	// watch watches ref's collection in its namespace with opts (whose
 	// field selector names ref).
 	watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error)
+	// list reads every route of kind in namespace ns ("" for all).
+	list(ctx context.Context, kind, ns string) ([]route, error)
 }
 
 // errNoWatch is Notify's error for a controller-runtime client that cannot
@@ -132,7 +141,51 @@ func (c crRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptio
 	return wc.Watch(ctx, list, &client.ListOptions{Namespace: ref.Namespace, Raw: &opts})
 }
 
+func (c crRoutes) list(ctx context.Context, kind, ns string) ([]route, error) {
+	var out []route
+	if kind == KindGRPCRoute {
+		var l gwv1.GRPCRouteList
+		if err := c.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, route{grpc: &l.Items[i]})
+		}
+		return out, nil
+	}
+	var l gwv1.HTTPRouteList
+	if err := c.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		out = append(out, route{http: &l.Items[i]})
+	}
+	return out, nil
+}
+
 type csRoutes struct{ cs versioned.Interface }
+
+func (c csRoutes) list(ctx context.Context, kind, ns string) ([]route, error) {
+	var out []route
+	if kind == KindGRPCRoute {
+		l, err := c.cs.GatewayV1().GRPCRoutes(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, route{grpc: &l.Items[i]})
+		}
+		return out, nil
+	}
+	l, err := c.cs.GatewayV1().HTTPRoutes(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for i := range l.Items {
+		out = append(out, route{http: &l.Items[i]})
+	}
+	return out, nil
+}
 
 func (c csRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
 	switch ref.kind() {

@@ -93,3 +93,5 @@ func TestUpdateRouteConflicts(t *testing.T) {
 		}
 	})
 }
+
+func (r *racingRoutes) list(context.Context, string, string) ([]route, error) { return nil, nil }

@@ -125,6 +125,8 @@ func withRoute(err error, ref RouteRef) error {
 	var hce *HeaderClashError
 	var sce *SetCookieClashError
 	var ue *UnsupportedError
+	var pe *PrecedenceError
+	var se *ShadowedError
 	switch {
 	case errors.As(err, &bnf):
 		bnf.Route = ref
@@ -142,6 +144,16 @@ func withRoute(err error, ref RouteRef) error {
 		sce.Route = ref
 	case errors.As(err, &ue):
 		ue.Route = ref
+	case errors.As(err, &pe):
+		pe.Route = ref
+		if pe.Other == (RouteRef{}) {
+			pe.Other = ref
+		}
+	case errors.As(err, &se):
+		se.Route = ref
+		if se.Other == (RouteRef{}) {
+			se.Other = ref
+		}
 	}
 	return err
 }
@@ -255,3 +267,54 @@ func (e *UnsupportedError) Error() string {
 
 // Is makes errors.Is(err, rollout.ErrUnsupported) true.
 func (e *UnsupportedError) Is(target error) bool { return target == rollout.ErrUnsupported }
+
+// PrecedenceError: an owned header or sticky rule cannot go into the route
+// without taking requests that another rule wins today under Gateway API's
+// precedence (see Router.SetRoutes). Rule is that rule's index in the
+// spec.rules of Other (the managed route itself when Other is Route, or
+// another route on the same listener and hostname) and OtherMatch its
+// match; Role is the owned rule and Match the match of the split rule it
+// copies. Reason says why no place in the list is safe. Nothing is written.
+// Give the rule more conditions than the owned rule (or fewer than the
+// split rule), or drop the extra. It matches ErrInvalid and is
+// rollout.Permanent.
+type PrecedenceError struct {
+	Route      RouteRef
+	Role       RuleRole
+	Match      int
+	Other      RouteRef
+	Rule       int
+	OtherMatch int
+	Reason     string
+}
+
+func (e *PrecedenceError) Error() string {
+	return fmt.Sprintf("gateway: %s: the %s rule (for match %d of the split rule) would take requests that %s rule %d match %d wins today: %s",
+		e.Route, e.Role, e.Match, e.Other, e.Rule, e.OtherMatch, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *PrecedenceError) Is(target error) bool { return target == ErrInvalid }
+
+// ShadowedError: the header route can never reach the canary: for every
+// match of the split rule, a rule that ranks above the header rule in
+// Gateway API's precedence matches every request the header rule would.
+// Rule is the index in the spec.rules of Other (the managed route itself
+// when Other is Route, or another route on the same listener and hostname)
+// of one such rule, Match its match. Nothing is written, and Routes never
+// reports such a header route programmed. It matches ErrInvalid and is
+// rollout.Permanent.
+type ShadowedError struct {
+	Route RouteRef
+	Other RouteRef
+	Rule  int
+	Match int
+}
+
+func (e *ShadowedError) Error() string {
+	return fmt.Sprintf("gateway: %s: the header route is shadowed: %s rule %d match %d ranks above it and matches every request it would, so no request could reach the canary through it",
+		e.Route, e.Other, e.Rule, e.Match)
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ShadowedError) Is(target error) bool { return target == ErrInvalid }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 
@@ -165,6 +166,7 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 	}
 	mirror := rs.Extras.MirrorPercent > 0
 	traefik := r.cfg.Mirror == MirrorTraefikService
+	peers := map[RouteRef][]peerRoute{}
 	for _, ref := range r.cfg.Routes {
 		rt, err := r.api.get(ctx, ref)
 		if err != nil {
@@ -178,7 +180,12 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 				return rollout.Permanent(err)
 			}
 		}
-		if _, err := r.shapeRoute(rt, r.shapeFor(ref, rs)); err != nil {
+		s := r.shapeFor(ref, rs)
+		if s.peers, err = r.peersOf(ctx, ref, rt, rs.Extras); err != nil {
+			return err
+		}
+		peers[ref.key()] = s.peers
+		if _, err := r.shapeRoute(rt, s); err != nil {
 			return rollout.Permanent(withRoute(err, ref))
 		}
 		if mirror && !traefik && rt.http != nil {
@@ -196,6 +203,7 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 	}
 	for _, ref := range also.order(r.cfg.Routes) {
 		s, edit := r.shapeFor(ref, rs), also.on(ref)
+		s.peers = peers[ref.key()]
 		err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
 			if err := r.checkWriter(ctx, ref, rt); err != nil {
 				return false, err
@@ -275,6 +283,13 @@ func (r *Router) programmed(ctx context.Context, ref RouteRef, rt route) (strate
 	}
 	s := r.shapeFor(ref, rollout.Routes{Weights: rollout.Weights{A: wa, B: wb}, Canary: rec.Canary, Extras: rec.Extras})
 	s.traefik = rec.MirrorService
+	if s.peers, err = r.peersOf(ctx, ref, rt, rec.Extras); err != nil {
+		return "", none, false, err
+	}
+	// A rule another writer added since (in this route or another on the
+	// same listener) may now shadow the header route or lose requests to
+	// an owned rule: then SetRoutes would refuse, and nothing is
+	// reported programmed.
 	if changed, err := r.shapeRoute(rt.deepCopy(), s); err != nil || changed {
 		return "", none, false, nil
 	}
@@ -290,13 +305,28 @@ func (r *Router) programmed(ctx context.Context, ref RouteRef, rt route) (strate
 // setWeightsIn writes w into rt: with the owned rules rebuilt for w when
 // rt holds every rule its record lists, or else into the user's rules
 // alone.
-func (r *Router) setWeightsIn(ref RouteRef, rt route, w rollout.Weights) (bool, error) {
+func (r *Router) setWeightsIn(ctx context.Context, ref RouteRef, rt route, w rollout.Weights) (bool, error) {
 	rec := readRecord(rt.meta().Annotations, RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B))
 	roles, conflict := r.classifyRoute(ref, rt, rec)
 	if rec != nil && conflict == nil && complete(roles, rec) {
 		s := r.shapeFor(ref, rollout.Routes{Weights: w, Canary: rec.Canary, Extras: rec.Extras})
 		s.traefik = rec.MirrorService
-		return r.shapeRoute(rt, s)
+		peers, err := r.peersOf(ctx, ref, rt, rec.Extras)
+		if err != nil {
+			return false, err
+		}
+		s.peers = peers
+		changed, err := r.shapeRoute(rt, s)
+		var pe *PrecedenceError
+		var se *ShadowedError
+		if errors.As(err, &pe) || errors.As(err, &se) {
+			// A rule added since makes the owned rules unsafe: the weights
+			// still move, and the owned rules go, so that they take no
+			// request another rule now wins (Routes reports no extras).
+			s.extras, s.traefik = strategy.TrafficExtras{}, ""
+			return r.shapeRoute(rt, s)
+		}
+		return changed, err
 	}
 	return setWeights(userRefs(rt.rules(), roles), &r.cfg.A, &r.cfg.B, ref.Namespace, w.A, w.B)
 }

@@ -76,7 +76,7 @@ func gatewayObjects(class string) []client.Object {
 
 // extrasWorld is a fake API server holding objs and the Gateway of class,
 // and a Router over webRef.
-func extrasWorld(t testing.TB, class string, cfg gateway.Config, objs ...client.Object) (client.Client, *gateway.Router) {
+func extrasWorld(t fatalTB, class string, cfg gateway.Config, objs ...client.Object) (client.Client, *gateway.Router) {
 	t.Helper()
 	objs = append(objs, gatewayObjects(class)...)
 	c := fakeclient.NewClientBuilder().WithScheme(fuzzScheme).
@@ -94,7 +94,7 @@ func extrasWorld(t testing.TB, class string, cfg gateway.Config, objs ...client.
 	return c, r
 }
 
-func getHTTPRoute(t testing.TB, c client.Client, ref gateway.RouteRef) *gwv1.HTTPRoute {
+func getHTTPRoute(t fatalTB, c client.Client, ref gateway.RouteRef) *gwv1.HTTPRoute {
 	t.Helper()
 	var rt gwv1.HTTPRoute
 	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &rt); err != nil {

@@ -215,6 +215,9 @@ type shape struct {
 	// traefik is the TraefikService the stable side's mirrored refs
 	// point at; empty unless a mirror goes through one.
 	traefik string
+	// peers are the other routes whose rules compete with this route's
+	// for the same requests (see precedence.go).
+	peers []peerRoute
 }
 
 // sides returns the stable and the canary backends.
@@ -236,6 +239,8 @@ type kindOps[T any] struct {
 	// build returns the owned rules for the user's rule r of rules.
 	build  func(rules []T, r int, s *shape) ([]T, []RuleRole, error)
 	limits func([]T) error
+	// spec is a rule's matches as precedence sees them.
+	spec func(*T) ruleSpec
 }
 
 func infosOf[T any](ops *kindOps[T], rules []T) []ruleInfo {
@@ -292,13 +297,44 @@ func shapeRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *sha
 		if err != nil {
 			return false, err
 		}
+		// The split rule goes right before R; the header and sticky rules
+		// where precedence.go says they take only R's requests.
+		var user []int
+		pl := placement{r: -1, peers: s.peers, index: func(k int) int { return user[k] }}
 		for i := range work {
-			if i == r {
-				out = append(out, owned...)
-			}
 			if roles[i] == roleUser {
-				out = append(out, work[i])
+				if i == r {
+					pl.r = len(user)
+				}
+				user = append(user, i)
+				pl.user = append(pl.user, ops.spec(&work[i]))
 			}
+		}
+		specs := make([]ruleSpec, len(owned))
+		var split, extra []T
+		for k := range owned {
+			specs[k] = ops.spec(&owned[k])
+			if ownedRoles[k] == RoleSplit {
+				split = append(split, owned[k])
+			} else {
+				extra = append(extra, owned[k])
+			}
+		}
+		at, err := pl.place(specs, ownedRoles)
+		if err != nil {
+			return false, err
+		}
+		for k, i := range user {
+			if k == at {
+				out = append(out, extra...)
+			}
+			if k == pl.r {
+				out = append(out, split...)
+			}
+			out = append(out, work[i])
+		}
+		if at == len(user) {
+			out = append(out, extra...)
 		}
 		if err := ops.limits(out); err != nil {
 			return false, err

@@ -20,6 +20,7 @@ var grpcOps = kindOps[gwv1.GRPCRouteRule]{
 		return out
 	},
 	build: buildGRPC,
+	spec:  specGRPCRule,
 	limits: func(rules []gwv1.GRPCRouteRule) error {
 		return checkLimits(len(rules),
 			func(i int) int { return len(rules[i].BackendRefs) },

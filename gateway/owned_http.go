@@ -26,6 +26,7 @@ var httpOps = kindOps[gwv1.HTTPRouteRule]{
 		return out
 	},
 	build: buildHTTP,
+	spec:  specHTTPRule,
 	limits: func(rules []gwv1.HTTPRouteRule) error {
 		return checkLimits(len(rules),
 			func(i int) int { return len(rules[i].BackendRefs) },

@@ -51,6 +51,15 @@ type Config struct {
 	// copies, in bytes (spec.mirroring.maxBodySize): 0 means 1 MiB, -1
 	// unlimited. Only MirrorTraefikService uses it.
 	MirrorMaxBodySize int64
+	// PeerNamespaces are the namespaces whose routes SetRoutes reads to
+	// place the owned header and sticky rules, since a route there that
+	// attaches to the same listener with the same hostnames competes for
+	// the same requests (see SetRoutes). Nil means every namespace (list
+	// on httproutes and grpcroutes cluster-wide, so a ClusterRole); name
+	// the namespaces your Gateways admit routes from to grant list there
+	// only. The Router reads them only while a header route or sticky
+	// sessions are asked for or programmed.
+	PeerNamespaces []string
 }
 
 // Validate names every problem with the configuration.
@@ -196,6 +205,9 @@ type Counts struct {
 	// Reads are the GETs of a route sent to the API server; Writes the
 	// updates that succeeded, Conflicts those refused with a conflict.
 	Reads, Writes, Conflicts int
+	// Lists are the lists of routes sent to read the other routes on the
+	// managed routes' listeners (see Config.PeerNamespaces).
+	Lists int
 	// CachedReads are the reads of a route answered from what its watch
 	// delivered (while a Notify subscription is live), with no request.
 	CachedReads int
@@ -292,6 +304,14 @@ func (c countedRoutes) update(ctx context.Context, rt route) error {
 	return err
 }
 
+func (c countedRoutes) list(ctx context.Context, kind, ns string) ([]route, error) {
+	out, err := c.api.list(ctx, kind, ns)
+	c.r.mu.Lock()
+	c.r.counts.Lists++
+	c.r.mu.Unlock()
+	return out, err
+}
+
 func (c countedRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
 	return c.api.watch(ctx, ref, opts) // counted by the watch loop
 }
@@ -351,6 +371,10 @@ func (c watchedRoutes) update(ctx context.Context, rt route) error {
 		cache.Stale()
 	}
 	return err
+}
+
+func (c watchedRoutes) list(ctx context.Context, kind, ns string) ([]route, error) {
+	return c.api.list(ctx, kind, ns)
 }
 
 func (c watchedRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
@@ -424,7 +448,7 @@ func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights, 
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
 			return false, err
 		}
-		changed, err := r.setWeightsIn(ref, rt, w) // extras.go
+		changed, err := r.setWeightsIn(ctx, ref, rt, w) // extras.go
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}

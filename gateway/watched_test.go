@@ -232,3 +232,12 @@ func TestReadsFromTheWatch(t *testing.T) {
 		t.Fatalf("%d GETs with no subscription, want 4", srv.reads())
 	}
 }
+
+func (s *serverRoutes) list(context.Context, string, string) ([]route, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rt == nil {
+		return nil, nil
+	}
+	return []route{{http: s.rt.DeepCopy()}}, nil
+}
