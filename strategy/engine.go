@@ -459,12 +459,20 @@ func (r *run) extrasAt(i int) TrafficExtras {
 }
 
 // sticky is the session affinity of this rollout: its tickets are named by
-// the canary revision and the instant the rollout started.
+// the canary revision and the instant the rollout started. A run already
+// in force keeps its name, whatever that instant: above all one recovered
+// from the route when a lost state was adopted (the route records the run
+// it programs), so that no session gets a new ticket and flips sides. A
+// run ends only when the rollout drops its extras (at weight 0 after a
+// walk back, or at the end), so a new rollout gets a new run.
 func (r *run) sticky() *Sticky {
 	st := r.st
 	want := Sticky{Run: runID(st.CanaryRevision, st.StartedAt), Grid: r.e.grid, Cookie: r.e.affinity.withDefaults()}
-	if cur := st.DesiredExtras.Sticky; cur != nil && cur.equal(&want) {
-		return cur
+	if cur := st.DesiredExtras.Sticky; cur != nil && cur.Run != "" {
+		want.Run = cur.Run
+		if cur.equal(&want) {
+			return cur
+		}
 	}
 	return &want
 }
