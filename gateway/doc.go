@@ -40,8 +40,11 @@
 // [Router] is a rollout.RouteShaper: [Router.SetRoutes] writes the weights
 // and the extras of a canary (a header route, a mirror, sticky sessions) in
 // one update of each route. The extras are rules the Router owns, named
-// upshift-<16 hex digits>-<role> ([OwnedRuleName]), inserted right before
-// the user's rule, which keeps its content and gets only its weights; their
+// upshift-<16 hex digits>-<role> ([OwnedRuleName]), placed by Gateway
+// API's precedence so that they take only the requests of the user's rule
+// (never another rule's, in this route or another on the same listener:
+// [PrecedenceError], [ShadowedError]); the user's rule keeps its content
+// and gets only its weights; their
 // hashes are recorded in [RulesAnnotation], so an owned rule edited by
 // another writer is reported and never overwritten
 // ([OwnedRuleConflictError]). Header routes are Gateway API Core (Exact) or

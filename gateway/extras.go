@@ -62,8 +62,8 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // The user's rule R (the one rule that holds both backends) keeps its
 // content; only its two weights are written, as SetWeights writes them, so
 // R remains the fallback whenever the extras are gone. The extras are
-// rules the Router owns, inserted immediately before R, in this order, each
-// named OwnedRuleName (upshift-<16 hex digits>-<role>):
+// rules the Router owns, in this order, each named OwnedRuleName
+// (upshift-<16 hex digits>-<role>):
 //
 //	header         R's matches ∧ the header route's matches → canary
 //	sticky-canary  R's matches ∧ a ticket at most θ        → canary
@@ -73,9 +73,29 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // Each owned rule is a copy of R (filters such as URLRewrite, timeouts)
 // with its own matches (R's, each with the extra's header conditions; a
 // rule without matches counts as PathPrefix "/") and backendRefs (copies of
-// R's refs with their filters). In Gateway API precedence the header and
-// sticky rules have more header matches than R, so they win; the split rule
-// ties with R and wins by list order. RulesAnnotation records what was
+// R's refs with their filters). The split rule has R's matches exactly and
+// goes right before R, so it wins R's ties and takes exactly R's requests.
+//
+// # Shared routes
+//
+// The header and sticky rules rank above R in Gateway API's precedence
+// (more header matches), so they must take only requests R would have
+// taken: never one that another rule wins today, in this route or in
+// another route on the same listener with equally specific hostnames
+// (Config.PeerNamespaces says where the Router looks). A rule that shares
+// requests with them and ranks above R today must rank above them too: on
+// a tie in this route they go after that rule in the list (the only case
+// where they follow R); where no place is safe (that rule ranks between
+// R's match and theirs, loses ties as a newer route, or has a regular
+// expression path whose precedence is implementation-specific) SetRoutes
+// refuses with a *PrecedenceError naming it. A header route that such a
+// rule takes every request of can never reach the canary: SetRoutes
+// refuses it with a *ShadowedError, and Routes never reports it, also
+// when the shadowing rule is added after it was programmed. When a rule
+// added later makes programmed rules unsafe, SetWeights still moves the
+// weights and removes the owned rules in the same update.
+//
+// RulesAnnotation records what was
 // programmed and a sha256 of each owned rule. A rule is recognised as owned
 // when its name and hash agree (or its hash alone, on a CRD that prunes
 // rule names). A rule that carries an owned name with another content was
@@ -150,7 +170,10 @@ var _ rollout.RouteShaper = (*Router)(nil)
 //
 // # Permissions
 //
-// Besides get and update on the routes: a MirrorGatewayAPI mirror reads
+// Besides get and update on the routes: a header route or sticky sessions
+// list the routes of their kind in Config.PeerNamespaces (every namespace
+// by default: a ClusterRole with list on httproutes and grpcroutes), and a
+// refusal names the missing permission (*PeerListError); a MirrorGatewayAPI mirror reads
 // every parent Gateway and its GatewayClass (get on gateways and on the
 // cluster-scoped gatewayclasses, so a ClusterRole); MirrorTraefikService
 // needs get, create, update and delete on traefikservices (traefik.io).

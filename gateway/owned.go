@@ -23,7 +23,8 @@ const RulesAnnotationPrefix = "upshift.dev/rules-"
 // OwnedRuleName). The zero value names no role.
 type RuleRole string
 
-// The owned rules, in the order a Router lists them, immediately before
+// The owned rules, in the order a Router lists them (the split rule right
+// before the user's rule, the others where precedence.go places them),
 // the user's rule.
 const (
 	// RoleHeader sends the requests of the header route to the canary.
@@ -255,7 +256,7 @@ func infosOf[T any](ops *kindOps[T], rules []T) []ruleInfo {
 }
 
 // shapeRules rewrites rules and the annotations in m for s: the two
-// weights of the user's rule, the owned rules immediately before it (none
+// weights of the user's rule, the owned rules placed around it (none
 // when s.extras is zero), and the record. A route that already is as s
 // asks (by canonical content, so defaults an API server fills in count as
 // equal) is not changed. It reports whether anything changed, and changes
