@@ -23,9 +23,9 @@ const RulesAnnotationPrefix = "upshift.dev/rules-"
 // OwnedRuleName). The zero value names no role.
 type RuleRole string
 
-// The owned rules, in the order a Router lists them (the split rule right
-// before the user's rule, the others where precedence.go places them),
-// the user's rule.
+// The owned rules, in the order a Router lists them: the split rule goes
+// right before the user's rule, the others where precedence.go places
+// them.
 const (
 	// RoleHeader sends the requests of the header route to the canary.
 	RoleHeader RuleRole = "header"
