@@ -509,16 +509,7 @@ func (r *Router) checkMirrorFeatures(ctx context.Context, ref RouteRef, rt route
 	}
 	checked := map[string]bool{}
 	for _, p := range parents {
-		group, kind, ns := gwv1.GroupName, "Gateway", ref.Namespace
-		if p.Group != nil {
-			group = string(*p.Group)
-		}
-		if p.Kind != nil {
-			kind = string(*p.Kind)
-		}
-		if p.Namespace != nil {
-			ns = string(*p.Namespace)
-		}
+		group, kind, ns, _ := parentOf(p, ref.Namespace)
 		if group != gwv1.GroupName || kind != "Gateway" {
 			return rollout.Permanent(&UnsupportedError{Route: ref, Extra: "mirror", Reason: fmt.Sprintf(
 				"parent %s/%s %s is not a Gateway, so no GatewayClass says it supports mirrors", group, kind, p.Name)})

@@ -2,12 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -79,12 +81,25 @@ func TestExtrasLeastPrivilege(t *testing.T) {
 	sa := env.ServiceAccount(t, ns, "upshift-router")
 	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"},
 		ResourceNames: []string{"web"}, Verbs: []string{"get", "update"}})
-	r, err := gateway.NewRouter(sa.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+	r, err := gateway.NewRouter(sa.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary, PeerNamespaces: []string{ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun})); err != nil {
-		t.Fatalf("header route and sticky sessions with the routes' permissions only: %v", err)
+	shaped := routesAt(20, strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun})
+	var ple *gateway.PeerListError
+	if err := r.SetRoutes(ctx, shaped); !errors.As(err, &ple) || !apierrors.IsForbidden(err) || ple.Namespace != ns ||
+		!strings.Contains(err.Error(), "grant list on httproutes") {
+		t.Fatalf("header route and sticky sessions without list on httproutes: %v, want a *PeerListError naming the permission", err)
+	}
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"}, Verbs: []string{"list"}})
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		err := r.SetRoutes(ctx, shaped)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("header route and sticky sessions with the routes' permissions and list in the namespace: %v", err)
+		}
 	}
 	before := getHTTPRoute(t, env.Client, ref)
 	mirror := routesAt(20, strategy.TrafficExtras{MirrorPercent: 10})

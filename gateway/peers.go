@@ -84,27 +84,37 @@ func (r *Router) peersOf(ctx context.Context, ref RouteRef, rt route, x strategy
 			skip := func(i int, name *gwv1.SectionName) bool {
 				return managed && ((name != nil && strings.HasPrefix(string(*name), own)) || holdsBoth(refs[i], &r.cfg.A, &r.cfg.B, m.Namespace))
 			}
-			if p.http != nil {
-				for i := range p.http.Spec.Rules {
-					rule := &p.http.Spec.Rules[i]
-					if skip(i, rule.Name) {
-						pr.rules = append(pr.rules, ruleSpec{})
-						continue
-					}
-					pr.rules = append(pr.rules, specHTTPRule(rule))
+			for i, spec := range p.specs() {
+				if skip(i, p.ruleName(i)) {
+					spec = ruleSpec{}
 				}
-			} else {
-				for i := range p.grpc.Spec.Rules {
-					rule := &p.grpc.Spec.Rules[i]
-					if skip(i, rule.Name) {
-						pr.rules = append(pr.rules, ruleSpec{})
-						continue
-					}
-					pr.rules = append(pr.rules, specGRPCRule(rule))
-				}
+				pr.rules = append(pr.rules, spec)
 			}
 			out = append(out, pr)
 		}
 	}
 	return out, nil
+}
+
+// specs is every rule of r as precedence sees it.
+func (r route) specs() []ruleSpec {
+	var out []ruleSpec
+	if r.http != nil {
+		for i := range r.http.Spec.Rules {
+			out = append(out, specHTTPRule(&r.http.Spec.Rules[i]))
+		}
+		return out
+	}
+	for i := range r.grpc.Spec.Rules {
+		out = append(out, specGRPCRule(&r.grpc.Spec.Rules[i]))
+	}
+	return out
+}
+
+// ruleName is the name of rule i of r, nil when it has none.
+func (r route) ruleName(i int) *gwv1.SectionName {
+	if r.http != nil {
+		return r.http.Spec.Rules[i].Name
+	}
+	return r.grpc.Spec.Rules[i].Name
 }

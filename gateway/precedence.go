@@ -466,23 +466,10 @@ func competes(ours, theirs []gwv1.Hostname) bool {
 // listener: the same Gateway, with section names and ports that do not
 // exclude each other. nsA and nsB are the routes' namespaces.
 func sharesListener(a []gwv1.ParentReference, nsA string, b []gwv1.ParentReference, nsB string) bool {
-	norm := func(p gwv1.ParentReference, ns string) (string, string, string, string) {
-		group, kind := gwv1.GroupName, "Gateway"
-		if p.Group != nil {
-			group = string(*p.Group)
-		}
-		if p.Kind != nil {
-			kind = string(*p.Kind)
-		}
-		if p.Namespace != nil {
-			ns = string(*p.Namespace)
-		}
-		return group, kind, ns, string(p.Name)
-	}
 	for _, pa := range a {
-		ga, ka, na, ma := norm(pa, nsA)
+		ga, ka, na, ma := parentOf(pa, nsA)
 		for _, pb := range b {
-			gb, kb, nb, mb := norm(pb, nsB)
+			gb, kb, nb, mb := parentOf(pb, nsB)
 			if ga != gb || ka != kb || na != nb || ma != mb {
 				continue
 			}
@@ -505,4 +492,20 @@ func olderRoute(aTime time.Time, aNS, aName string, bTime time.Time, bNS, bName 
 		return aTime.Before(bTime)
 	}
 	return aNS+"/"+aName < bNS+"/"+bName
+}
+
+// parentOf spells out a parentRef of a route in namespace ns: its group,
+// kind, namespace and name, with Gateway API's defaults.
+func parentOf(p gwv1.ParentReference, ns string) (group, kind, namespace, name string) {
+	group, kind = gwv1.GroupName, "Gateway"
+	if p.Group != nil {
+		group = string(*p.Group)
+	}
+	if p.Kind != nil {
+		kind = string(*p.Kind)
+	}
+	if p.Namespace != nil {
+		ns = string(*p.Namespace)
+	}
+	return group, kind, ns, string(p.Name)
 }

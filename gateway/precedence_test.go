@@ -281,7 +281,7 @@ func genRoute(t *rapid.T, ns, name string) *gwv1.HTTPRoute {
 // sticky tickets included.
 func requests(run string) []request {
 	var out []request
-	for _, p := range []string{"/", "/shop", "/shop/cart", "/shop/cart/x", "/shopping", "/admin", "/other"} {
+	for _, p := range []string{"/", "/x", "/shop", "/shop/x", "/shop/cart", "/shop/cart/x", "/shopping", "/shopping/x", "/admin", "/admin/x"} {
 		for _, m := range []string{"GET", "POST", "PUT"} {
 			for mask := 0; mask < 1<<len(genHeaders); mask++ {
 				hs := map[string]string{}
@@ -323,6 +323,10 @@ func requests(run string) []request {
 // rules; and a header route that is accepted is reachable.
 func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 	reqs := requests(stickyRun.Run)
+	var placed, behind, refused, shadowed int
+	defer func() {
+		t.Logf("%d programmed (%d with owned rules after the split rule), %d refused as unsafe, %d as shadowed", placed, behind, refused, shadowed)
+	}()
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
 		web := genRoute(t, "shop", "web")
@@ -360,6 +364,11 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 		var pe *gateway.PrecedenceError
 		var se *gateway.ShadowedError
 		if errors.As(err, &pe) || errors.As(err, &se) {
+			if pe != nil {
+				refused++
+			} else {
+				shadowed++
+			}
 			t.Skip(err) // refused: nothing written
 		}
 		if err != nil {
@@ -369,7 +378,22 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 			}
 			t.Fatal(err)
 		}
-		after := model(getHTTPRoute(t, c, webRef))
+		placed++
+		got := getHTTPRoute(t, c, webRef)
+		rIdx, ownedIdx := -1, -1
+		for i := range got.Spec.Rules {
+			name := ruleName(&got.Spec.Rules[i])
+			switch {
+			case !strings.HasPrefix(name, "upshift-") && len(got.Spec.Rules[i].BackendRefs) == 2:
+				rIdx = i
+			case strings.HasPrefix(name, "upshift-") && !strings.HasSuffix(name, string(gateway.RoleSplit)) && ownedIdx < 0:
+				ownedIdx = i
+			}
+		}
+		if ownedIdx > rIdx {
+			behind++
+		}
+		after := model(got)
 		split := ruleName(&web.Spec.Rules[func() int {
 			for i := range web.Spec.Rules {
 				if len(web.Spec.Rules[i].BackendRefs) == 2 {
