@@ -134,7 +134,7 @@ func TestSharedRoute(t *testing.T) {
 		{name: "a route in a namespace the Router is told not to read",
 			peers:  []client.Object{peerRoute("team", "acme", time.Hour, "shop.example", "", acme)},
 			extras: both, want: []string{hdr, sc, ss, split, "split"},
-			cfg:    gateway.Config{PeerNamespaces: []string{"shop"}}},
+			cfg: gateway.Config{PeerNamespaces: []string{"shop"}}},
 		{name: "a newer route on another listener of the Gateway competes with nothing",
 			peers:  []client.Object{peerRoute("team", "acme", time.Hour, "shop.example", "https", acme)},
 			extras: both, want: []string{hdr, sc, ss, split, "split"}},
