@@ -221,3 +221,74 @@ func TestShadowedLater(t *testing.T) {
 		t.Errorf("SetRoutes: %v, want a *ShadowedError naming rule 0", err)
 	}
 }
+
+// TestSharedGRPCRoute: on a GRPCRoute (service, then method, then header
+// count) the header rule follows a tenant rule on the same service that
+// ties with it, leaves a rule on a method of the service alone, and is
+// refused when a tenant rule ranks between the split rule's match and its
+// own.
+func TestSharedGRPCRoute(t *testing.T) {
+	svc, method := "shop.Cart", "Checkout"
+	grpcRule := func(name string, m gwv1.GRPCMethodMatch, backend string, headers ...string) gwv1.GRPCRouteRule {
+		match := gwv1.GRPCRouteMatch{Method: &m}
+		for i := 0; i+1 < len(headers); i += 2 {
+			match.Headers = append(match.Headers, gwv1.GRPCHeaderMatch{Name: gwv1.GRPCHeaderName(headers[i]), Value: headers[i+1]})
+		}
+		r := gwv1.GRPCRouteRule{Matches: []gwv1.GRPCRouteMatch{match},
+			BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: gwv1.ObjectName(backend), Port: ptr(gwv1.PortNumber(80))}}}}}
+		if name != "" {
+			r.Name = ptr(gwv1.SectionName(name))
+		}
+		return r
+	}
+	split := grpcRule("split", gwv1.GRPCMethodMatch{Service: &svc}, "web")
+	split.BackendRefs = append(split.BackendRefs, gwv1.GRPCBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-canary", Port: ptr(gwv1.PortNumber(80))}, Weight: ptr(int32(0))}})
+	hdr := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader)
+	x := strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{{Name: "x-beta", Value: "1"}}}}
+	ref := gateway.RouteRef{Kind: gateway.KindGRPCRoute, Namespace: "shop", Name: "cart"}
+	for _, tc := range []struct {
+		name  string
+		after gwv1.GRPCRouteRule
+		want  []string
+		rule  int // of the *PrecedenceError when want is nil
+	}{
+		{"a tenant rule on the service", grpcRule("acme", gwv1.GRPCMethodMatch{Service: &svc}, "acme", "x-tenant", "acme"), []string{"split", "acme", hdr}, 0},
+		{"a rule on one method of the service ranks above the header rule", grpcRule("checkout", gwv1.GRPCMethodMatch{Service: &svc, Method: &method}, "checkout", "x-tenant", "acme"), []string{hdr, "split", "checkout"}, 0},
+		{"a tenant rule ranks between the split rule and a header route of two headers", grpcRule("acme", gwv1.GRPCMethodMatch{Service: &svc}, "acme", "x-tenant", "acme"), nil, 1},
+		{"a rule on another service", grpcRule("other", gwv1.GRPCMethodMatch{Service: ptr("shop.Other")}, "other", "x-tenant", "acme"), []string{hdr, "split", "other"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			rt := &gwv1.GRPCRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cart"},
+				Spec: gwv1.GRPCRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+					Rules: []gwv1.GRPCRouteRule{*split.DeepCopy(), *tc.after.DeepCopy()}}}
+			c, r := extrasWorld(t, "mirroring", gateway.Config{Routes: []gateway.RouteRef{ref}}, rt)
+			x := x
+			if tc.want == nil {
+				x = strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{{Name: "x-beta", Value: "1"}, {Name: "x-team", Value: "core"}}}}
+			}
+			err := r.SetRoutes(ctx, routesAt(10, x))
+			if tc.want == nil {
+				var pe *gateway.PrecedenceError
+				if !errors.As(err, &pe) || pe.Rule != tc.rule || pe.Other != ref {
+					t.Fatalf("SetRoutes: %v, want a *PrecedenceError naming rule %d of %s", err, tc.rule, ref)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got gwv1.GRPCRoute
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "cart"}, &got); err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, r := range got.Spec.Rules {
+				names = append(names, string(*r.Name))
+			}
+			if diff := cmp.Diff(tc.want, names); diff != "" {
+				t.Errorf("rules (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
