@@ -101,3 +101,91 @@ func TestRunnerAdoptsALostState(t *testing.T) {
 		})
 	}
 }
+
+// recognising is a side whose revision reader recognises only the revision
+// it is asked about, as serve/replicas compares a Deployment's live
+// template with the one a revision means (and the workload carries no note
+// of an older revision): any other revision it runs reads as "". It
+// deploys as the fake does.
+type recognising struct{ *fake.Capacity }
+
+func (c recognising) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
+	rs, err := c.Capacity.Revision(ctx, expect)
+	if err != nil || rs.Revision == expect {
+		return rs, err
+	}
+	return rollout.RevisionStatus{}, nil
+}
+
+// TestRunnerInstallsOnAServingApplication: upshift installed on an
+// application that already serves: a fresh rollout object (the zero state
+// and a Retarget to v2) over all traffic on side A, which runs v1, and side
+// B idle at capacity 0, running nothing, v2 already, or something else
+// (v0). With readers that recognise what a side runs, and with readers
+// that recognise only the revision they are asked about (the serving side
+// then reads as running no revision its reader recognises), the first
+// reconcile writes nothing, v2 is deployed on B only at weight 0 and
+// capacity 0, no request is dropped or overloaded, nothing is reported
+// released early, and the rollout ends Succeeded with all traffic on B
+// running v2. (The Runner used to hold, Degraded AdoptionBlocked, when the
+// serving side was not recognised.)
+func TestRunnerInstallsOnAServingApplication(t *testing.T) {
+	strat := strategy.Incremental{StepPercent: 25, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 50}
+	for _, readers := range []string{"content", "expect only"} {
+		for _, idle := range []string{"", "v2", "v0"} {
+			t.Run(readers+"/B runs "+idle, func(t *testing.T) {
+				ctx := context.Background()
+				g := newRig(strat, fake.Lag{Reads: 1})
+				g.runner.RevisionA, g.runner.RevisionB = g.a, g.b
+				if readers == "expect only" {
+					g.runner.RevisionA, g.runner.RevisionB = recognising{g.a}, recognising{g.b}
+				}
+				g.a.ServingFunc(g.router.Serving(strategy.SideA))
+				g.b.ServingFunc(g.router.Serving(strategy.SideB))
+				g.a.SetRevision("v1")
+				if idle != "" {
+					g.b.SetRevision(idle)
+				}
+				writes0 := writes(g)
+				s := strategy.State{}
+				for i := 0; ; i++ {
+					if i == 2000 {
+						t.Fatalf("not finished: %s %s", s.Phase, s.Message)
+					}
+					now := g.runner.Now()
+					s = s.Retarget("v2", now)
+					next, requeue, err := g.runner.ReconcileAt(ctx, s, now)
+					if err != nil {
+						t.Fatalf("reconcile %d: %v", i, err)
+					}
+					if i == 0 && (writes(g) != writes0 || next.Unobserved || next.Phase != strategy.PhaseProgressing) {
+						t.Fatalf("the first reconcile wrote %d times and left %q (unobserved %v): %s", writes(g)-writes0, next.Phase, next.Unobserved, next.Message)
+					}
+					s = next
+					g.traffic.Tick()
+					if g.router.Applied().B > 0 && (g.b.RevisionStatus().Revision != "v2" || !g.b.RevisionStatus().Updated) {
+						t.Fatalf("traffic on side B (%+v) running %+v", g.router.Applied(), g.b.RevisionStatus())
+					}
+					if s.Idle() || s.Phase == strategy.PhaseSucceeded {
+						if g.router.Applied().B != 100 || g.b.RevisionStatus() != (rollout.RevisionStatus{Revision: "v2", Updated: true}) {
+							t.Fatalf("reported released (%s, idle %v) with weights %+v, side B running %+v", s.Phase, s.Idle(), g.router.Applied(), g.b.RevisionStatus())
+						}
+					}
+					if s.Phase.Terminal() {
+						break
+					}
+					g.clock.Advance(max(requeue, 100*time.Millisecond))
+				}
+				if s.Phase != strategy.PhaseSucceeded || s.StableSide != strategy.SideB || s.StableRevision != "v2" {
+					t.Fatalf("ended %s with stable side %s on %q: %s", s.Phase, s.StableSide, s.StableRevision, s.Message)
+				}
+				if v := append(g.a.Violations(), g.b.Violations()...); len(v) != 0 {
+					t.Fatalf("deploys under traffic or capacity: %v", v)
+				}
+				if st := g.traffic.Stats(); st.Dropped != 0 || st.Overloaded != 0 {
+					t.Fatalf("traffic %+v", st)
+				}
+			})
+		}
+	}
+}

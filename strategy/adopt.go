@@ -18,10 +18,17 @@ import (
 //     rollout in progress from the other side's observed revision, at the
 //     observed weight and capacities (continuing at the first canary step
 //     whose weight is >= the observed weight);
-//   - the spec's revision on no side: a walk back to the side that carries
-//     the most traffic (its observed revision is the stable one), after
-//     which the spec's revision is deployed and rolled out as after a
-//     Retarget;
+//   - the spec's revision on no side, all traffic on one side and the other
+//     idle at zero (no traffic, no capacity: upshift installed on a serving
+//     application): the rollout from the serving side, whatever it runs
+//     (its observed revision, or "" for one its reader does not
+//     recognise), toward the spec's revision at weight 0, which deploys it
+//     on the idle side at zero, observes it and ramps;
+//   - the spec's revision on no side otherwise: a walk back to the side
+//     that carries the most traffic (its observed revision is the stable
+//     one), after which the spec's revision is deployed and rolled out as
+//     after a Retarget; with all traffic there already, the walk back only
+//     takes the other side's capacity away;
 //   - without revisions in the observation: all traffic on one side is
 //     adopted as the idle state there; a split is held (below).
 //
@@ -41,7 +48,8 @@ import (
 // still rolling out on the side with all traffic (Progressing, reason
 // Adopting, until the progress deadline, then Degraded); weights that are
 // not a split of 100, the spec's revision on no side while the side with
-// the most traffic runs no revision its reader recognises, a split route
+// the most traffic (but not all of it) runs no revision its reader
+// recognises, a split route
 // whose sides do not report revisions (Degraded, reason AdoptionBlocked,
 // naming what was observed) until the world changes (a person moves all
 // traffic to one side, say).
@@ -150,13 +158,34 @@ func (r *run) adopt() {
 		r.adoptRollout(other, all, spec, "")
 	case other.obs.Revision == spec:
 		r.adoptRollout(all, other, spec, "")
-	case all.obs.Revision == "":
+	case all.share == 100 && r.idleAtZero(other):
+		// Installed on a serving application: one side serves everything
+		// (whatever it runs, recognised or not), the other is idle at
+		// zero. The serving side is the stable one, and the spec's
+		// revision rolls out on the idle side: deployed there at zero,
+		// observed, then ramped.
+		r.adoptRollout(all, other, spec, "")
+	case all.obs.Revision == "" && all.share < 100:
 		r.adoptHold(fmt.Sprintf("side %s carries %d%% of traffic and runs no revision it recognises, and no side runs %s: put a revision back on it to adopt the rollout", all.side, all.share, spec))
 	default:
 		// The spec's revision runs nowhere: walk back to the side with the
 		// most traffic, then roll the spec's revision out on the other.
 		r.adoptRollout(all, other, other.obs.Revision, spec)
 	}
+}
+
+// idleAtZero reports whether the adoption's side sd carries nothing: no
+// traffic and, with capacity setters, no capacity asked, none ready and
+// none on its way (settled), so that a revision may be deployed on it at
+// once.
+func (r *run) idleAtZero(sd *adoptSide) bool {
+	if sd.share != 0 {
+		return false
+	}
+	if r.e.opts.Capacity == CapacityFixed {
+		return true
+	}
+	return sd.obs.Capacity <= 0 && sd.obs.Ready <= 0 && sd.obs.Settled
 }
 
 // adoptIdle adopts the world as the idle state with side as the stable side.

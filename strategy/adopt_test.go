@@ -69,6 +69,30 @@ func TestAdoptUnobserved(t *testing.T) {
 		{"the spec on no side: walk back to the side with most traffic", "v3", false, route(20, sideObs(80, "v1", false), sideObs(30, "v2", false)),
 			want{side: strategy.SideA, stable: "v1", canary: "v2", pending: "v3", phase: strategy.PhaseAborting,
 				desired: strategy.Allocation{Weight: 20, StableCapacity: 80, CanaryCapacity: 30, CanaryRevision: "v2"}, reason: strategy.ReasonAborting}},
+		// Installed on a serving application: all traffic on A, which runs
+		// the old revision (recognised or not), B idle at zero running
+		// nothing, the spec's revision or something else: the rollout from
+		// A toward the spec at weight 0, which deploys it on B at zero.
+		{"installed: all traffic on A running v1, B idle at zero running nothing", "v2", false, route(0, sideObs(100, "v1", false), sideObs(0, "", false)),
+			want{side: strategy.SideA, stable: "v1", canary: "v2", phase: strategy.PhaseProgressing,
+				desired: strategy.Allocation{StableCapacity: 100}, reason: strategy.ReasonProgressing}},
+		{"installed: all traffic on A running no revision it recognises, B idle at zero running nothing", "v2", false, route(0, sideObs(100, "", false), sideObs(0, "", false)),
+			want{side: strategy.SideA, stable: "", canary: "v2", phase: strategy.PhaseProgressing,
+				desired: strategy.Allocation{StableCapacity: 100}, reason: strategy.ReasonProgressing}},
+		{"installed: all traffic on A unrecognised, B idle at zero already running the spec", "v2", false, route(0, sideObs(100, "", false), sideObs(0, "v2", false)),
+			want{side: strategy.SideA, stable: "", canary: "v2", phase: strategy.PhaseProgressing,
+				desired: strategy.Allocation{StableCapacity: 100, CanaryRevision: "v2"}, reason: strategy.ReasonProgressing}},
+		{"installed: all traffic on A unrecognised, B idle at zero running something else", "v2", false, route(0, sideObs(100, "", false), sideObs(0, "v0", false)),
+			want{side: strategy.SideA, stable: "", canary: "v2", phase: strategy.PhaseProgressing,
+				desired: strategy.Allocation{StableCapacity: 100, CanaryRevision: "v0"}, reason: strategy.ReasonProgressing}},
+		{"installed: all traffic on B running v1, A idle at zero running v1 too", "v2", false, route(100, sideObs(0, "v1", false), sideObs(100, "v1", false)),
+			want{side: strategy.SideB, stable: "v1", canary: "v2", phase: strategy.PhaseProgressing,
+				desired: strategy.Allocation{StableCapacity: 100, CanaryRevision: "v1"}, reason: strategy.ReasonProgressing}},
+		// The idle side still holds capacity of another revision: a walk
+		// back takes it away before the spec is deployed there.
+		{"installed: all traffic on A unrecognised, B holding capacity of something else", "v2", false, route(0, sideObs(100, "", false), sideObs(40, "v0", false)),
+			want{side: strategy.SideA, stable: "", canary: "v0", pending: "v2", phase: strategy.PhaseAborting,
+				desired: strategy.Allocation{StableCapacity: 100, CanaryCapacity: 40, CanaryRevision: "v0"}, reason: strategy.ReasonAborting}},
 		{"the spec rolling out on the side with all traffic: wait", "v1", false, route(0, sideObs(100, "v1", true), sideObs(0, "", false)),
 			want{unobserved: true, stable: "v1", canary: "v1", reason: strategy.ReasonAdopting}},
 		{"a side with traffic running no revision it recognises, the spec on the other: the rollout toward it", "v2", false, route(20, sideObs(80, "", false), sideObs(30, "v2", false)),

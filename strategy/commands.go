@@ -202,9 +202,15 @@ func (s State) Retry(now time.Time) State {
 //     weight; a side whose reader recognises no revision is the stable side
 //     with an unknown revision (""), from which traffic only moves away (but
 //     for a walk back);
-//   - the spec's revision on no side: a walk back to the side that carries
-//     the most traffic (its observed revision is the stable one), then the
-//     spec's revision deployed and rolled out, as after a Retarget;
+//   - the spec's revision on no side, all traffic on one side and the other
+//     idle at zero (upshift installed on a serving application): the
+//     rollout from the serving side (whatever it runs; "" when its reader
+//     recognises nothing) toward the spec's revision at weight 0, which is
+//     deployed on the idle side at zero, observed, then ramped;
+//   - the spec's revision on no side otherwise: a walk back to the side
+//     that carries the most traffic (its observed revision is the stable
+//     one), then the spec's revision deployed and rolled out, as after a
+//     Retarget;
 //   - without revisions in the observation, all traffic on one side is
 //     adopted as the idle state there; a split is held (below);
 //   - held, asking for nothing: an observation that failed, a route not
@@ -212,8 +218,8 @@ func (s State) Retry(now time.Time) State {
 //     all traffic (ReasonAdopting, then Degraded once the progress deadline
 //     has passed since the Retarget); weights that are not a split of 100, a
 //     split route whose sides report no revisions, no side running the
-//     spec's revision while the side with the most traffic runs none its
-//     reader recognises (Degraded, ReasonAdoptionBlocked, naming what was
+//     spec's revision while the side with the most traffic (but not all of
+//     it) runs none its reader recognises (Degraded, ReasonAdoptionBlocked, naming what was
 //     observed, until the world changes).
 //
 // Nothing is reported released before the world is observed released: an

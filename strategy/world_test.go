@@ -557,3 +557,39 @@ func optionsOf(s Strategy) (*Options, int32) {
 	}
 	return &o, surge
 }
+
+// genServingWorld draws an application that serves before upshift is
+// installed: all traffic on one physical side (the stable role's, or the
+// canary role's when servingOnCanary, as the roles of a fresh State name
+// them), running serving ("" for a revision its reader does not recognise),
+// fully rolled out at full capacity; the other side idle (no traffic),
+// running idle, at capacity 0 or, with capacity setters and a router,
+// holding some that no traffic reaches; the route at 0 or 100, accepted.
+// Sides have a random replica granularity, rounded up as a Deployment's.
+func genServingWorld(t *rapid.T, mode CapacityMode, serving, idle string, servingOnCanary bool) *world {
+	w := &world{mode: mode, accepted: true}
+	on, off := &w.stable, &w.canary
+	if servingOnCanary {
+		on, off = off, on
+		w.weight, w.askedWeight = 100, 100
+	}
+	for _, sd := range []*side{on, off} {
+		sd.replicas = rapid.Int32Range(0, 12).Draw(t, "installReplicas")
+		sd.updated = true
+	}
+	on.rev, off.rev = serving, idle
+	on.asked = 100
+	switch mode {
+	case CapacityFixed:
+		off.asked = 100
+	case CapacityManaged:
+		if rapid.Bool().Draw(t, "idleHoldsCapacity") {
+			off.asked = rapid.Int32Range(1, 100).Draw(t, "idleCapacity")
+		}
+	}
+	for _, sd := range []*side{on, off} {
+		sd.current = sd.asked
+		sd.ready = sd.readyFor(sd.asked)
+	}
+	return w
+}

@@ -6,7 +6,12 @@
 // Release's strategy, moving the route's weights and the Deployments'
 // replicas in safe hops. The rollout's state lives in the Release's
 // status, so a restarted operator resumes where it stopped; several
-// replicas run with leader election.
+// replicas run with leader election. A status that someone else wipes or
+// restores is reconciled at once and adopted from the route and the
+// Deployments as they are, before anything moves; the operator's own
+// status writes reconcile nothing. A Release created over an application
+// that already serves, its spec naming a new revision, adopts the side
+// with all traffic as stable and rolls the revision out on the idle side.
 //
 // spec.analysis (rollout/analysis.Spec) judges the canary from the
 // Prometheus it names: its checks are the rollout's health, its gates

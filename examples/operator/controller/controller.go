@@ -1,6 +1,8 @@
 // Package controller is the reconciler of the example operator: it drives
 // one rollout.Runner per Release over the Release's two Deployments and
-// its HTTPRoute, and keeps the rollout's state in the Release's status.
+// its HTTPRoute, and keeps the rollout's state in the Release's status; a
+// status that another writer changed (wiped, restored) is reconciled and
+// adopted again, the operator's own writes are not (see ownstatus.go).
 // The Release owns its rollout's claims on those objects; the finalizer
 // Finalizer releases them when it is deleted (see finalizer.go).
 //
@@ -89,6 +91,9 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	runners map[types.NamespacedName]*cachedRunner
+	// own is the status last written for each Release, so that the
+	// watch tells the operator's writes from others' (ownstatus.go).
+	own ownStatus
 }
 
 // cachedRunner is the Runner of one generation of a Release: the gateway
@@ -106,9 +111,11 @@ type cachedRunner struct {
 }
 
 // SetupWithManager registers the reconciler: it reconciles a Release when
-// its spec changes, and when one of its Deployments or its HTTPRoute
-// changes (a Deployment's pods becoming ready, the gateway accepting the
-// route), so the Runner is Watched and polls only at the poll interval.
+// its spec changes, when its status changes by another writer than the
+// operator (wiped, or restored from a backup: see ownstatus.go), and when
+// one of its Deployments or its HTTPRoute changes (a Deployment's pods
+// becoming ready, the gateway accepting the route), so the Runner is
+// Watched and polls only at the poll interval.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &v1alpha1.Release{}, indexDeployment, func(o client.Object) []string {
@@ -124,9 +131,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("release").
-		// The status is ours: only spec changes (and creation, deletion)
-		// of the Release itself need a reconcile.
-		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting))).
+		// Spec changes (and creation, deletion) of the Release itself
+		// need a reconcile, and so does a status that someone else
+		// wrote (a wipe); the operator's own status writes do not.
+		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting,
+			r.own.statusByOthers()))).
 		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexDeployment))).
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexRoute))).
 		Complete(r)
@@ -201,12 +210,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	summarize(&status, &rel.Spec)
 	if statusChanged(&rel.Status, &status) {
 		rel.Status = status
+		r.own.wrote(&rel, &rel.Status)
 		if err := r.Client.Status().Update(ctx, &rel); err != nil {
 			// A conflict: someone changed the Release since it was read.
 			// The next reconcile starts again from what is stored;
 			// a hop already applied is observed as such.
 			return ctrl.Result{}, err
 		}
+		r.own.stored(&rel)
 	}
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
@@ -234,8 +245,14 @@ func mirror(prev []metav1.Condition, s *strategy.State, revision string, generat
 		c.ObservedGeneration = generation
 		conds = append(conds, c)
 	}
+	stable := s.StableRevision
+	if stable == "" {
+		// Adopted from a side whose template is no revision the operator
+		// knows (installed on an application that already served).
+		stable = "a revision the operator does not recognise"
+	}
 	released := metav1.Condition{Type: v1alpha1.ConditionReleased, Status: metav1.ConditionFalse, Reason: string(s.Phase),
-		Message: fmt.Sprintf("%s runs on the stable side; %s is asked for", s.StableRevision, revision)}
+		Message: fmt.Sprintf("%s runs on the stable side; %s is asked for", stable, revision)}
 	switch {
 	case s.Unobserved:
 		// A new Release, or one whose status was wiped: nothing is known
@@ -284,7 +301,12 @@ func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err err
 	}
 	r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Validate", "%v", err)
 	rel.Status = status
-	return r.Client.Status().Update(ctx, rel)
+	r.own.wrote(rel, &rel.Status)
+	if err := r.Client.Status().Update(ctx, rel); err != nil {
+		return err
+	}
+	r.own.stored(rel)
+	return nil
 }
 
 // runnerFor returns the Runner of the Release's current generation, and
@@ -309,6 +331,7 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.runners, key)
 	r.mu.Unlock()
+	r.own.forget(key)
 	r.Metrics.forget(key.Namespace, key.Name)
 }
 

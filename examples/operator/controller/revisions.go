@@ -70,16 +70,21 @@ func (m *meanings) get(identity string) (v1alpha1.RevisionImage, bool) {
 // template is the TemplateFunc of a Release's Deployers: it sets the
 // image that identity means. A bare revision name (a status written before
 // identities) means the spec's image template rendered for it, as it did
-// then. An identity with no record is an error: nothing says what it
-// runs, so no side is recognised running it and none is deployed with it.
+// then. An identity with no record means the spec's image template
+// rendered for its name when that gives the same identity (a wiped status
+// loses status.revisions, and the side's revision annotation names an
+// identity the template still renders); any other is an error: nothing
+// says what it runs, so no side is recognised running it and none is
+// deployed with it.
 func (m *meanings) template(spec v1alpha1.ImageTemplate) replicas.TemplateFunc {
 	return func(identity string, t *corev1.PodTemplateSpec) error {
 		r, ok := m.get(identity)
 		if !ok {
-			if _, digest := replicas.SplitIdentity(identity); digest != "" {
+			name, digest := replicas.SplitIdentity(identity)
+			r = v1alpha1.RevisionImage{Container: spec.Container, Image: strings.ReplaceAll(spec.Template, "{revision}", name)}
+			if digest != "" && replicas.Identity(name, rendered(r.Container, r.Image)) != identity {
 				return fmt.Errorf("revision %q: status.revisions does not record its image", identity)
 			}
-			r = v1alpha1.RevisionImage{Container: spec.Container, Image: strings.ReplaceAll(spec.Template, "{revision}", identity)}
 		}
 		return replicas.Image(r.Container, func(string) string { return r.Image })(identity, t)
 	}

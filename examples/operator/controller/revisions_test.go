@@ -53,7 +53,9 @@ func TestKeptRecords(t *testing.T) {
 
 // TestTemplateFunc: the Deployers' TemplateFunc sets the image recorded
 // for an identity, the spec's template for a bare name (a status from
-// before identities), and fails for an identity with no record.
+// before identities) and for an identity with no record that the template
+// renders (a wiped status, whose records are gone), and fails for any
+// other identity with no record.
 func TestTemplateFunc(t *testing.T) {
 	var m meanings
 	m.set([]v1alpha1.RevisionImage{{Identity: "v1@aaaaaaaa", Container: "app", Image: "old.example/app:v1"}})
@@ -62,6 +64,7 @@ func TestTemplateFunc(t *testing.T) {
 		{"v1@aaaaaaaa", "old.example/app:v1", ""},
 		{"v1", "new.example/app:v1", ""},
 		{"v2@bbbbbbbb", "", `revision "v2@bbbbbbbb": status.revisions does not record its image`},
+		{replicas.Identity("v3", rendered("app", "new.example/app:v3")), "new.example/app:v3", ""},
 	} {
 		tmpl := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "none"}}}}
 		err := f(tc.identity, &tmpl)
