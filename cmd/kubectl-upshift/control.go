@@ -284,9 +284,15 @@ func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unst
 		if err != nil {
 			return nil, err
 		}
-		u, err := t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		pctx, warns := collectWarnings(ctx)
+		u, err := t.dyn.Patch(pctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("%s: writing %s: %w", t, t.control, err)
+		}
+		// The answer is the object as stored: a field the schema lacks is
+		// pruned from it (with a warning), and the request is lost.
+		if err := checkKept(t.String(), u, t.control, fields, warns.all(), func() string { return t.schemaName(ctx) }); err != nil {
+			return nil, withCode(exitError, err)
 		}
 		return u, nil
 	}
@@ -322,12 +328,22 @@ func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unst
 		if err != nil {
 			return nil, err
 		}
-		u, err = t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		pctx, warns := collectWarnings(ctx)
+		u, err = t.dyn.Patch(pctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: writing annotation %s: %w", t, gateway.ControlAnnotation, err)
+		}
+		// Annotations are never pruned; the answer is checked all the same.
+		if got, ok := u.GetAnnotations()[gateway.ControlAnnotation]; !ok || got != string(val) {
+			var g any
+			if ok {
+				g = got
+			}
+			return nil, withCode(exitError, &NotKeptError{Object: t.String(), Field: "annotation " + gateway.ControlAnnotation,
+				Want: string(val), Got: g, Warnings: warns.all()})
 		}
 		return u, nil
 	}
