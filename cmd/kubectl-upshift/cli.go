@@ -118,7 +118,7 @@ Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
 	pf.StringVar(&o.statePath, "state-path", ".status.rollout", "field path of the rollout's state (strategy.State) in the object")
 	pf.StringVar(&o.strategyPath, "strategy-path", ".spec.strategy", "field path of the strategy (an object with one of incremental, canary, blueGreen)")
 	pf.StringVar(&o.controlPath, "control-path", ".spec.control", "field path of the rollout's control (strategy.Control) in the object's spec")
-	root.AddCommand(newGet(o), newPlan(o))
+	root.AddCommand(newGet(o), newPlan(o), newClaims(o))
 	for _, c := range controls {
 		root.AddCommand(newControl(o, c))
 	}
