@@ -103,7 +103,8 @@ func newRoot(o *options) *cobra.Command {
 It works on any object whose status embeds the rollout's state (the example
 operator's Release, a CRD of your own: --state-path, --strategy-path and
 --control-path say where), and on routes whose state a standalone rollout
-keeps in the upshift.dev/rollout-state annotation.
+keeps in the upshift.dev/rollout-state annotation. "claims" shows who holds
+the claims on a rollout's objects, and releases those of a holder that is gone.
 
 Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
 3 rolled back, 4 degraded, 5 timeout, 6 request ignored by the rollout.`,

@@ -55,10 +55,12 @@ func newControl(o *options, cc controlCmd) *cobra.Command {
 
 It writes the request into the object's control (--control-path, .spec.control
 by default; for a route, the upshift.dev/rollout-control annotation) with a
-JSON merge patch and a fresh token, then follows the object (a watch, for at
-most --timeout) until the rollout reports what it did with it. Exit codes:
-0 applied, 6 used up without effect (it did not apply to the rollout as it
-stood), 5 no answer within --timeout, 1 error.`,
+JSON merge patch and a fresh token, checks that the API server's answer holds
+it (a field the object's schema lacks is pruned: an error at once, naming the
+CRD), then follows the object (a watch, for at most --timeout) until the
+rollout reports what it did with it. Exit codes: 0 applied, 6 used up without
+effect (it did not apply to the rollout as it stood), 5 no answer within
+--timeout, 1 error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := resolve(cmd.Context(), o, args[0])
