@@ -405,7 +405,8 @@ func releaseClaims(ctx context.Context, o *options, t *target, holder types.UID,
 		return withCode(exitError, fmt.Errorf("%s: no claim held by uid %s on it or on the objects of its rollout (`kubectl upshift claims %s%s` lists them)",
 			t, holder, t.arg(), t.nsFlag()))
 	}
-	if h := sel[0]; h.state != holderGone && !force {
+	held := slices.IndexFunc(sel, func(r claimRow) bool { return r.state != holderGone })
+	if h := sel[max(held, 0)]; held >= 0 && !force {
 		what := "is live"
 		if h.state == holderUnknown {
 			what = "cannot be looked up"

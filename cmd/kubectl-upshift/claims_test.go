@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/upshift-dev/upshift/gateway"
@@ -186,5 +187,40 @@ func TestClaims(t *testing.T) {
 	mustContain(t, "claims after the release", out, "live: Release "+p.ns+"/web exists with uid "+string(rel.GetUID()))
 	if strings.Contains(out, "uid-deleted") {
 		t.Errorf("claims after the release still lists the gone holder:\n%s", out)
+	}
+}
+
+// TestClaimsOf: the claims an object carries, read from its annotations:
+// a workload's, a route's (with its rule's backends), and a value that is
+// not a claim; other annotations are not claims.
+func TestClaimsOf(t *testing.T) {
+	deploy := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	obj := func(ann map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web-b", "namespace": "shop", "resourceVersion": "7", "annotations": ann}}}
+	}
+	on := rl.ObjectRef{Group: "apps", Kind: "Deployment", Namespace: "shop", Name: "web-b"}
+	holder := rl.Owner{Kind: "Release", Namespace: "shop", Name: "web", UID: "1111"}
+	cases := []struct {
+		name string
+		ann  map[string]any
+		want []claimRow
+	}{
+		{"none", map[string]any{"team": "shop", "upshift.dev/capacity": "50"}, nil},
+		{"workload", map[string]any{workloadClaimAnnotation: `{"kind":"Release","namespace":"shop","name":"web","uid":"1111"}`},
+			[]claimRow{{gvr: deploy, obj: on, rv: "7", key: workloadClaimAnnotation, holder: holder}}},
+		{"route rules, sorted", map[string]any{
+			gateway.ClaimAnnotationPrefix + "bb": `{"kind":"Release","namespace":"shop","name":"web","uid":"1111","backends":"Service web-a:80, Service web-b:80"}`,
+			gateway.ClaimAnnotationPrefix + "aa": `{"name":"web"}`},
+			[]claimRow{{gvr: deploy, obj: on, rv: "7", key: gateway.ClaimAnnotationPrefix + "aa", bad: `{"name":"web"}`},
+				{gvr: deploy, obj: on, rv: "7", key: gateway.ClaimAnnotationPrefix + "bb", holder: holder, backends: "Service web-a:80, Service web-b:80"}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := claimsOf(deploy, obj(c.ann))
+			if diff := cmp.Diff(c.want, got, cmp.AllowUnexported(claimRow{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }
