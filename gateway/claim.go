@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strings"
 
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
 	"github.com/upshift-dev/upshift/rollout"
 )
 
@@ -78,6 +80,18 @@ func (r *Router) claimObject(ref RouteRef) string {
 	return fmt.Sprintf("%s rule %s / %s", ref, r.cfg.A, r.cfg.B)
 }
 
+// claimedError is the refusal of a write to the rule of ref that holder
+// claims: it names the rule, the claim's annotation and the route.
+func (r *Router) claimedError(ref RouteRef, holder rollout.Owner) *rollout.ClaimedError {
+	return &rollout.ClaimedError{Object: r.claimObject(ref), Owner: holder, Annotation: r.claimKey(ref), On: ref.objectRef()}
+}
+
+// objectRef is the route as rollout.ClaimedError names the object that
+// carries a claim.
+func (r RouteRef) objectRef() rollout.ObjectRef {
+	return rollout.ObjectRef{Group: gwv1.GroupName, Kind: r.kind(), Namespace: r.Namespace, Name: r.Name}
+}
+
 // readRoute reads ref through rollout.ReadOnce: one GET per reconcile,
 // shared by Claim and Weights.
 func (r *Router) readRoute(ctx context.Context, ref RouteRef) (route, error) {
@@ -120,7 +134,7 @@ func (r *Router) Claim(ctx context.Context, owner, replace rollout.Owner) error 
 			case h == owner:
 				return false, nil
 			case !h.IsZero() && (replace.IsZero() || h != replace):
-				return false, &rollout.ClaimedError{Object: r.claimObject(ref), Owner: h}
+				return false, r.claimedError(ref, h)
 			}
 			b, err := json.Marshal(claimRecord{Owner: owner, Backends: r.cfg.A.String() + ", " + r.cfg.B.String()})
 			if err != nil {
@@ -172,7 +186,7 @@ func (r *Router) checkWriter(ctx context.Context, ref RouteRef, rt route) error 
 		return err
 	}
 	if !h.IsZero() && h != o {
-		return &rollout.ClaimedError{Object: r.claimObject(ref), Owner: h}
+		return r.claimedError(ref, h)
 	}
 	return nil
 }
@@ -199,7 +213,10 @@ func storeWriter(route RouteRef, annotations map[string]string, owner rollout.Ow
 		}
 	}
 	slices.Sort(keys)
-	var first rollout.Owner
+	var (
+		first    rollout.Owner
+		firstKey string
+	)
 	for _, k := range keys {
 		h, err := holderOf(annotations, k)
 		if err != nil {
@@ -209,11 +226,12 @@ func storeWriter(route RouteRef, annotations map[string]string, owner rollout.Ow
 			return nil
 		}
 		if first.IsZero() {
-			first = h
+			first, firstKey = h, k
 		}
 	}
 	if first.IsZero() {
 		return nil
 	}
-	return &rollout.ClaimedError{Object: fmt.Sprintf("%s annotation %s", route, StateAnnotation), Owner: first}
+	return &rollout.ClaimedError{Object: fmt.Sprintf("%s annotation %s", route, StateAnnotation), Owner: first,
+		Annotation: firstKey, On: route.objectRef()}
 }

@@ -94,14 +94,26 @@ func TestRouterClaimOnKube(t *testing.T) {
 	if !errors.As(err, &ce) || !errors.Is(err, rollout.ErrClaimed) || ce.Owner != owner1 || !strings.Contains(ce.Object, "HTTPRoute "+ns+"/web") {
 		t.Fatalf("second claimant: %v, want a *ClaimedError naming %v and the route", err, owner1)
 	}
+	// The error says where the claim is and how to release it.
+	wantOn := rollout.ObjectRef{Group: "gateway.networking.k8s.io", Kind: "HTTPRoute", Namespace: ns, Name: "web"}
+	key := gateway.ClaimAnnotation(ns, stable, canary)
+	if diff := cmp.Diff(wantOn, ce.On); diff != "" || ce.Annotation != key {
+		t.Errorf("second claimant: annotation %q, want %q; object (-want +got):\n%s", ce.Annotation, key, diff)
+	}
+	for _, want := range []string{key, "kubectl upshift claims release httproute.gateway.networking.k8s.io/web -n " + ns + " --holder " + string(owner1.UID),
+		"kubectl annotate -n " + ns + " httproute.gateway.networking.k8s.io/web " + key + "-"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("second claimant's error %q does not say %q", err, want)
+		}
+	}
 	err = r2.SetWeights(rollout.WithOwner(ctx, owner2), rollout.Weights{A: 100})
 	if !errors.As(err, &ce) || ce.Owner != owner1 {
 		t.Errorf("second claimant's SetWeights: %v, want a *ClaimedError", err)
 	}
 	store := gateway.NewAnnotationStoreForClientset(env.Gateway, ref)
 	store.Owner = owner2
-	if err := store.Save(ctx, strategy.NewState("v1", "v3")); !errors.As(err, &ce) || ce.Owner != owner1 {
-		t.Errorf("second claimant's Save: %v, want a *ClaimedError", err)
+	if err := store.Save(ctx, strategy.NewState("v1", "v3")); !errors.As(err, &ce) || ce.Owner != owner1 || ce.Annotation != key || ce.On != wantOn {
+		t.Errorf("second claimant's Save: %v, want a *ClaimedError naming the claim annotation %s on the route", err, key)
 	}
 	if err := gateway.NewAnnotationStore(env.Client, ref).Save(ctx, strategy.NewState("v1", "v3")); !errors.Is(err, rollout.ErrClaimed) {
 		t.Errorf("an ownerless Save on a claimed route: %v, want ErrClaimed", err)

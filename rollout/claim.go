@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -83,13 +84,115 @@ var ErrClaimed = errors.New("rollout: claimed by another owner")
 // claimant that got this error writes nothing to it. It matches
 // ErrClaimed. It is not Permanent: the claim may be released (its owner is
 // deleted) or found stale, and the rollout then goes on.
+//
+// Adapters that keep their claims in annotations (gateway, serve/replicas)
+// also say where the claim is: Annotation, the key of the annotation that
+// records it, on the Kubernetes object On. The message then names both and
+// the way out for a claim whose owner is gone without releasing it (a
+// program that stopped, an object deleted without its finalizer):
+// ReleaseCommand, which removes the claim only while Owner still holds it,
+// and AnnotateCommand, the plain kubectl equivalent. The zero Annotation
+// (the fakes) leaves them out.
 type ClaimedError struct {
 	Object string
 	Owner  Owner
+	// Annotation is the key of the annotation that records the claim
+	// ("upshift.dev/claim" on a workload, "upshift.dev/claim-<hash>" on a
+	// route); "" when the adapter does not keep its claims in one.
+	Annotation string
+	// On is the object that carries Annotation (the zero ObjectRef when
+	// Annotation is "").
+	On ObjectRef
+}
+
+// ObjectRef names a Kubernetes object for people and for kubectl: its API
+// group ("" for the core group), its Kind (or, when only that is known,
+// its Resource: "rayservices"), Namespace ("" for a cluster-scoped object)
+// and Name. The zero ObjectRef names nothing.
+type ObjectRef struct {
+	Group     string `json:"group,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Resource  string `json:"resource,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+}
+
+// IsZero reports whether r is the zero ObjectRef.
+func (r ObjectRef) IsZero() bool { return r == ObjectRef{} }
+
+// Arg renders r as kubectl's TYPE/NAME argument, the type qualified by its
+// group so that it is never ambiguous: "deployment.apps/web-b",
+// "httproute.gateway.networking.k8s.io/web", "service/web". It is "" for an
+// ObjectRef without a Name, or without both Kind and Resource.
+func (r ObjectRef) Arg() string {
+	typ := strings.ToLower(r.Kind)
+	if typ == "" {
+		typ = r.Resource
+	}
+	if typ == "" || r.Name == "" {
+		return ""
+	}
+	if r.Group != "" {
+		typ += "." + r.Group
+	}
+	return typ + "/" + r.Name
+}
+
+// String renders r as "Deployment shop/web-b" (the resource when the kind
+// is unknown, no namespace for a cluster-scoped object).
+func (r ObjectRef) String() string {
+	typ := r.Kind
+	if typ == "" {
+		typ = r.Resource
+	}
+	name := r.Name
+	if r.Namespace != "" {
+		name = r.Namespace + "/" + name
+	}
+	if typ == "" {
+		return name
+	}
+	return typ + " " + name
 }
 
 func (e *ClaimedError) Error() string {
-	return fmt.Sprintf("%s is claimed by %s: another rollout moves it", e.Object, e.Owner)
+	msg := fmt.Sprintf("%s is claimed by %s: another rollout moves it", e.Object, e.Owner)
+	if e.Annotation == "" || e.On.Arg() == "" {
+		return msg
+	}
+	return fmt.Sprintf("%s; the claim is the annotation %s on %s: if that owner is gone, release it with `%s` (or remove it: `%s`)",
+		msg, e.Annotation, e.On, e.ReleaseCommand(), e.AnnotateCommand())
+}
+
+// kubectlNamespace is the namespace flag of a command about r ("" for a
+// cluster-scoped object).
+func kubectlNamespace(r ObjectRef) string {
+	if r.Namespace == "" {
+		return ""
+	}
+	return " -n " + r.Namespace
+}
+
+// ReleaseCommand returns the kubectl upshift command that releases the
+// claim: it removes Annotation from On only while e.Owner (named by its
+// UID) still holds it, and only once it finds that owner gone (--force
+// releases a live owner's claim). It is "" when the error does not say
+// where the claim is.
+func (e *ClaimedError) ReleaseCommand() string {
+	if e.Annotation == "" || e.On.Arg() == "" {
+		return ""
+	}
+	return fmt.Sprintf("kubectl upshift claims release %s%s --holder %s", e.On.Arg(), kubectlNamespace(e.On), e.Owner.UID)
+}
+
+// AnnotateCommand returns the kubectl command that removes the claim's
+// annotation, whoever holds it by then; "" when the error does not say
+// where the claim is.
+func (e *ClaimedError) AnnotateCommand() string {
+	if e.Annotation == "" || e.On.Arg() == "" {
+		return ""
+	}
+	return fmt.Sprintf("kubectl annotate%s %s %s-", kubectlNamespace(e.On), e.On.Arg(), e.Annotation)
 }
 
 // Is makes errors.Is(err, ErrClaimed) true.

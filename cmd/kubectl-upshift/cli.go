@@ -103,7 +103,8 @@ func newRoot(o *options) *cobra.Command {
 It works on any object whose status embeds the rollout's state (the example
 operator's Release, a CRD of your own: --state-path, --strategy-path and
 --control-path say where), and on routes whose state a standalone rollout
-keeps in the upshift.dev/rollout-state annotation.
+keeps in the upshift.dev/rollout-state annotation. "claims" shows who holds
+the claims on a rollout's objects, and releases those of a holder that is gone.
 
 Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
 3 rolled back, 4 degraded, 5 timeout, 6 request ignored by the rollout.`,
@@ -118,7 +119,7 @@ Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
 	pf.StringVar(&o.statePath, "state-path", ".status.rollout", "field path of the rollout's state (strategy.State) in the object")
 	pf.StringVar(&o.strategyPath, "strategy-path", ".spec.strategy", "field path of the strategy (an object with one of incremental, canary, blueGreen)")
 	pf.StringVar(&o.controlPath, "control-path", ".spec.control", "field path of the rollout's control (strategy.Control) in the object's spec")
-	root.AddCommand(newGet(o), newPlan(o))
+	root.AddCommand(newGet(o), newPlan(o), newClaims(o))
 	for _, c := range controls {
 		root.AddCommand(newControl(o, c))
 	}

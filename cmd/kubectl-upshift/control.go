@@ -55,10 +55,12 @@ func newControl(o *options, cc controlCmd) *cobra.Command {
 
 It writes the request into the object's control (--control-path, .spec.control
 by default; for a route, the upshift.dev/rollout-control annotation) with a
-JSON merge patch and a fresh token, then follows the object (a watch, for at
-most --timeout) until the rollout reports what it did with it. Exit codes:
-0 applied, 6 used up without effect (it did not apply to the rollout as it
-stood), 5 no answer within --timeout, 1 error.`,
+JSON merge patch and a fresh token, checks that the API server's answer holds
+it (a field the object's schema lacks is pruned: an error at once, naming the
+CRD), then follows the object (a watch, for at most --timeout) until the
+rollout reports what it did with it. Exit codes: 0 applied, 6 used up without
+effect (it did not apply to the rollout as it stood), 5 no answer within
+--timeout, 1 error.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := resolve(cmd.Context(), o, args[0])
@@ -284,9 +286,15 @@ func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unst
 		if err != nil {
 			return nil, err
 		}
-		u, err := t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		pctx, warns := collectWarnings(ctx)
+		u, err := t.dyn.Patch(pctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("%s: writing %s: %w", t, t.control, err)
+		}
+		// The answer is the object as stored: a field the schema lacks is
+		// pruned from it (with a warning), and the request is lost.
+		if err := checkKept(t.String(), u, t.control, fields, warns.all(), func() string { return t.schemaName(ctx) }); err != nil {
+			return nil, withCode(exitError, err)
 		}
 		return u, nil
 	}
@@ -322,12 +330,22 @@ func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unst
 		if err != nil {
 			return nil, err
 		}
-		u, err = t.dyn.Patch(ctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
+		pctx, warns := collectWarnings(ctx)
+		u, err = t.dyn.Patch(pctx, t.name, types.MergePatchType, patch, metav1.PatchOptions{})
 		if apierrors.IsConflict(err) && attempt < 5 {
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: writing annotation %s: %w", t, gateway.ControlAnnotation, err)
+		}
+		// Annotations are never pruned; the answer is checked all the same.
+		if got, ok := u.GetAnnotations()[gateway.ControlAnnotation]; !ok || got != string(val) {
+			var g any
+			if ok {
+				g = got
+			}
+			return nil, withCode(exitError, &NotKeptError{Object: t.String(), Field: "annotation " + gateway.ControlAnnotation,
+				Want: string(val), Got: g, Warnings: warns.all()})
 		}
 		return u, nil
 	}

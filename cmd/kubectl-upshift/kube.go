@@ -36,8 +36,12 @@ const gatewayGroup = "gateway.networking.k8s.io"
 
 // target is the object a command works on.
 type target struct {
-	dyn       dynamic.ResourceInterface
-	core      kubernetes.Interface
+	dyn  dynamic.ResourceInterface
+	core kubernetes.Interface
+	// dc and mapper reach the other objects of a rollout (claims.go) and
+	// the CRD of the target's resource (answer.go).
+	dc        dynamic.Interface
+	mapper    meta.RESTMapper
 	gvr       schema.GroupVersionResource
 	kind      string
 	namespace string
@@ -67,6 +71,10 @@ func resolve(ctx context.Context, o *options, arg string) (*target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	// The API server's warnings: those about a write are read as part of
+	// its answer (answer.go), the others printed as kubectl prints them.
+	cfg.WarningHandler = nil
+	cfg.WarningHandlerWithContext = &warningHandler{out: o.errOut}
 	ns, _, err := cc.Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
@@ -100,7 +108,7 @@ func resolve(ctx context.Context, o *options, arg string) (*target, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &target{core: core, gvr: full, kind: gvk.Kind, name: name,
+	t := &target{core: core, dc: dc, mapper: mapper, gvr: full, kind: gvk.Kind, name: name,
 		state: statePath, strategy: strategyPath, control: controlPath}
 	if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
 		t.namespace = ns

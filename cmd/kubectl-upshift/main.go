@@ -1,6 +1,7 @@
 // Command kubectl-upshift is the kubectl plugin of upshift: `kubectl
 // upshift get`, `pause`, `resume`, `promote`, `promote-full`, `abort`,
-// `retry` and `plan`. Installed on the PATH, kubectl finds it:
+// `retry`, `claims` (and `claims release`) and `plan`. Installed on the
+// PATH, kubectl finds it:
 //
 //	go install github.com/upshift-dev/upshift/cmd/kubectl-upshift@latest
 //	kubectl upshift get release/web --watch
@@ -9,11 +10,22 @@
 // --state-path, .status.rollout by default), and routes whose state the
 // gateway package's AnnotationStore keeps in an annotation.
 //
+// A control request counts as written only once the API server's answer
+// to the patch holds it: a field the resource's schema lacks is pruned by
+// the server (with a warning), and the command then fails at once naming
+// the field and the CRD, instead of waiting for a request that was never
+// stored.
+//
+// claims shows who holds the claims (rollout.ClaimedError) on the route
+// rules and workloads of a rollout and whether each holder still exists;
+// claims release removes the claims of a holder that is gone.
+//
 // Exit codes, for scripts:
 //
 //	0  done: get --watch saw the rollout succeed (or nothing to roll
 //	   out); a control request was applied
-//	1  an error: bad arguments, the object or the API server unreachable
+//	1  an error: bad arguments, the object or the API server unreachable,
+//	   a request the API server did not keep, a claim not released
 //	2  get --watch: the rollout ended Aborted
 //	3  get --watch: the rollout ended RolledBack
 //	4  get --watch: the rollout is Degraded and will not move by itself

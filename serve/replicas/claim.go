@@ -60,7 +60,7 @@ func (s *Setter) Claim(ctx context.Context, owner, replace rollout.Owner) error 
 		case h == owner:
 			return nil
 		case !h.IsZero() && (replace.IsZero() || h != replace):
-			return &rollout.ClaimedError{Object: s.ref, Owner: h}
+			return s.claimedError(h)
 		}
 		b, err := json.Marshal(owner)
 		if err != nil {
@@ -118,9 +118,16 @@ func (s *Setter) checkWriter(ctx context.Context, w *liveWorkload) error {
 		return err
 	}
 	if !h.IsZero() && h != o {
-		return &rollout.ClaimedError{Object: s.ref, Owner: h}
+		return s.claimedError(h)
 	}
 	return nil
+}
+
+// claimedError is the refusal of a write to the workload that holder
+// claims: it names the workload and its claim annotation.
+func (s *Setter) claimedError(holder rollout.Owner) *rollout.ClaimedError {
+	return &rollout.ClaimedError{Object: s.ref, Owner: holder, Annotation: ClaimAnnotation,
+		On: rollout.ObjectRef{Group: s.group, Kind: s.kind, Resource: s.resource, Namespace: s.ns, Name: s.name}}
 }
 
 // claimOwner checks the owner of a Claim.

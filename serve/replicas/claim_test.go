@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -73,6 +74,19 @@ func TestClaimOnKube(t *testing.T) {
 				var ce *rollout.ClaimedError
 				if !errors.As(err, &ce) || !errors.Is(err, rollout.ErrClaimed) || ce.Owner != owner1 {
 					t.Fatalf("second claimant: %v, want a *ClaimedError naming %v", err, owner1)
+				}
+				// The error says where the claim is and how to release it.
+				if ce.Annotation != replicas.ClaimAnnotation || ce.On.Namespace != ns || ce.On.Name != "web" || ce.On.Group != "apps" {
+					t.Errorf("second claimant: annotation %q on %+v, want %s on the workload", ce.Annotation, ce.On, replicas.ClaimAnnotation)
+				}
+				if arg := ce.On.Arg(); arg != "deployment.apps/web" && arg != "deployments.apps/web" {
+					t.Errorf("second claimant: the workload as kubectl names it: %q", arg)
+				}
+				for _, want := range []string{"annotation " + replicas.ClaimAnnotation, "kubectl upshift claims release " + ce.On.Arg() + " -n " + ns + " --holder " + string(owner1.UID),
+					"kubectl annotate -n " + ns + " " + ce.On.Arg() + " " + replicas.ClaimAnnotation + "-"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("second claimant's error %q does not say %q", err, want)
+					}
 				}
 				if err := s2.SetCapacity(rollout.WithOwner(ctx, owner2), rollout.CapacityRequest{Percent: 0}); !errors.As(err, &ce) {
 					t.Errorf("second claimant's SetCapacity: %v, want a *ClaimedError", err)

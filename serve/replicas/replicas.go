@@ -142,6 +142,9 @@ type Setter struct {
 	// ns and kind are the workload's namespace and kind ("" when only
 	// its resource is known), to find its HorizontalPodAutoscaler.
 	ns, kind, group string
+	// resource is the workload's resource when its kind is unknown
+	// (ForScalable), to name it in a ClaimedError.
+	resource string
 	// auto follows the workload's HorizontalPodAutoscaler (hpa.go); nil
 	// until Autoscale links the Setter.
 	auto *autoSide
@@ -321,7 +324,7 @@ func ForStatefulSet(cs kubernetes.Interface, w Workload) *Setter {
 // status.availableReplicas (the ready count when available is absent).
 func ForScalable(dyn dynamic.Interface, gvr schema.GroupVersionResource, w Workload) *Setter {
 	namespace, name, full := w.Namespace, w.Name, w.FullReplicas
-	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full, ns: namespace, group: gvr.Group}
+	s := &Setter{ref: gvr.Resource + " " + namespace + "/" + name, name: name, full: full, ns: namespace, group: gvr.Group, resource: gvr.Resource}
 	res := dyn.Resource(gvr).Namespace(namespace)
 	s.watch = func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		return res.Watch(ctx, opts)
