@@ -62,8 +62,10 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // The user's rule R (the one rule that holds both backends) keeps its
 // content; only its two weights are written, as SetWeights writes them, so
 // R remains the fallback whenever the extras are gone. The extras are
-// rules the Router owns, inserted immediately before R, in this order, each
-// named OwnedRuleName (upshift-<16 hex digits>-<role>):
+// rules the Router owns, each named OwnedRuleName (upshift-<16 hex
+// digits>-<role>): the split rule immediately before R, the others in this
+// order where precedence lets them take only R's requests (see Shared
+// routes):
 //
 //	header         R's matches ∧ the header route's matches → canary
 //	sticky-canary  R's matches ∧ a ticket at most θ        → canary
@@ -95,7 +97,30 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // ResponseHeaderModifier of R that sets Set-Cookie, which would replace the
 // session ticket (*SetCookieClashError); two rules holding both backends,
 // or an extra the route kind or gateway cannot carry (*UnsupportedError,
-// matches rollout.ErrUnsupported).
+// matches rollout.ErrUnsupported); a header or sticky rule that would take
+// requests another rule wins today (*PrecedenceError), or a header route
+// that another rule shadows (*ShadowedError).
+//
+// # Shared routes
+//
+// Other rules may sit on R's path, in the route and in other routes on the
+// same listener and hostname, with headers of their own. Gateway API gives
+// a request to the match that ranks first (hostname, Exact path, longest
+// prefix, method, most header matches, most query matches), ties to the
+// oldest route, then by namespace/name, then to the first rule listed. The
+// header and sticky rules rank above R (more header matches); among
+// rules that tie with them and share requests with them, they go after
+// those of this route, listed later if need be, so each keeps its requests
+// (a rule /shop + x-tenant: acme keeps acme's requests that carry the
+// header route's header or a ticket). A rule that ranks between R and an
+// owned rule, or that ties with it in a route that loses ties to this one,
+// would lose requests wherever the owned rule goes: *PrecedenceError. A
+// header route whose every request a rule that ranks above it takes can
+// never reach the canary: *ShadowedError. When another writer adds such a
+// rule later, Routes stops reporting the extras, and the next weight write
+// removes the owned rules while the weights still move. The Router lists
+// the other routes (Config.PeerNamespaces) only while a header route or
+// sticky sessions are asked for or programmed.
 //
 // # Header routes
 //
@@ -116,8 +141,13 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // weight), which is p% of the stable side's share in expectation
 // (conformance Extended, see MirrorGatewayAPI). With MirrorTraefikService
 // the split rule's stable ref points at the TraefikService, which mirrors
-// p% of what it serves; it is written before the route, and deleted after
-// the route stops pointing at it. With sticky sessions the sticky-stable
+// p% of what it serves; it is written before the route, and deleted by
+// Routes once the routes that stopped pointing at it are accepted and
+// settled for that generation, not by SetRoutes: Traefik's CRD provider
+// may drop the TraefikService before its Gateway provider has the route
+// that no longer names it, and Traefik drops a router whose service is
+// missing, so its requests (say those with a stable ticket) would fall to
+// the rules after it. With sticky sessions the sticky-stable
 // rule mirrors p% of its requests; a session's first request (the one
 // that gets its ticket) is mirrored only with MirrorGatewayAPI.
 //
@@ -219,11 +249,11 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 		}
 	}
 	if !mirror && traefik && r.objs != nil {
-		for _, ref := range r.mirrorRoutes() {
-			if err := r.deleteMirror(ctx, ref); err != nil {
-				return err
-			}
-		}
+		// Deleted by Routes once the routes that no longer point at it
+		// are applied (sweepMirrors).
+		r.mu.Lock()
+		r.sweep = true
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -235,10 +265,17 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 // expected spec). Otherwise, say after another writer dropped or edited an
 // owned rule, it reports no extras (zero Extras, empty Canary), so the
 // caller programs them again.
+//
+// With MirrorTraefikService, Routes deletes the Router's TraefikService
+// once no managed route of its namespace points at it and each of them is
+// accepted, and settled, for its current generation (see SetRoutes,
+// Mirrors).
 func (r *Router) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
 	var out rollout.RoutesStatus
 	found, first := true, true
+	read := map[RouteRef]route{}
 	st, err := r.weights(ctx, func(ref RouteRef, rt route) error {
+		read[ref.key()] = rt
 		if !found {
 			return nil
 		}
@@ -261,6 +298,9 @@ func (r *Router) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
 	out.RouteStatus = st
 	if !found {
 		out.Canary, out.Extras = "", strategy.TrafficExtras{}
+	}
+	if err := r.sweepMirrors(ctx, read); err != nil {
+		return rollout.RoutesStatus{}, err
 	}
 	return out, nil
 }
