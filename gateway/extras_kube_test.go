@@ -2,12 +2,14 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -69,22 +71,30 @@ func TestExtrasOnKube(t *testing.T) {
 	}
 }
 
-// TestExtrasLeastPrivilege: header routes and sticky sessions need only
-// the routes' permissions; a Gateway API mirror also needs get on the
-// parent Gateways and on GatewayClasses, and says so while it lacks them,
-// writing nothing.
+// TestExtrasLeastPrivilege: header routes and sticky sessions need the
+// routes' permissions and list on the routes of Config.PeerNamespaces (to
+// place the owned rules among theirs), and say so while they lack it; a
+// Gateway API mirror also needs get on the parent Gateways and on
+// GatewayClasses, and says so while it lacks them, writing nothing.
 func TestExtrasLeastPrivilege(t *testing.T) {
 	env, ns, ref := mirroringWorld(t)
 	ctx := context.Background()
 	sa := env.ServiceAccount(t, ns, "upshift-router")
 	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"},
 		ResourceNames: []string{"web"}, Verbs: []string{"get", "update"}})
-	r, err := gateway.NewRouter(sa.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary})
+	r, err := gateway.NewRouter(sa.Client, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary, PeerNamespaces: []string{ns}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun})); err != nil {
-		t.Fatalf("header route and sticky sessions with the routes' permissions only: %v", err)
+	extras := routesAt(20, strategy.TrafficExtras{HeaderRoute: betaHeader, Sticky: stickyRun})
+	err = r.SetRoutes(ctx, extras)
+	var ple *gateway.PeerListError
+	if !errors.As(err, &ple) || ple.Namespace != ns || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "grant list on httproutes") {
+		t.Fatalf("header route and sticky sessions without list on httproutes: %v, want a *gateway.PeerListError naming %s", err, ns)
+	}
+	env.Grant(t, ns, sa.Subject, rbacv1.PolicyRule{APIGroups: []string{gwv1.GroupName}, Resources: []string{"httproutes"}, Verbs: []string{"list"}})
+	if err := r.SetRoutes(ctx, extras); err != nil {
+		t.Fatalf("header route and sticky sessions with the routes' permissions and list in %s: %v", ns, err)
 	}
 	before := getHTTPRoute(t, env.Client, ref)
 	mirror := routesAt(20, strategy.TrafficExtras{MirrorPercent: 10})
