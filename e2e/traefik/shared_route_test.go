@@ -466,6 +466,35 @@ func (f *foreignCheck) see(kind, want string, u *user, a answer) {
 	}
 }
 
+// reticket records the tickets handed to users that already held one of
+// the run: a session that gets a new ticket may change sides.
+type reticket struct {
+	mu       sync.Mutex
+	held     map[int]string
+	n        int
+	examples []string
+}
+
+func (r *reticket) see(st *strategy.Sticky, u *user, a answer) {
+	if st == nil {
+		return
+	}
+	tk := hasCookie(a.cookies, st.Cookie.CookieName)
+	if tk == nil || !strings.HasPrefix(tk.Value, st.Run+".") {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if prev, ok := r.held[u.id]; ok {
+		r.n++
+		if len(r.examples) < 20 {
+			r.examples = append(r.examples, fmt.Sprintf("%s user %d held %s, handed %s by %s",
+				a.start.Format("15:04:05.000"), u.id, prev, tk.Value, a.backend))
+		}
+	}
+	r.held[u.id] = tk.Value
+}
+
 // sharedUser is what a user of the shared-route test sends, and where
 // its requests must go ("" when the split rule decides).
 type sharedUser struct {
@@ -559,6 +588,7 @@ func TestSharedRouteThroughTraefik(t *testing.T) {
 	const settle = 2 * time.Second
 	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorTraefikService)}
 	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, sticky), forward: true}
+	retickets := &reticket{held: map[int]string{}}
 	foreign := &foreignCheck{checked: map[string]int{}, wrong: map[string]int{}}
 	answers := map[string]*atomic.Int64{}
 	hits0 := map[string]int64{}
@@ -578,6 +608,10 @@ func TestSharedRouteThroughTraefik(t *testing.T) {
 		}
 		if u.id < sticky {
 			check.seen(u, a)
+			check.mu.Lock()
+			st := check.sticky
+			check.mu.Unlock()
+			retickets.see(st, u, a)
 		}
 	}}
 	otherTr := &traffic{pop: otherPop, seen: func(u *user, a answer) {
@@ -641,6 +675,9 @@ func TestSharedRouteThroughTraefik(t *testing.T) {
 	shopTr.stats.report(t)
 	otherTr.stats.report(t)
 	writes := log.snapshot()
+	for i, wr := range writes {
+		t.Logf("write %d: canary %3d, %s, %s", i, wr.routes.Weights.B, wr.routes.Extras, appliedAfter(wr))
+	}
 
 	// The teams' rules, as they were; no TraefikService left.
 	after := readRoute(t, w)
@@ -730,6 +767,10 @@ func TestSharedRouteThroughTraefik(t *testing.T) {
 		t.Fatal("the rollout never asked for sticky sessions")
 	}
 	runner.report()
+	t.Logf("tickets handed to sessions that held one: %d", retickets.n)
+	if retickets.n > 0 {
+		t.Errorf("%d sessions were handed a new ticket:\n%s", retickets.n, strings.Join(retickets.examples, "\n"))
+	}
 	var stickyLog []sent
 	for _, s := range shopTr.log {
 		if s.user < sticky {
