@@ -62,8 +62,10 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // The user's rule R (the one rule that holds both backends) keeps its
 // content; only its two weights are written, as SetWeights writes them, so
 // R remains the fallback whenever the extras are gone. The extras are
-// rules the Router owns, in this order, each named OwnedRuleName
-// (upshift-<16 hex digits>-<role>):
+// rules the Router owns, each named OwnedRuleName (upshift-<16 hex
+// digits>-<role>): the split rule immediately before R, the others in this
+// order where precedence lets them take only R's requests (see Shared
+// routes):
 //
 //	header         R's matches ∧ the header route's matches → canary
 //	sticky-canary  R's matches ∧ a ticket at most θ        → canary
@@ -115,7 +117,9 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // ResponseHeaderModifier of R that sets Set-Cookie, which would replace the
 // session ticket (*SetCookieClashError); two rules holding both backends,
 // or an extra the route kind or gateway cannot carry (*UnsupportedError,
-// matches rollout.ErrUnsupported).
+// matches rollout.ErrUnsupported); a header or sticky rule that would take
+// requests another rule wins today (*PrecedenceError), or a header route
+// that another rule shadows (*ShadowedError).
 //
 // # Header routes
 //
@@ -136,8 +140,13 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // weight), which is p% of the stable side's share in expectation
 // (conformance Extended, see MirrorGatewayAPI). With MirrorTraefikService
 // the split rule's stable ref points at the TraefikService, which mirrors
-// p% of what it serves; it is written before the route, and deleted after
-// the route stops pointing at it. With sticky sessions the sticky-stable
+// p% of what it serves; it is written before the route, and deleted by
+// Routes once the routes that stopped pointing at it are accepted and
+// settled for that generation, not by SetRoutes: Traefik's CRD provider
+// may drop the TraefikService before its Gateway provider has the route
+// that no longer names it, and Traefik drops a router whose service is
+// missing, so its requests (say those with a stable ticket) would fall to
+// the rules after it. With sticky sessions the sticky-stable
 // rule mirrors p% of its requests; a session's first request (the one
 // that gets its ticket) is mirrored only with MirrorGatewayAPI.
 //
@@ -242,11 +251,11 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 		}
 	}
 	if !mirror && traefik && r.objs != nil {
-		for _, ref := range r.mirrorRoutes() {
-			if err := r.deleteMirror(ctx, ref); err != nil {
-				return err
-			}
-		}
+		// Deleted by Routes once the routes that no longer point at it
+		// are applied (sweepMirrors).
+		r.mu.Lock()
+		r.sweep = true
+		r.mu.Unlock()
 	}
 	return nil
 }
@@ -258,10 +267,17 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 // expected spec). Otherwise, say after another writer dropped or edited an
 // owned rule, it reports no extras (zero Extras, empty Canary), so the
 // caller programs them again.
+//
+// With MirrorTraefikService, Routes deletes the Router's TraefikService
+// once no managed route of its namespace points at it and each of them is
+// accepted, and settled, for its current generation (see SetRoutes,
+// Mirrors).
 func (r *Router) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
 	var out rollout.RoutesStatus
 	found, first := true, true
+	read := map[RouteRef]route{}
 	st, err := r.weights(ctx, func(ref RouteRef, rt route) error {
+		read[ref.key()] = rt
 		if !found {
 			return nil
 		}
@@ -284,6 +300,9 @@ func (r *Router) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
 	out.RouteStatus = st
 	if !found {
 		out.Canary, out.Extras = "", strategy.TrafficExtras{}
+	}
+	if err := r.sweepMirrors(ctx, read); err != nil {
+		return rollout.RoutesStatus{}, err
 	}
 	return out, nil
 }

@@ -71,10 +71,11 @@ func TestExtrasOnKube(t *testing.T) {
 	}
 }
 
-// TestExtrasLeastPrivilege: header routes and sticky sessions need only
-// the routes' permissions; a Gateway API mirror also needs get on the
-// parent Gateways and on GatewayClasses, and says so while it lacks them,
-// writing nothing.
+// TestExtrasLeastPrivilege: header routes and sticky sessions need the
+// routes' permissions and list on the routes of Config.PeerNamespaces (to
+// place the owned rules among theirs), and say so while they lack it; a
+// Gateway API mirror also needs get on the parent Gateways and on
+// GatewayClasses, and says so while it lacks them, writing nothing.
 func TestExtrasLeastPrivilege(t *testing.T) {
 	env, ns, ref := mirroringWorld(t)
 	ctx := context.Background()

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -22,6 +24,7 @@ import (
 	gwfake "sigs.k8s.io/gateway-api/pkg/client/clientset/versioned/fake"
 	"sigs.k8s.io/yaml"
 
+	"github.com/upshift-dev/upshift/fake"
 	"github.com/upshift-dev/upshift/gateway"
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -271,15 +274,20 @@ func TestSetRoutesGolden(t *testing.T) {
 			if v, ok := rt.Annotations[gateway.RulesAnnotation("shop", stable, canary)]; ok {
 				t.Errorf("rules annotation left behind: %s", v)
 			}
-			if v := viewOf(t, c, rt); v.TraefikService != nil {
-				t.Errorf("TraefikService left behind: %v", v.TraefikService)
-			}
 			st, err = r.Routes(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !st.Extras.IsZero() || st.Canary != "" {
 				t.Errorf("Routes after removal: %q %+v", st.Canary, st.Extras)
+			}
+			// A TraefikService goes once the route without it is applied.
+			playController(t, c, webRef)
+			if _, err := r.Routes(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if v := viewOf(t, c, rt); v.TraefikService != nil {
+				t.Errorf("TraefikService left behind: %v", v.TraefikService)
 			}
 		})
 	}
@@ -602,6 +610,98 @@ func TestTraefikMirrorNeedsControllerRuntime(t *testing.T) {
 	// A header route works through the clientset.
 	if err := r.SetRoutes(context.Background(), routesAt(10, strategy.TrafficExtras{HeaderRoute: betaHeader})); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestTraefikServiceOutlivesItsRoute: when the mirror goes, the
+// TraefikService stays until Routes sees the route that no longer points
+// at it accepted (and settled) for its generation: Traefik drops a router
+// whose service is missing, so deleting it with the route's write would
+// send, for as long as Traefik's Gateway provider lags its CRD provider,
+// the sticky-stable rule's requests to the split rule, to be handed new
+// tickets (measured through Traefik, e2e/traefik). A Router started later
+// sweeps one left behind.
+func TestTraefikServiceOutlivesItsRoute(t *testing.T) {
+	ctx := context.Background()
+	clk := fake.NewClock(time.Unix(1_000_000, 0))
+	cfg := gateway.Config{Mirror: gateway.MirrorTraefikService, SettleDelay: time.Second, Clock: clk}
+	c, r := extrasWorld(t, "plain", cfg, extrasRoute(t))
+	present := func() bool {
+		t.Helper()
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gateway.TraefikServiceGVK)
+		err := c.Get(ctx, types.NamespacedName{Namespace: "shop", Name: gateway.MirrorServiceName("shop", stable, canary)}, u)
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	routes := func() {
+		t.Helper()
+		if _, err := r.Routes(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{MirrorPercent: 20, Sticky: stickyRun})); err != nil {
+		t.Fatal(err)
+	}
+	playController(t, c, webRef)
+	routes()
+	clk.Advance(2 * time.Second)
+	routes()
+	if !present() {
+		t.Fatal("no TraefikService while the mirror is programmed")
+	}
+	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{Sticky: stickyRun})); err != nil {
+		t.Fatal(err)
+	}
+	// The fake client keeps metadata.generation: move it as the API
+	// server does on a spec change.
+	rt := getHTTPRoute(t, c, webRef)
+	rt.Generation++
+	if err := c.Update(ctx, rt); err != nil {
+		t.Fatal(err)
+	}
+	if !present() {
+		t.Fatal("SetRoutes deleted the TraefikService before the route without it was applied")
+	}
+	routes() // the new generation not yet accepted
+	if !present() {
+		t.Fatal("deleted before the route without it was accepted")
+	}
+	playController(t, c, webRef)
+	routes() // accepted, settling
+	if !present() {
+		t.Fatal("deleted before the settle delay")
+	}
+	clk.Advance(2 * time.Second)
+	routes()
+	if present() {
+		t.Fatal("TraefikService left once the route without it was applied")
+	}
+
+	// One left behind (by a process that stopped before its Routes saw
+	// the route applied) goes with the first Routes of a new Router.
+	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{MirrorPercent: 20})); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetRoutes(ctx, routesAt(20, strategy.TrafficExtras{})); err != nil {
+		t.Fatal(err)
+	}
+	playController(t, c, webRef)
+	cfg.Routes, cfg.A, cfg.B, cfg.SettleDelay = []gateway.RouteRef{webRef}, stable, canary, 0
+	r2, err := gateway.NewRouter(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !present() {
+		t.Fatal("no TraefikService left to sweep")
+	}
+	if _, err := r2.Routes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if present() {
+		t.Fatal("a new Router left the TraefikService behind")
 	}
 }
 

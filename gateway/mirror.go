@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/rollout"
 	"github.com/upshift-dev/upshift/strategy"
@@ -174,4 +175,68 @@ func (r *Router) mirrorPresent(ctx context.Context, ref RouteRef, canary strateg
 		return false, readError(ref, "TraefikService "+ref.Namespace+"/"+MirrorServiceName(ref.Namespace, r.cfg.A, r.cfg.B), err)
 	}
 	return ours(u) && sameSpec(u.Object["spec"], r.mirrorSpec(ref.Namespace, canary, percent)), nil
+}
+
+// sweepMirrors deletes the Router's TraefikService of each namespace
+// once no managed route there (as read, in read) points at it and each is
+// accepted, and settled, for its current generation; until then, or when
+// a deletion fails, it tries again on the next call.
+func (r *Router) sweepMirrors(ctx context.Context, read map[RouteRef]route) error {
+	r.mu.Lock()
+	pending := r.sweep
+	r.mu.Unlock()
+	if !pending || r.objs == nil || r.cfg.Mirror != MirrorTraefikService {
+		return nil
+	}
+	done := true
+	for _, m := range r.mirrorRoutes() {
+		name := MirrorServiceName(m.Namespace, r.cfg.A, r.cfg.B)
+		inUse, applied := false, true
+		for _, ref := range r.cfg.Routes {
+			if ref.kind() != KindHTTPRoute || ref.Namespace != m.Namespace {
+				continue
+			}
+			rt, ok := read[ref.key()]
+			if !ok {
+				applied = false
+				continue
+			}
+			inUse = inUse || pointsAtService(rt.http, name)
+			if ok, _, _ := r.accepted(ref, rt); !ok {
+				applied = false
+			}
+		}
+		switch {
+		case inUse: // a mirror in force: SetRoutes asks again when it goes
+		case !applied:
+			done = false
+		default:
+			if err := r.deleteMirror(ctx, m); err != nil {
+				return err
+			}
+		}
+	}
+	if done {
+		r.mu.Lock()
+		r.sweep = false
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// pointsAtService reports whether a backendRef of rt names the
+// TraefikService name of rt's namespace.
+func pointsAtService(rt *gwv1.HTTPRoute, name string) bool {
+	if rt == nil {
+		return false
+	}
+	for i := range rt.Spec.Rules {
+		for _, b := range rt.Spec.Rules[i].BackendRefs {
+			if b.Group != nil && string(*b.Group) == traefikGroup && b.Kind != nil && string(*b.Kind) == traefikServiceKind &&
+				string(b.Name) == name && (b.Namespace == nil || string(*b.Namespace) == rt.Namespace) {
+				return true
+			}
+		}
+	}
+	return false
 }

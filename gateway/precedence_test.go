@@ -278,7 +278,9 @@ func genRoute(t *rapid.T, ns, name string) *gwv1.HTTPRoute {
 }
 
 // requests is every request of the generated vocabulary worth trying,
-// sticky tickets included.
+// sticky tickets included: each generated path, and one below it that no
+// longer generated path matches (an Exact rule may take every request of
+// its path from a PathPrefix rule, never those below it).
 func requests(run string) []request {
 	var out []request
 	for _, p := range []string{"/", "/x", "/shop", "/shop/x", "/shop/cart", "/shop/cart/x", "/shopping", "/shopping/x", "/admin", "/admin/x"} {

@@ -191,6 +191,10 @@ type Router struct {
 	gws gatewayReader
 	// objs writes the mirror's TraefikService; nil with the clientset.
 	objs client.Client
+	// sweep (under mu): a TraefikService of the Router may be left to
+	// delete (see sweepMirrors); true at the start, since an earlier
+	// process may have left one.
+	sweep bool
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -252,7 +256,7 @@ func newRouter(api routes, cfg Config) (*Router, error) {
 		cfg.MaxConflictRetries = defaultConflictRetries
 	}
 	cfg.Clock = clock.OrReal(cfg.Clock)
-	r := &Router{cfg: cfg, seen: map[RouteRef]acceptance{}, shared: map[RouteRef]*watchloop.Shared{}}
+	r := &Router{cfg: cfg, seen: map[RouteRef]acceptance{}, shared: map[RouteRef]*watchloop.Shared{}, sweep: true}
 	for _, ref := range cfg.Routes {
 		if r.shared[ref.key()] == nil {
 			r.shared[ref.key()] = &watchloop.Shared{}

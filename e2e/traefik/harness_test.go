@@ -302,7 +302,23 @@ func setup(t testing.TB, env *kubetest.Env, ns string, p *proxy, stable, canary 
 		t.Fatal(err)
 	}
 	create(t, c, gw)
-	for _, b := range []*backend{stable, canary} {
+	serveBackends(t, c, ns, stable, canary)
+	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: "web", Gateway: "gw",
+		A: backendRef(stable), B: backendRef(canary)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	create(t, c, rt)
+	_ = ctx
+	return gateway.RouteRef{Namespace: ns, Name: "web"}
+}
+
+// serveBackends creates, for each backend, a headless Service named after
+// it with an FQDN EndpointSlice that Traefik resolves to the backend (its
+// host is in Traefik's hosts file, see startTraefik).
+func serveBackends(t testing.TB, c client.Client, ns string, backends ...*backend) {
+	t.Helper()
+	for _, b := range backends {
 		create(t, c, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: b.name},
 			Spec: corev1.ServiceSpec{
@@ -322,14 +338,6 @@ func setup(t testing.TB, env *kubetest.Env, ns string, p *proxy, stable, canary 
 				Protocol: ptr(corev1.ProtocolTCP)}},
 		})
 	}
-	rt, err := gateway.BuildHTTPRoute(gateway.RouteSpec{Namespace: ns, Name: "web", Gateway: "gw",
-		A: backendRef(stable), B: backendRef(canary)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	create(t, c, rt)
-	_ = ctx
-	return gateway.RouteRef{Namespace: ns, Name: "web"}
 }
 
 func backendRef(b *backend) gateway.Backend {
