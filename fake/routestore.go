@@ -143,7 +143,7 @@ const StateAnnotation = "upshift.dev/rollout-state"
 
 // errTooLong is the API server's answer to an object whose annotations
 // exceed AnnotationLimit.
-var errTooLong = fmt.Errorf("metadata.annotations: Too long: must have at most %d bytes", AnnotationLimit)
+var errTooLong = fmt.Errorf("metadata.annotations: Too long: may not be more than %d bytes", AnnotationLimit)
 
 // stateSize is the bytes a state (JSON) takes in the route's annotations.
 func stateSize(st []byte) int {

@@ -3,7 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -133,7 +138,7 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	if retries == 0 {
 		retries = defaultConflictRetries
 	}
-	return updateRoute(ctx, s.api, s.route, retries, s.annotate(ctx, b))
+	return stateRefused(updateRoute(ctx, s.api, s.route, retries, s.annotate(ctx, b)), s.route)
 }
 
 // annotate is the change of the route that writes the state b.
@@ -150,12 +155,68 @@ func (s *AnnotationStore) annotate(ctx context.Context, b []byte) func(route) (b
 		if m.Annotations[StateAnnotation] == string(b) {
 			return false, nil
 		}
+		if size := annotationsSize(m.Annotations, string(b)); size > apivalidation.TotalAnnotationSizeLimitB {
+			// The API server would refuse it: say so without asking.
+			return false, &rollout.StateRefusedError{Object: s.route.String(), Field: "metadata.annotations", Key: StateAnnotation,
+				Size: size, Limit: apivalidation.TotalAnnotationSizeLimitB,
+				Err: fmt.Errorf("the route's annotations would exceed the API server's limit; make room, or have the tool that fills them keep less")}
+		}
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
 		m.Annotations[StateAnnotation] = string(b)
 		return true, nil
 	}
+}
+
+// annotationsSize is the size the API server counts for annotations (keys
+// and values) once StateAnnotation holds state.
+func annotationsSize(annotations map[string]string, state string) int {
+	n := len(StateAnnotation) + len(state)
+	for k, v := range annotations {
+		if k != StateAnnotation {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
+// stateRefused turns the API server's refusal of a write that carried the
+// state into a *rollout.StateRefusedError when the state is what it
+// refuses: a 422 Invalid whose causes are in metadata.annotations (the
+// total over the limit after another writer grew its annotations since
+// the read), beside at most the API server's note, on a custom resource,
+// that its schema's rules were not checked because of them. Any other
+// error is returned as it is.
+func stateRefused(err error, ref RouteRef) error {
+	var status apierrors.APIStatus
+	if err == nil || !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return err
+	}
+	d := status.Status().Details
+	if d == nil {
+		return err
+	}
+	annotations := false
+	for _, c := range d.Causes {
+		switch {
+		case c.Field == "metadata.annotations" || strings.HasPrefix(c.Field, "metadata.annotations["):
+			annotations = true
+		case (c.Field == "" || c.Field == "<nil>") && strings.Contains(c.Message, "not checked"):
+			// "some validation rules were not checked because the object
+			// was invalid": a consequence, not a cause.
+		default:
+			return err
+		}
+	}
+	if !annotations {
+		return err
+	}
+	var se *apierrors.StatusError
+	if errors.As(err, &se) {
+		err = se // the API server's answer, without the Permanent mark apiError gave it
+	}
+	return &rollout.StateRefusedError{Object: ref.String(), Field: "metadata.annotations", Key: StateAnnotation, Err: err}
 }
 
 // SaveWeights writes w into the Router's routes, as Router.SetWeights
@@ -169,7 +230,7 @@ func (s *AnnotationStore) SaveWeights(ctx context.Context, w rollout.Weights, st
 	if err != nil {
 		return err
 	}
-	return s.router.setWeights(ctx, w, edit)
+	return stateRefused(s.router.setWeights(ctx, w, edit), s.route)
 }
 
 // SaveRoutes writes routes, as Router.SetRoutes does, and the state into
@@ -179,7 +240,7 @@ func (s *AnnotationStore) SaveRoutes(ctx context.Context, routes rollout.Routes,
 	if err != nil {
 		return err
 	}
-	return s.router.setRoutes(ctx, routes, edit)
+	return stateRefused(s.router.setRoutes(ctx, routes, edit), s.route)
 }
 
 // hopEdit is the edit that writes st with a hop.
