@@ -28,6 +28,19 @@ const StateAnnotation = "upshift.dev/rollout-state"
 // writes each weight hop and its state in one update of the route. Annotations do not
 // change a route's generation, so saving never disturbs the acceptance that
 // the Router reads. Safe for concurrent use.
+//
+// Room. The API server accepts at most 256 KiB of annotations on an object,
+// keys and values together, and another tool (a GitOps tool's record of
+// the whole object, say) may fill a route's. A write that would take the
+// route past that limit with the state is refused before it is sent, and
+// the API server's own refusal (422 Invalid on metadata.annotations, when
+// another writer grew its annotations meanwhile) is read the same way: a
+// *rollout.StateRefusedError naming the route and StateAnnotation,
+// matching rollout.ErrStateRefused, not Permanent, with nothing written
+// (with several routes, none of them). rollout.Runner.Run then still
+// walks traffic back to the stable side, with a reduced state or with the
+// weights alone, and holds every forward hop until the state fits (see
+// rollout.HopStore). Make room in the route's annotations to end it.
 type AnnotationStore struct {
 	api   routes
 	route RouteRef
@@ -128,7 +141,8 @@ func (s *AnnotationStore) LoadControl(ctx context.Context) (strategy.Control, er
 
 // Save writes the state into the annotation, re-reading on a conflict. A
 // route that other owners claim, and Owner does not, is refused with a
-// *rollout.ClaimedError naming one of them, and nothing is written.
+// *rollout.ClaimedError naming one of them, and nothing is written; a
+// route with no room for the state, with a *rollout.StateRefusedError.
 func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -222,7 +236,10 @@ func stateRefused(err error, ref RouteRef) error {
 // SaveWeights writes w into the Router's routes, as Router.SetWeights
 // does, and the state into this store's route in the same update (see
 // Router.AnnotationStore): a write refused for any reason (a claim, a rule
-// the Router refuses, conflicts that outlast the retries) writes neither.
+// the Router refuses, conflicts that outlast the retries, a state the
+// route has no room for) writes neither. A refusal caused by the state's
+// size is a *rollout.StateRefusedError (see AnnotationStore), checked on
+// the route as read before any route of the group is written.
 // A store not built by Router.AnnotationStore refuses it with a permanent
 // error matching ErrInvalid.
 func (s *AnnotationStore) SaveWeights(ctx context.Context, w rollout.Weights, st strategy.State) error {

@@ -786,6 +786,21 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // of the route, and no crash can separate the weights from the state that
 // asked for them (see HopStore). Other hops and commands are saved alone.
 //
+// A state the Store refuses for what it is (ErrStateRefused: another tool
+// filled the route's annotations, and the state no longer fits) never
+// holds a walk back: a hop toward the stable side goes with a reduced form
+// of the state, or with none, and traffic returns to the stable side
+// whatever the store keeps; hops toward the canary wait until the whole
+// state fits (see HopStore). Meanwhile the state in memory reports
+// Degraded with reason ReasonStateRefused, naming the object and the
+// field; Run saves it whole at the next change once it fits, and in the
+// meantime reduced when that fits. A rollout that ends while only a
+// reduced form is stored is returned with an error matching
+// ErrStateRefused; one whose state fits nowhere is not returned before it
+// is stored, as below. A process killed while no form fits loses the
+// walk back's record: the next one starts from the state stored before,
+// which the route's weights have left behind.
+//
 // A Store that is a ControlStore (the gateway package's AnnotationStore)
 // also carries a strategy.Control: Run reads it before every reconcile and
 // applies it with strategy.State.Control, so a person steers a standalone
