@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
@@ -25,12 +25,21 @@ import (
 // fillerAnnotation is the annotation another tool fills a route with.
 const fillerAnnotation = "gitops.example/last-applied"
 
+// onConflict calls update until it returns anything but a conflict.
+func onConflict(update func() error) error {
+	for {
+		if err := update(); !apierrors.IsConflict(err) {
+			return err
+		}
+	}
+}
+
 // fillAnnotations is another tool filling the route's annotations until
 // room bytes are left under the API server's limit; with dropState it
 // first replaces the state annotation with its own.
 func fillAnnotations(t testing.TB, c client.Client, ref gateway.RouteRef, room int, dropState bool) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := onConflict(func() error {
 		var rt gwv1.HTTPRoute
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &rt); err != nil {
 			return err
@@ -57,7 +66,7 @@ func fillAnnotations(t testing.TB, c client.Client, ref gateway.RouteRef, room i
 // clearAnnotations is the other tool removing what it added.
 func clearAnnotations(t testing.TB, c client.Client, ref gateway.RouteRef) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := onConflict(func() error {
 		var rt gwv1.HTTPRoute
 		if err := c.Get(context.Background(), client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &rt); err != nil {
 			return err
