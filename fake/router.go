@@ -103,6 +103,9 @@ type Router struct {
 	state []byte
 	// stateWrites counts the writes that carried the state.
 	stateWrites int
+	// others is the bytes of annotations other writers keep on the route
+	// (see FillAnnotations).
+	others int
 }
 
 var (
@@ -159,6 +162,11 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, st []byte) e
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		err := rollout.Permanent(fmt.Errorf("fake router: weights %s must be non-negative and sum to 100", arg))
 		r.hist.add(r.clock, "SetWeights", arg, err)
+		return err
+	}
+	if err := r.fits(st); err != nil {
+		r.hist.add(r.clock, "SetWeights", arg, err)
+		r.hist.owned(ctx)
 		return err
 	}
 	if r.conflict > 0 {

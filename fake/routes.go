@@ -119,6 +119,9 @@ func (r *Router) setRoutes(ctx context.Context, rt rollout.Routes, st []byte) er
 			return record(rollout.Permanent(fmt.Errorf("fake router: %s: the data plane does not offer it: %w", k, rollout.ErrUnsupported)))
 		}
 	}
+	if err := r.fits(st); err != nil {
+		return record(err)
+	}
 	if r.conflict > 0 {
 		r.conflict--
 		return record(fmt.Errorf("fake router: %w", rollout.ErrConflict))

@@ -18,6 +18,12 @@
 //
 //	r.Store, err = router.AnnotationStore(gateway.RouteRef{Namespace: "shop", Name: "web"})
 //
+// The state shares the route's 256 KiB of annotations with every other
+// writer: when another tool leaves it no room, a walk back still returns
+// traffic to the stable side (with a reduced state, or the weights alone),
+// forward hops wait, and the rollout reports Degraded with reason
+// StateRefused naming [StateAnnotation] (see [AnnotationStore]).
+//
 // Rules:
 //   - the Router writes only the two weights in the rules that hold both
 //     backends, and one claim annotation per rule ([Router.Claim]); a GitOps

@@ -24,3 +24,7 @@ func Cached(r *Router) bool {
 	}
 	return true
 }
+
+// StateRefused is how the AnnotationStore reads the API server's refusal
+// of a write that carried the state.
+var StateRefused = stateRefused

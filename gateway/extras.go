@@ -207,6 +207,9 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 		if err := r.checkWriter(ctx, ref, rt); err != nil {
 			return err
 		}
+		if err := also.check(ref, rt); err != nil {
+			return err
+		}
 		if mirror && traefik {
 			if err := r.checkTraefikMirror(ref); err != nil {
 				return rollout.Permanent(err)

@@ -437,6 +437,9 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 			if err := checkRules(r.userRules(ref, rt), &r.cfg.A, &r.cfg.B, ref.Namespace); err != nil {
 				return rollout.Permanent(withRoute(err, ref))
 			}
+			if err := also.check(ref, rt); err != nil {
+				return err
+			}
 		}
 	}
 	for _, ref := range also.order(r.cfg.Routes) {
@@ -488,6 +491,18 @@ func (e *routeEdit) on(ref RouteRef) func(route) (bool, error) {
 		return nil
 	}
 	return e.edit
+}
+
+// check makes e's edit on a copy of rt when ref is e's route, so that an
+// edit refused there (a state the route has no room for, a claim) refuses
+// the whole group before any route of it is written.
+func (e *routeEdit) check(ref RouteRef, rt route) error {
+	edit := e.on(ref)
+	if edit == nil {
+		return nil
+	}
+	_, err := edit(rt.deepCopy())
+	return err
 }
 
 // withEdit applies edit (when set) after a change of the Router's that

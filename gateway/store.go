@@ -3,7 +3,12 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
@@ -23,6 +28,19 @@ const StateAnnotation = "upshift.dev/rollout-state"
 // writes each weight hop and its state in one update of the route. Annotations do not
 // change a route's generation, so saving never disturbs the acceptance that
 // the Router reads. Safe for concurrent use.
+//
+// Room. The API server accepts at most 256 KiB of annotations on an object,
+// keys and values together, and another tool (a GitOps tool's record of
+// the whole object, say) may fill a route's. A write that would take the
+// route past that limit with the state is refused before it is sent, and
+// the API server's own refusal (422 Invalid on metadata.annotations, when
+// another writer grew its annotations meanwhile) is read the same way: a
+// *rollout.StateRefusedError naming the route and StateAnnotation,
+// matching rollout.ErrStateRefused, not Permanent, with nothing written
+// (with several routes, none of them). rollout.Runner.Run then still
+// walks traffic back to the stable side, with a reduced state or with the
+// weights alone, and holds every forward hop until the state fits (see
+// rollout.HopStore). Make room in the route's annotations to end it.
 type AnnotationStore struct {
 	api   routes
 	route RouteRef
@@ -123,7 +141,8 @@ func (s *AnnotationStore) LoadControl(ctx context.Context) (strategy.Control, er
 
 // Save writes the state into the annotation, re-reading on a conflict. A
 // route that other owners claim, and Owner does not, is refused with a
-// *rollout.ClaimedError naming one of them, and nothing is written.
+// *rollout.ClaimedError naming one of them, and nothing is written; a
+// route with no room for the state, with a *rollout.StateRefusedError.
 func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	b, err := json.Marshal(st)
 	if err != nil {
@@ -133,7 +152,7 @@ func (s *AnnotationStore) Save(ctx context.Context, st strategy.State) error {
 	if retries == 0 {
 		retries = defaultConflictRetries
 	}
-	return updateRoute(ctx, s.api, s.route, retries, s.annotate(ctx, b))
+	return stateRefused(updateRoute(ctx, s.api, s.route, retries, s.annotate(ctx, b)), s.route)
 }
 
 // annotate is the change of the route that writes the state b.
@@ -150,6 +169,12 @@ func (s *AnnotationStore) annotate(ctx context.Context, b []byte) func(route) (b
 		if m.Annotations[StateAnnotation] == string(b) {
 			return false, nil
 		}
+		if size := annotationsSize(m.Annotations, string(b)); size > apivalidation.TotalAnnotationSizeLimitB {
+			// The API server would refuse it: say so without asking.
+			return false, &rollout.StateRefusedError{Object: s.route.String(), Field: "metadata.annotations", Key: StateAnnotation,
+				Size: size, Limit: apivalidation.TotalAnnotationSizeLimitB,
+				Err: fmt.Errorf("the route's annotations would exceed the API server's limit; make room, or have the tool that fills them keep less")}
+		}
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
 		}
@@ -158,10 +183,63 @@ func (s *AnnotationStore) annotate(ctx context.Context, b []byte) func(route) (b
 	}
 }
 
+// annotationsSize is the size the API server counts for annotations (keys
+// and values) once StateAnnotation holds state.
+func annotationsSize(annotations map[string]string, state string) int {
+	n := len(StateAnnotation) + len(state)
+	for k, v := range annotations {
+		if k != StateAnnotation {
+			n += len(k) + len(v)
+		}
+	}
+	return n
+}
+
+// stateRefused turns the API server's refusal of a write that carried the
+// state into a *rollout.StateRefusedError when the state is what it
+// refuses: a 422 Invalid whose causes are in metadata.annotations (the
+// total over the limit after another writer grew its annotations since
+// the read), beside at most the API server's note, on a custom resource,
+// that its schema's rules were not checked because of them. Any other
+// error is returned as it is.
+func stateRefused(err error, ref RouteRef) error {
+	var status apierrors.APIStatus
+	if err == nil || !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return err
+	}
+	d := status.Status().Details
+	if d == nil {
+		return err
+	}
+	annotations := false
+	for _, c := range d.Causes {
+		switch {
+		case c.Field == "metadata.annotations" || strings.HasPrefix(c.Field, "metadata.annotations["):
+			annotations = true
+		case (c.Field == "" || c.Field == "<nil>") && strings.Contains(c.Message, "not checked"):
+			// "some validation rules were not checked because the object
+			// was invalid": a consequence, not a cause.
+		default:
+			return err
+		}
+	}
+	if !annotations {
+		return err
+	}
+	var se *apierrors.StatusError
+	if errors.As(err, &se) {
+		err = se // the API server's answer, without the Permanent mark apiError gave it
+	}
+	return &rollout.StateRefusedError{Object: ref.String(), Field: "metadata.annotations", Key: StateAnnotation, Err: err}
+}
+
 // SaveWeights writes w into the Router's routes, as Router.SetWeights
 // does, and the state into this store's route in the same update (see
 // Router.AnnotationStore): a write refused for any reason (a claim, a rule
-// the Router refuses, conflicts that outlast the retries) writes neither.
+// the Router refuses, conflicts that outlast the retries, a state the
+// route has no room for) writes neither. A refusal caused by the state's
+// size is a *rollout.StateRefusedError (see AnnotationStore), checked on
+// the route as read before any route of the group is written.
 // A store not built by Router.AnnotationStore refuses it with a permanent
 // error matching ErrInvalid.
 func (s *AnnotationStore) SaveWeights(ctx context.Context, w rollout.Weights, st strategy.State) error {
@@ -169,7 +247,7 @@ func (s *AnnotationStore) SaveWeights(ctx context.Context, w rollout.Weights, st
 	if err != nil {
 		return err
 	}
-	return s.router.setWeights(ctx, w, edit)
+	return stateRefused(s.router.setWeights(ctx, w, edit), s.route)
 }
 
 // SaveRoutes writes routes, as Router.SetRoutes does, and the state into
@@ -179,7 +257,7 @@ func (s *AnnotationStore) SaveRoutes(ctx context.Context, routes rollout.Routes,
 	if err != nil {
 		return err
 	}
-	return s.router.setRoutes(ctx, routes, edit)
+	return stateRefused(s.router.setRoutes(ctx, routes, edit), s.route)
 }
 
 // hopEdit is the edit that writes st with a hop.

@@ -258,13 +258,45 @@ type ControlStore interface {
 // that already holds the weights still gets the state. A Store of your own
 // whose routes live in the same object (a custom resource whose spec holds
 // the weights and whose status the state) implements it the same way.
+//
+// A write refused because of the state itself (the object would exceed
+// what its API accepts with it: the annotations of a route past the API
+// server's 256 KiB, say, after another tool filled them) returns an error
+// matching ErrStateRefused (a *StateRefusedError naming the object and the
+// field), from Save, SaveWeights and SaveRoutes alike, and only for such a
+// reason: the same write without the state is then expected to go
+// through. Run relies on that to keep a walk back from waiting on its
+// bookkeeping:
+//
+//   - a hop that moves traffic toward the stable side (lower canary weight
+//     than the route holds, extras dropped, an abort or a rollback) whose
+//     write is refused so is written again with a reduced form of its
+//     state (without the volatile fields of strategy.Changed, then also
+//     without the conditions, which every Step sets again), and if that is
+//     refused too, as the weights alone through the Router: the traffic
+//     goes back whatever the store can keep. The state then stays in
+//     memory, Run keeps walking back on what it observes, saves it with
+//     Save as soon as it fits, and reports it Degraded with reason
+//     ReasonStateRefused meanwhile;
+//   - a hop that moves traffic toward the canary is never written without
+//     its whole state: it fails with the refusal, nothing is written, and
+//     the rollout reports it (Degraded, ObservationFailed) until the state
+//     fits again or its progress deadline passes.
+//
+// A restarted process finds on the route the state of the walk back in
+// its reduced form, and goes on walking back. Only a state that no form
+// fits leaves the route with weights below what its stored state records:
+// that needs the reduced state to be larger than the previous full one
+// (with its conditions and observation) plus the room left, and Run
+// reports it Degraded and retries the save at every reconcile until it
+// fits.
 type HopStore interface {
 	Store
 	// SaveWeights writes w, as the Router's SetWeights would, and s, in one
-	// update.
+	// update. A refusal caused by s matches ErrStateRefused.
 	SaveWeights(ctx context.Context, w Weights, s strategy.State) error
 	// SaveRoutes writes routes, as the Router's SetRoutes would, and s, in
-	// one update.
+	// one update. A refusal caused by s matches ErrStateRefused.
 	SaveRoutes(ctx context.Context, routes Routes, s strategy.State) error
 	// Moves reports whether router is the TrafficRouter whose writes
 	// SaveWeights and SaveRoutes make (the same value, not a wrapper of
@@ -283,7 +315,51 @@ var (
 	// ErrConflict: a write lost an optimistic-concurrency race; retrying
 	// after a fresh read is expected to succeed.
 	ErrConflict = errors.New("rollout: conflict")
+	// ErrStateRefused: a Store refused to keep a state because of the
+	// state itself (too large for the object that holds it, or a value the
+	// object's API refuses), not because of anything else in the write:
+	// the same write without the state is expected to succeed. See
+	// StateRefusedError and HopStore.
+	ErrStateRefused = errors.New("rollout: state refused")
 )
+
+// StateRefusedError is a Store's refusal of a state (ErrStateRefused):
+// Object is what the state is kept on ("HTTPRoute default/web"), Field the
+// path of the field the refusal names ("metadata.annotations"), Key the
+// entry of that field that holds the state ("upshift.dev/rollout-state";
+// empty when the field is the state), Size and Limit the size in bytes the
+// field would have had and the most it may have (0 when unknown), and Err
+// the store's answer as it came (an API server's 422 Invalid). It is not
+// Permanent: the refusal ends once the object has room again (another
+// writer removes what it added).
+type StateRefusedError struct {
+	Object string
+	Field  string
+	Key    string
+	Size   int
+	Limit  int
+	Err    error
+}
+
+func (e *StateRefusedError) Error() string {
+	msg := "rollout: " + e.Object + ": the state cannot be stored in " + e.Field
+	if e.Key != "" {
+		msg += "[" + e.Key + "]"
+	}
+	if e.Size > 0 && e.Limit > 0 {
+		msg += fmt.Sprintf(" (%d bytes with it, at most %d)", e.Size, e.Limit)
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+// Unwrap returns Err.
+func (e *StateRefusedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrStateRefused) true.
+func (e *StateRefusedError) Is(target error) bool { return target == ErrStateRefused }
 
 // permanent marks an error that retrying will not fix.
 type permanent struct{ err error }

@@ -293,10 +293,117 @@ func requeue(d *strategy.Decision, watched bool) time.Duration {
 }
 
 // hopWrite is how Run writes a weight hop: with the state that records it,
-// in one update of a HopStore; saved is told the state so written.
+// in one update of a HopStore; saved is told the state so written, and
+// refused why the whole state could not go with it (nil when it did).
 type hopWrite struct {
-	store HopStore
-	saved func(strategy.State)
+	store   HopStore
+	saved   func(strategy.State)
+	refused func(error)
+}
+
+// ReasonStateRefused is the reason of the Degraded condition that Run
+// sets while its Store refuses the state (ErrStateRefused): the message
+// names the object and the field, and keeps the reason the strategy gave
+// (an abort's, say). It lasts until the whole state is saved again.
+const ReasonStateRefused = "StateRefused"
+
+// towardStable reports whether writing canary weight v (with extras x
+// when withExtras, else the extras the route holds) sends no request to
+// the canary that the route, as observed, does not send there already: a
+// weight no higher than the route's, no header route or sticky sessions
+// other than the route's, no larger mirror. A route whose weights are not
+// a split of 100 counts as sending all to the canary, so only weight 0
+// with no extras moves toward the stable side from it.
+func towardStable(o *strategy.Observation, v int32, withExtras bool, x *strategy.TrafficExtras) bool {
+	if !withExtras {
+		return !o.WeightInvalid && v <= o.Weight
+	}
+	if o.WeightInvalid {
+		return v == 0 && x.IsZero()
+	}
+	if v > o.Weight || x.MirrorPercent > o.Extras.MirrorPercent {
+		return false
+	}
+	if x.HeaderRoute != nil && !(strategy.TrafficExtras{HeaderRoute: x.HeaderRoute}).Equal(strategy.TrafficExtras{HeaderRoute: o.Extras.HeaderRoute}) {
+		return false
+	}
+	if x.Sticky != nil && !(strategy.TrafficExtras{Sticky: x.Sticky}).Equal(strategy.TrafficExtras{Sticky: o.Extras.Sticky}) {
+		return false
+	}
+	return true
+}
+
+// reducedForms returns what a store that refuses s is asked to keep
+// instead, larger first: s without the volatile fields that
+// strategy.Changed ignores (the observation, the message and the
+// instants of the last observations), which the next Step observes again;
+// then also without its conditions, which every Step sets again. A
+// restarted process makes the same decisions from either.
+func reducedForms(s strategy.State) [2]strategy.State {
+	a := s
+	a.Observed, a.Message = strategy.Observation{}, ""
+	a.HealthCheckedAt, a.WeightAppliedAt, a.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}, metav1.MicroTime{}
+	b := a
+	b.Conditions = nil
+	return [2]strategy.State{a, b}
+}
+
+// saveReduced asks save to keep the reduced forms of s, larger first,
+// while it refuses them for what they are (ErrStateRefused). It returns
+// nil once one is kept, otherwise the last error.
+func saveReduced(s strategy.State, save func(strategy.State) error) error {
+	var err error
+	for _, f := range reducedForms(s) {
+		if err = save(f); !errors.Is(err, ErrStateRefused) {
+			return err
+		}
+	}
+	return err
+}
+
+// withRefusal returns next reporting Degraded with reason
+// ReasonStateRefused and refusal as the cause; the reason the strategy
+// gave Degraded, if any, stays in the message. The condition keeps the
+// transition time of a Degraded condition already true in prev or next.
+func withRefusal(prev *strategy.State, next strategy.State, refusal error, now time.Time) strategy.State {
+	c := metav1.Condition{
+		Type:               strategy.ConditionDegraded,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonStateRefused,
+		Message:            "the state cannot be stored; traffic moves only toward the stable side until it can: " + refusal.Error(),
+		LastTransitionTime: metav1.Time{Time: time.Unix(now.Unix(), 0).UTC()},
+	}
+	conds := make([]metav1.Condition, 0, len(next.Conditions)+1)
+	found := false
+	for _, n := range next.Conditions {
+		if n.Type != strategy.ConditionDegraded {
+			conds = append(conds, n)
+			continue
+		}
+		if n.Status == metav1.ConditionTrue {
+			c.LastTransitionTime = n.LastTransitionTime
+			if n.Reason != ReasonStateRefused {
+				c.Message += "; also degraded: " + n.Reason + ": " + n.Message
+			}
+		}
+		conds, found = append(conds, c), true
+	}
+	if !found {
+		conds = append(conds, c)
+	}
+	if prev != nil {
+		for _, p := range prev.Conditions {
+			if p.Type == strategy.ConditionDegraded && p.Status == metav1.ConditionTrue {
+				for i := range conds {
+					if conds[i].Type == strategy.ConditionDegraded {
+						conds[i].LastTransitionTime = p.LastTransitionTime
+					}
+				}
+			}
+		}
+	}
+	next.Conditions = conds
+	return next
 }
 
 func (r *Runner) reconcileAt(ctx context.Context, s strategy.State, now time.Time, watched bool, hw *hopWrite) (strategy.State, time.Duration, error) {
@@ -561,41 +668,76 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 		if extras {
 			hop.Kind, hop.Extras = HopRoutes, *d.State.DesiredExtras.DeepCopy()
 		}
+		var (
+			op    = "set weights"
+			write func(strategy.State) error // the hop and a state, in one update of the HopStore
+			alone func() error               // the hop alone, through the Router
+		)
 		switch {
 		case r.Router == nil:
-			return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(),
+			return applied, &AdapterError{Adapter: "router", Op: op, Hop: hop.String(),
 				Err: Permanent(fmt.Errorf("%w runner: no router", ErrInvalid))}
 		case extras && !shapes:
 			return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(),
 				Err: Permanent(fmt.Errorf("%w runner: the router programs no extras (not a RouteShaper)", ErrUnsupported))}
 		case extras:
 			rs := Routes{Weights: w, Canary: stableSide.Other(), Extras: hop.Extras}
-			var err error
+			op = "set routes"
+			alone = func() error { return shaper.SetRoutes(ctx, rs) }
 			if hw != nil {
-				err = hw.store.SaveRoutes(ctx, rs, d.State)
-			} else {
-				err = shaper.SetRoutes(ctx, rs)
-			}
-			if err != nil {
-				return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(), Err: err}
-			}
-		case hw != nil:
-			if err := hw.store.SaveWeights(ctx, w, d.State); err != nil {
-				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
+				write = func(st strategy.State) error { return hw.store.SaveRoutes(ctx, rs, st) }
 			}
 		default:
-			if err := r.Router.SetWeights(ctx, w); err != nil {
-				return applied, &AdapterError{Adapter: "router", Op: "set weights", Hop: hop.String(), Err: err}
+			alone = func() error { return r.Router.SetWeights(ctx, w) }
+			if hw != nil {
+				write = func(st strategy.State) error { return hw.store.SaveWeights(ctx, w, st) }
 			}
+		}
+		var (
+			err      error
+			stored   = write != nil // the state travelled with the hop, whole or reduced
+			refusal  error          // why the whole state could not travel with it
+			toStable = towardStable(&before.Observed, v, extras, &hop.Extras)
+		)
+		if write != nil {
+			err = write(d.State)
+			if errors.Is(err, ErrStateRefused) && toStable {
+				// A walk back does not wait on its bookkeeping: the state
+				// goes as it can, reduced or not at all, and the traffic
+				// goes back to the stable side anyway.
+				refusal = err
+				d.State = withRefusal(before, d.State, refusal, written.now)
+				log.Error(refusal, "the store refuses the state: the walk back goes on with less of it", "hop", hop.String())
+				err = saveReduced(d.State, write)
+				if errors.Is(err, ErrStateRefused) {
+					stored = false
+					err = alone()
+				}
+			}
+		} else {
+			err = alone()
+		}
+		if err != nil {
+			return applied, &AdapterError{Adapter: "router", Op: op, Hop: hop.String(), Err: err}
 		}
 		if d.Weight.Set {
 			// Volatile (strategy.Changed): no save of its own.
 			d.State.WeightAppliedAt = strategy.Micro(written.landed())
 		}
-		if hw != nil {
+		switch {
+		case hw != nil && refusal != nil:
+			hw.refused(refusal)
+			if stored {
+				hw.saved(d.State) // reduced, but nothing a decision needs is missing
+				log.V(1).Info("hop", "hop", hop.String(), "state", "saved with it, reduced")
+			} else {
+				log.V(1).Info("hop", "hop", hop.String(), "state", "kept in memory")
+			}
+		case stored:
+			hw.refused(nil)
 			hw.saved(d.State) // the state travelled with the hop
 			log.V(1).Info("hop", "hop", hop.String(), "state", "saved with it")
-		} else {
+		default:
 			log.V(1).Info("hop", "hop", hop.String())
 		}
 		applied = append(applied, hop)
@@ -643,6 +785,21 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // weight hop with its state, in one write: a weight move costs one update
 // of the route, and no crash can separate the weights from the state that
 // asked for them (see HopStore). Other hops and commands are saved alone.
+//
+// A state the Store refuses for what it is (ErrStateRefused: another tool
+// filled the route's annotations, and the state no longer fits) never
+// holds a walk back: a hop toward the stable side goes with a reduced form
+// of the state, or with none, and traffic returns to the stable side
+// whatever the store keeps; hops toward the canary wait until the whole
+// state fits (see HopStore). Meanwhile the state in memory reports
+// Degraded with reason ReasonStateRefused, naming the object and the
+// field; Run saves it whole at the next change once it fits, and in the
+// meantime reduced when that fits. A rollout that ends while only a
+// reduced form is stored is returned with an error matching
+// ErrStateRefused; one whose state fits nowhere is not returned before it
+// is stored, as below. A process killed while no form fits loses the
+// walk back's record: the next one starts from the state stored before,
+// which the route's weights have left behind.
 //
 // A Store that is a ControlStore (the gateway package's AnnotationStore)
 // also carries a strategy.Control: Run reads it before every reconcile and
@@ -715,17 +872,41 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	// volatile fields (strategy.Changed) is not written.
 	saved := s
 	dirty := false // s holds changes the Store does not have yet
+	// refused is why the Store last refused the whole state
+	// (ErrStateRefused), nil once it took it: s then reports it Degraded,
+	// and what the Store holds is a reduced form of saved, or an older
+	// state when dirty.
+	var refused error
 	store := func(next strategy.State) {
+		prev := s
 		s = next
 		if !dirty && !strategy.Changed(&saved, &s) {
 			return
 		}
 		dirty = true
-		if err := r.Store.Save(ctx, s); err != nil {
-			log.Error(&AdapterError{Adapter: "store", Op: "save", Err: err}, "saving the state failed; will retry", "after", r.retryAfter())
+		err := r.Store.Save(ctx, s)
+		if err == nil {
+			saved, dirty, refused = s, false, nil
 			return
 		}
-		saved, dirty = s, false
+		if errors.Is(err, ErrStateRefused) {
+			// Kept as it can be: reduced, or in memory only, and
+			// Degraded with the reason until the whole state fits.
+			refused = err
+			s = withRefusal(&prev, s, err, clk.Now())
+			if !strategy.Changed(&saved, &s) {
+				dirty = false // the Store holds it already, reduced
+				return
+			}
+			if err = saveReduced(s, func(f strategy.State) error { return r.Store.Save(ctx, f) }); err == nil {
+				log.Error(refused, "the store refuses the state: saved a reduced form of it")
+				saved, dirty = s, false
+				return
+			}
+		} else if refused != nil {
+			s = withRefusal(&prev, s, refused, clk.Now())
+		}
+		log.Error(&AdapterError{Adapter: "store", Op: "save", Err: err}, "saving the state failed; will retry", "after", r.retryAfter())
 	}
 	ended := func() (strategy.State, error) {
 		if dirty {
@@ -746,7 +927,7 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 	// with the state that records it: one write, and nothing left to save.
 	var hw *hopWrite
 	if hs, ok := r.Store.(HopStore); ok && r.Router != nil && hs.Moves(r.Router) {
-		hw = &hopWrite{store: hs, saved: func(st strategy.State) { saved, dirty = st, false }}
+		hw = &hopWrite{store: hs, saved: func(st strategy.State) { saved, dirty = st, false }, refused: func(err error) { refused = err }}
 	}
 	for {
 		if controls != nil {
@@ -781,6 +962,10 @@ func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-cha
 			requeue = min(requeue, r.retryAfter())
 		}
 		if err == nil && !dirty && finished() && !await {
+			if refused != nil {
+				// Stored, reduced: say why the whole state is not.
+				return s, &AdapterError{Adapter: "store", Op: "save", Err: refused}
+			}
 			return s, nil
 		}
 		if errors.Is(err, strategy.ErrClockSkew) && !dirty && s.Phase.Terminal() && !await {
