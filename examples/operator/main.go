@@ -42,6 +42,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -62,6 +63,7 @@ import (
 // Config holds the flags.
 type Config struct {
 	Namespace      string
+	PeerNamespaces string
 	MetricsAddr    string
 	ProbeAddr      string
 	LeaderElect    bool
@@ -76,6 +78,7 @@ type Config struct {
 func main() {
 	var cfg Config
 	flag.StringVar(&cfg.Namespace, "namespace", "", "the namespace whose Releases are managed (default: all namespaces)")
+	flag.StringVar(&cfg.PeerNamespaces, "peer-namespaces", "", "comma-separated namespaces whose HTTPRoutes are read to place header-route and sticky rules among other teams' rules on the same listener (default: -namespace when set, else all namespaces)")
 	flag.StringVar(&cfg.MetricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint (0: off)")
 	flag.StringVar(&cfg.ProbeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz (0: off)")
 	flag.BoolVar(&cfg.LeaderElect, "leader-elect", true, "run with leader election, so that only one replica reconciles")
@@ -146,6 +149,12 @@ func run(ctx context.Context, cfg Config) error {
 		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder(controller.Name),
 		Metrics:  controller.NewMetrics(nil),
+	}
+	switch {
+	case cfg.PeerNamespaces != "":
+		r.PeerNamespaces = strings.Split(cfg.PeerNamespaces, ",")
+	case cfg.Namespace != "":
+		r.PeerNamespaces = []string{cfg.Namespace}
 	}
 	if err := r.SetupWithManager(ctx, mgr); err != nil {
 		return err

@@ -88,6 +88,11 @@ type Reconciler struct {
 	Metrics  *Metrics
 	// Clock is the source of time; nil is clock.Real.
 	Clock clock.Clock
+	// PeerNamespaces are the namespaces whose HTTPRoutes the gateway
+	// Router lists to place header-route and sticky rules among other
+	// routes on the same listener (gateway.Config.PeerNamespaces); nil
+	// means all namespaces, which needs list on httproutes cluster-wide.
+	PeerNamespaces []string
 
 	mu      sync.Mutex
 	runners map[types.NamespacedName]*cachedRunner
@@ -346,6 +351,8 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 		Routes: []gateway.RouteRef{{Kind: gateway.KindHTTPRoute, Namespace: rel.Namespace, Name: rel.Spec.Route.Name}},
 		A:      gateway.Backend{Name: rel.Spec.A.Service, Port: rel.Spec.A.Port},
 		B:      gateway.Backend{Name: rel.Spec.B.Service, Port: rel.Spec.B.Port},
+
+		PeerNamespaces: r.PeerNamespaces,
 	}
 	if d := rel.Spec.Route.SettleDelay; d != nil {
 		cfg.SettleDelay = d.Duration
