@@ -22,21 +22,24 @@ type benchCase struct {
 func benchCases(t tb) []benchCase {
 	t.Helper()
 	in := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
-	// Weight 40 at (70,60), its interval over: the next hop is weight 50.
-	inc, _ := walk(t, in, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 40 })
+	// Weight 40 at (60,50), the canary grown for the next weight, the
+	// interval over: the next hop is weight 50.
+	inc, _ := walk(t, in, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool {
+		return s.Desired.Weight == 40 && s.Desired.CanaryCapacity == 50
+	})
 	c := strategy.Canary{
 		Steps:           []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(time.Minute), strategy.SetWeight(80), strategy.Pause(time.Minute)},
 		MaxSurgePercent: 25,
 	}
-	// Walking from 20 to 80 within a 25 surge, at weight 50: the next hop
-	// scales the stable side down to 50.
-	can, _ := walk(t, c, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 50 })
+	// Walking from 20 to 80 within a 25 surge, at weight 45 on (80,45): the
+	// next hop scales the stable side down to 55.
+	can, _ := walk(t, c, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 45 })
 	bg := strategy.BlueGreen{}
 	// The whole canary provisioned: the next hop moves all traffic.
 	blue, _ := walk(t, bg, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.CanaryCapacity == 100 })
 	return []benchCase{
 		{"Incremental", in, inc, t0.Add(time.Hour), func(d strategy.Decision) bool { return d.Weight == set(50) }},
-		{"Canary", c, can, t0.Add(time.Hour), func(d strategy.Decision) bool { return d.StableCapacity == set(50) }},
+		{"Canary", c, can, t0.Add(time.Hour), func(d strategy.Decision) bool { return d.StableCapacity == set(55) }},
 		{"BlueGreen", bg, blue, t0.Add(time.Hour), func(d strategy.Decision) bool { return d.Weight == set(100) }},
 	}
 }
@@ -83,7 +86,10 @@ func TestStepAllocs(t *testing.T) {
 	}
 }
 
-// planBench is an Incremental plan of 102 hops (a deploy, then 101 moves).
+// planBench is an Incremental plan of 152 hops: a deploy, then for each of
+// the 50 weights a canary hop before it and a stable hop after it (the
+// last being the stable side's drain at the end), and the canary's return
+// to its steady state.
 var planBench = strategy.Incremental{StepPercent: 2, Interval: metav1.Duration{Duration: time.Second}, MaxSurgePercent: 4}
 
 func TestPlanBenchHops(t *testing.T) {
@@ -91,8 +97,8 @@ func TestPlanBenchHops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tl.Hops != 102 {
-		t.Errorf("%d hops, want 102", tl.Hops)
+	if tl.Hops != 152 {
+		t.Errorf("%d hops, want 152", tl.Hops)
 	}
 }
 
@@ -100,7 +106,7 @@ func BenchmarkPlan(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		tl, err := strategy.Plan(planBench, strategy.PlanOptions{})
-		if err != nil || tl.Hops != 101 {
+		if err != nil || tl.Hops != 152 {
 			b.Fatalf("%d hops, %v", tl.Hops, err)
 		}
 	}

@@ -22,6 +22,10 @@ import (
 //     counts from WeightChangedAt (or records it again from a later
 //     observation within the interval), so its wait ends no later than
 //     twice the interval after the hop (see State.WeightAppliedAt);
+//   - Pace, what the rollout learned of how fast its sides become ready:
+//     a state stored without it prepares capacity as soon as a wait begins
+//     rather than just in time, which spends more surge, never less
+//     safety;
 //   - Message, the line about what the rollout waits for, which follows the
 //     observation (the conditions carry the reasons).
 //
@@ -45,6 +49,7 @@ func Changed(prev, next *State) bool {
 	for _, s := range []*State{&a, &b} {
 		s.Observed, s.HealthCheckedAt, s.Message = Observation{}, metav1.MicroTime{}, ""
 		s.WeightAppliedAt, s.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}
+		s.Pace = Pace{}
 	}
 	return !reflect.DeepEqual(a, b)
 }

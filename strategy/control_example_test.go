@@ -70,7 +70,7 @@ func ExampleState_Control() {
 	// Output:
 	// +0s Progressing [canary=50]
 	// +1m0s Progressing [weight=50]
-	// +2m0s Paused [] (paused: PauseStep)
+	// +2m0s Paused [stable=50] (paused: PauseStep)
 	// +3m0s Paused [] applied Pause (paused: ControlPause)
 	// +4m0s Paused [] applied Promote 2026-01-01T12:04:00Z (paused: ControlPause)
 	// +5m0s Paused [] (paused: ControlPause)

@@ -60,6 +60,7 @@ func (in *State) DeepCopyInto(out *State) {
 		{&in.WeightAppliedAt, &out.WeightAppliedAt}, {&in.WeightPendingAt, &out.WeightPendingAt},
 		{&in.StepStartedAt, &out.StepStartedAt}, {&in.ReachedAt, &out.ReachedAt}, {&in.FinishedAt, &out.FinishedAt},
 		{&in.PausedAt, &out.PausedAt}, {&in.HealthCheckedAt, &out.HealthCheckedAt}, {&in.LastCommandAt, &out.LastCommandAt},
+		{&in.Pace.StableAskedAt, &out.Pace.StableAskedAt}, {&in.Pace.CanaryAskedAt, &out.Pace.CanaryAskedAt},
 	} {
 		t.from.DeepCopyInto(t.to)
 	}

@@ -55,6 +55,9 @@ type run struct {
 	polling    bool
 	pollWaited time.Duration
 	pollFull   time.Duration
+	// prepIn: a wait (a timed pause, an interval) will ask for the capacity
+	// its next weight needs this long from now (see overlap); 0 when not.
+	prepIn time.Duration
 }
 
 // poll sets the requeue to wait for the world since the instant since:
@@ -173,9 +176,11 @@ func (r *run) step() {
 	}
 	st.FailingSince = metav1.MicroTime{}
 	r.noteWeightApplied()
+	r.notePace()
 	if st.Phase == "" {
 		st.Phase = PhaseProgressing
 		st.StartedAt = micro(r.now)
+		st.Pace = Pace{}
 		promote := st.PromoteRequested // a Promote written with the new revision passes its first step
 		r.enter(0)
 		st.PromoteRequested = promote
@@ -728,6 +733,16 @@ func (r *run) progress() {
 		return
 	}
 	if !e.canary {
+		if r.release() {
+			return
+		}
+		if end, waiting := r.intervalRunning(e.interval); waiting {
+			if !r.overlap(100, e.stepPct, end) {
+				st.Message = msgWaitingInterval
+				r.d.RequeueAfter = r.waitUntil(end)
+			}
+			return
+		}
 		if r.move(100, e.stepPct, e.interval) {
 			r.reached()
 		}
@@ -742,21 +757,24 @@ func (r *run) progress() {
 		switch {
 		case s.SetWeight != nil:
 			st.PromoteRequested = false // nothing to skip in a walk
-			if !r.move(*s.SetWeight, 0, 0) {
+			if !r.atWeight(*s.SetWeight) && !r.move(*s.SetWeight, 0, 0) {
 				return
 			}
 		case s.Pause != nil && s.Pause.Duration != nil:
 			end := after(st.StepStartedAt, s.Pause.Duration.Duration)
 			if !st.PromoteRequested && r.now.Before(end) {
 				st.Phase = PhasePaused
+				if !r.overlap(e.weightAfter(int(i)), 0, end) {
+					r.d.RequeueAfter = r.waitUntil(end)
+				}
 				st.Message = msgPausedStep
-				r.d.RequeueAfter = end.Sub(r.now)
 				return
 			}
 		case s.Pause != nil:
 			if !st.PromoteRequested && !st.Resumed {
 				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
 				st.Phase = PhasePaused
+				r.release()
 				st.Message = msgPausedStep
 				return
 			}
@@ -780,8 +798,10 @@ func (r *run) progress() {
 					st.Message = msgPausedGate
 					return
 				default:
+					if !r.release() {
+						r.deadline(true) // a verdict that never comes is a stuck rollout too
+					}
 					st.Message = msgWaitingGate
-					r.deadline(true) // a verdict that never comes is a stuck rollout too
 					return
 				}
 			}
@@ -791,6 +811,92 @@ func (r *run) progress() {
 	if r.move(100, 0, 0) {
 		r.reached()
 	}
+}
+
+// atWeight reports whether the weight asked for is t and observed in force:
+// a SetWeight step is complete then, even where the mover still has
+// capacity to release (see release), which the wait that follows does.
+func (r *run) atWeight(t int32) bool {
+	return r.st.Desired.Weight == t && r.e.mode.weightApplied(r.facts())
+}
+
+// release asks for the scale-down of capacity the weight in force no longer
+// needs, as soon as that weight is observed applied (see mover.release). It
+// reports whether it asked for a hop.
+func (r *run) release() bool {
+	h := r.e.mode.release(r.facts())
+	if h.kind != scaleStable && h.kind != scaleCanary {
+		return false
+	}
+	r.take(h, 0)
+	return true
+}
+
+// overlap puts a wait that ends at end (a timed pause, an interval) to use
+// before the walk toward canary weight t, each weight hop bounded by limit,
+// goes on: it releases what the weight in force no longer needs at once,
+// then asks for the capacity the walk's next weight needs, within the
+// surge budget, as late as it can be asked and still be ready when the
+// wait ends (the canary's Pace; as soon as the wait begins while that is
+// unknown). Until then it leaves r.prepIn set. It reports whether it asked
+// for a hop.
+func (r *run) overlap(t, limit int32, end time.Time) bool {
+	if r.release() {
+		return true
+	}
+	f := r.facts()
+	if t <= f.want.Weight {
+		return false
+	}
+	h := r.e.mode.next(f, t, limit)
+	if h.kind != scaleCanary || h.to <= f.want.CanaryCapacity {
+		return false // the capacity is there, or the walk moves weight first
+	}
+	if lead := r.st.Pace.CanaryReady.Duration; lead > 0 {
+		if lead <= time.Microsecond {
+			lead = 0 // observed ready at once (see Pace)
+		}
+		if start := end.Add(-lead); r.now.Before(start) {
+			r.prepIn = start.Sub(r.now)
+			return false
+		}
+	}
+	r.take(h, 0)
+	return true
+}
+
+// waitUntil is the requeue of a wait that ends at end: then, or sooner when
+// overlap prepares capacity before it.
+func (r *run) waitUntil(end time.Time) time.Duration {
+	d := end.Sub(r.now)
+	if r.prepIn > 0 {
+		d = min(d, r.prepIn)
+	}
+	return d
+}
+
+// intervalRunning reports whether a weight hop toward the canary must wait
+// for the interval, and when that wait ends (see intervalWait).
+func (r *run) intervalRunning(interval time.Duration) (time.Time, bool) {
+	st := r.st
+	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() || st.Desired.Weight >= 100 {
+		return time.Time{}, false
+	}
+	end := st.intervalStart().Add(interval)
+	return end, r.now.Before(end)
+}
+
+// weightAfter is the weight the steps walk to after step i, when what
+// follows it is a SetWeight (or the end: 100); -1 when a gate, a pause or
+// a change of extras comes first, whose end cannot be timed.
+func (e *engine) weightAfter(i int) int32 {
+	if i+1 >= len(e.steps) {
+		return 100
+	}
+	if w := e.steps[i+1].SetWeight; w != nil {
+		return *w
+	}
+	return -1
 }
 
 // holdInconclusive holds a canary with traffic whose health cannot be told
@@ -931,6 +1037,7 @@ func (r *run) succeed() {
 	st.Observed.Stable, st.Observed.Canary = st.Observed.Canary, st.Observed.Stable
 	st.swapRevisions(oldStable)
 	st.SteadyRequested = false
+	st.Pace = Pace{} // learned of the roles that just swapped
 	st.Message = msgDone
 }
 
@@ -1151,12 +1258,50 @@ func (r *run) hopWeight(w int32) {
 
 func (r *run) hopStable(c int32) {
 	r.d.StableCapacity = Target{Set: true, Value: c}
+	r.st.Pace.StableAskedAt = r.askedAt(c > r.st.Desired.StableCapacity)
 	r.st.Desired.StableCapacity = c
 	r.hopped()
 }
 
 func (r *run) hopCanary(c int32) {
 	r.d.CanaryCapacity = Target{Set: true, Value: c}
+	r.st.Pace.CanaryAskedAt = r.askedAt(c > r.st.Desired.CanaryCapacity)
 	r.st.Desired.CanaryCapacity = c
 	r.hopped()
+}
+
+// askedAt is the instant a capacity hop starts timing its side (see Pace):
+// now for a scale-up, none for a scale-down.
+func (r *run) askedAt(up bool) metav1.MicroTime {
+	if up {
+		return micro(r.now)
+	}
+	return metav1.MicroTime{}
+}
+
+// notePace records how long a scale-up took, once its side is first
+// observed settled at the capacity asked (see Pace).
+func (r *run) notePace() {
+	st := r.st
+	at := st.Observed.At.Time
+	if st.Observed.At.IsZero() || at.After(r.now) {
+		at = r.now
+	}
+	for _, s := range [...]struct {
+		asked *metav1.MicroTime
+		took  *metav1.Duration
+		side  *SideObservation
+		want  int32
+	}{
+		{&st.Pace.StableAskedAt, &st.Pace.StableReady, &st.Observed.Stable, st.Desired.StableCapacity},
+		{&st.Pace.CanaryAskedAt, &st.Pace.CanaryReady, &st.Observed.Canary, st.Desired.CanaryCapacity},
+	} {
+		if s.asked.IsZero() || !s.side.Settled || s.side.Capacity != s.want {
+			continue
+		}
+		// At least a microsecond, the State's resolution: zero means
+		// not yet observed.
+		*s.took = metav1.Duration{Duration: max(time.Microsecond, at.Sub(s.asked.Time))}
+		*s.asked = metav1.MicroTime{}
+	}
 }

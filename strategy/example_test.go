@@ -13,7 +13,9 @@ import (
 )
 
 // ExamplePlan dry-runs KubeRay's incremental upgrade: the weight rises by 10
-// once a minute and capacity moves by 30 as soon as traffic has caught up.
+// once a minute; the canary grows to what each weight needs just before the
+// minute ends, and the stable side shrinks as soon as the weight is in
+// force, so the 30 percent of surge allowed is never all spent.
 func ExamplePlan() {
 	inc := strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 30}
 	tl, err := strategy.Plan(inc, strategy.PlanOptions{})
@@ -24,7 +26,7 @@ func ExamplePlan() {
 	fmt.Println(tl.Capacities())
 	fmt.Println("total", tl.Duration)
 	// Output:
-	// (100,0) -> (100,30) -> (70,30) -> (70,60) -> (40,60) -> (40,90) -> (10,90) -> (10,100) -> (0,100)
+	// (100,0) -> (100,10) -> (90,10) -> (90,20) -> (80,20) -> (80,30) -> (70,30) -> (70,40) -> (60,40) -> (60,50) -> (50,50) -> (50,60) -> (40,60) -> (40,70) -> (30,70) -> (30,80) -> (20,80) -> (20,90) -> (10,90) -> (10,100) -> (0,100)
 	// total 9m0s
 }
 
@@ -40,27 +42,39 @@ func ExampleIncremental() {
 	fmt.Println(tl)
 	// Output:
 	// +0s deploy canary (100,0) w0
-	// +0s canary capacity 30 (100,30) w0
-	// +0s weight 10 (100,30) w10
-	// +1m0s weight 20 (100,30) w20
-	// +2m0s weight 30 (100,30) w30
+	// +0s canary capacity 10 (100,10) w0
+	// +0s weight 10 (100,10) w10
+	// +0s stable capacity 90 (90,10) w10
+	// +1m0s canary capacity 20 (90,20) w10
+	// +1m0s weight 20 (90,20) w20
+	// +1m0s stable capacity 80 (80,20) w20
+	// +2m0s canary capacity 30 (80,30) w20
+	// +2m0s weight 30 (80,30) w30
 	// +2m0s stable capacity 70 (70,30) w30
-	// +2m0s canary capacity 60 (70,60) w30
-	// +3m0s weight 40 (70,60) w40
-	// +4m0s weight 50 (70,60) w50
-	// +5m0s weight 60 (70,60) w60
+	// +3m0s canary capacity 40 (70,40) w30
+	// +3m0s weight 40 (70,40) w40
+	// +3m0s stable capacity 60 (60,40) w40
+	// +4m0s canary capacity 50 (60,50) w40
+	// +4m0s weight 50 (60,50) w50
+	// +4m0s stable capacity 50 (50,50) w50
+	// +5m0s canary capacity 60 (50,60) w50
+	// +5m0s weight 60 (50,60) w60
 	// +5m0s stable capacity 40 (40,60) w60
-	// +5m0s canary capacity 90 (40,90) w60
-	// +6m0s weight 70 (40,90) w70
-	// +7m0s weight 80 (40,90) w80
-	// +8m0s weight 90 (40,90) w90
+	// +6m0s canary capacity 70 (40,70) w60
+	// +6m0s weight 70 (40,70) w70
+	// +6m0s stable capacity 30 (30,70) w70
+	// +7m0s canary capacity 80 (30,80) w70
+	// +7m0s weight 80 (30,80) w80
+	// +7m0s stable capacity 20 (20,80) w80
+	// +8m0s canary capacity 90 (20,90) w80
+	// +8m0s weight 90 (20,90) w90
 	// +8m0s stable capacity 10 (10,90) w90
-	// +8m0s canary capacity 100 (10,100) w90
+	// +9m0s canary capacity 100 (10,100) w90
 	// +9m0s weight 100 (10,100) w100
 	// +9m0s stable capacity 0 (0,100) w100
 	// +9m0s canary capacity steady (0,100) w100
 	// +9m0s Succeeded (0,100) w100
-	// total 9m0s, 20 hops, peak capacity 130
+	// total 9m0s, 32 hops, peak capacity 110
 }
 
 // ExampleCanary is the canary 20% / pause 60s / 80% / pause 120s. Each pause
@@ -86,16 +100,18 @@ func ExampleCanary() {
 	// +0s deploy canary (100,0) w0
 	// +0s canary capacity 20 (100,20) w0
 	// +0s weight 20 (100,20) w20
-	// +0s pause 1m0s (100,20) w20
-	// +1m0s canary capacity 80 (100,80) w20
-	// +1m0s weight 80 (100,80) w80
-	// +1m0s pause 2m0s (100,80) w80
-	// +3m0s canary capacity 100 (100,100) w80
-	// +3m0s weight 100 (100,100) w100
+	// +0s stable capacity 80 (80,20) w20
+	// +0s pause 1m0s (80,20) w20
+	// +1m0s canary capacity 80 (80,80) w20
+	// +1m0s weight 80 (80,80) w80
+	// +1m0s stable capacity 20 (20,80) w80
+	// +1m0s pause 2m0s (20,80) w80
+	// +3m0s canary capacity 100 (20,100) w80
+	// +3m0s weight 100 (20,100) w100
 	// +3m0s stable capacity 0 (0,100) w100
 	// +3m0s canary capacity steady (0,100) w100
 	// +3m0s Succeeded (0,100) w100
-	// total 3m0s, 9 hops, peak capacity 200
+	// total 3m0s, 11 hops, peak capacity 160
 }
 
 // ExampleBlueGreen provisions the whole canary, moves all traffic in one hop
@@ -177,7 +193,7 @@ func ExampleState_Resume() {
 	// Output:
 	// +0s Progressing [canary=50] requeue 100ms
 	// +1m0s Progressing [weight=50] requeue 100ms
-	// +2m0s Paused [] requeue 0s
+	// +2m0s Paused [stable=50] requeue 100ms
 	// +3m0s Paused [] requeue 0s
 	// +4m0s Resume
 	// +4m0s Progressing [canary=100] requeue 100ms
@@ -233,14 +249,14 @@ func ExampleState_Abort() {
 	}
 	fmt.Println("reason:", s.Aborted.Reason)
 	// Output:
-	// +5m0.3s Progressing (40,60) w60
-	// +5m0.3s Aborting [stable=70] -> (70,60) w60
-	// +5m0.4s Aborting [weight=30] -> (70,60) w30
-	// +5m0.5s Aborting [canary=30] -> (70,30) w30
-	// +5m0.6s Aborting [stable=100] -> (100,30) w30
-	// +5m0.7s Aborting [weight=0] -> (100,30) w0
-	// +5m0.8s Aborting [canary=0] -> (100,0) w0
-	// +5m0.9s Aborted [] -> (100,0) w0
+	// +5m0.8s Progressing (40,60) w60
+	// +5m0.8s Aborting [stable=70] -> (70,60) w60
+	// +5m0.9s Aborting [weight=30] -> (70,60) w30
+	// +5m1s Aborting [canary=30] -> (70,30) w30
+	// +5m1.1s Aborting [stable=100] -> (100,30) w30
+	// +5m1.2s Aborting [weight=0] -> (100,30) w0
+	// +5m1.3s Aborting [canary=0] -> (100,0) w0
+	// +5m1.4s Aborted [] -> (100,0) w0
 	// reason: p99 latency
 }
 
@@ -368,4 +384,36 @@ func ExampleStrategy() {
 	// Output:
 	// 3m0s 5 hops
 	// weight 25; weight 50; weight 75; weight 100;
+}
+
+// ExamplePlan_surgeCost compares what strategies cost before running one:
+// with sides that take a second to become ready and a data plane that serves
+// a route change half a second after it is written, Plan gives each
+// rollout's duration, its ramp (first to last weight move) and the surge it
+// spends, here in pod-seconds for Deployments of 10 replicas.
+func ExamplePlan_surgeCost() {
+	var steps []strategy.CanaryStep
+	for w := int32(10); w <= 90; w += 10 {
+		steps = append(steps, strategy.SetWeight(w), strategy.Pause(5*time.Second))
+	}
+	world := strategy.PlanOptions{ReadyDelay: time.Second, RouteDelay: 500 * time.Millisecond}
+	for _, c := range []struct {
+		name  string
+		strat strategy.Strategy
+	}{
+		{"canary, 10% surge", strategy.Canary{Steps: steps, MaxSurgePercent: 10}},
+		{"incremental 10% / 5s", strategy.Incremental{StepPercent: 10, Interval: metav1.Duration{Duration: 5 * time.Second}, MaxSurgePercent: 10}},
+		{"blue-green", strategy.BlueGreen{}},
+	} {
+		tl, err := strategy.Plan(c.strat, world)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%s: %s, ramp %s, %.1f pod-seconds above full\n", c.name, tl.Duration, tl.Ramp, tl.SurgeCost.Seconds()*10)
+	}
+	// Output:
+	// canary, 10% surge: 51s, ramp 49.5s, 15.0 pod-seconds above full
+	// incremental 10% / 5s: 51s, ramp 49.5s, 15.0 pod-seconds above full
+	// blue-green: 1.5s, ramp 0s, 15.0 pod-seconds above full
 }

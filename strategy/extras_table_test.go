@@ -155,7 +155,9 @@ func TestExtrasAbort(t *testing.T) {
 	at := t0.Add(time.Minute)
 	aborted := s.Abort("", at)
 	got, end := runHops(t, strat, aborted, CapacityManaged, 40, at)
-	want := []string{"sticky sessions", "weight 20", "weight 0", "canary 0", "no extras"}
+	// The stable side was shrunk to its traffic at 50: each step of the
+	// walk back grows it first.
+	want := []string{"sticky sessions", "stable 80", "weight 20", "stable 100", "weight 0", "canary 0", "no extras"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("gradual abort hops (-want +got):\n%s", diff)
 	}
@@ -166,8 +168,8 @@ func TestExtrasAbort(t *testing.T) {
 	emergency := strat
 	emergency.AbortRamp = AbortEmergency
 	d := checkStep(t, emergency, s.Abort("", at), at)
-	if got := hops(&d); got != "weight 0; sticky sessions" {
-		t.Errorf("emergency abort asks %q, want the weight 0 and the header route and mirror dropped in one update", got)
+	if got := hops(&d); got != "stable 100; weight 0; sticky sessions" {
+		t.Errorf("emergency abort asks %q, want the weight 0 and the header route and mirror dropped in one update, the stable side grown", got)
 	}
 	if d.State.DesiredExtras.Sticky == nil || d.State.DesiredExtras.Sticky.Run != run {
 		t.Errorf("emergency abort changed the tickets: %+v", d.State.DesiredExtras.Sticky)

@@ -74,8 +74,10 @@ func TestStepInconclusiveDeadline(t *testing.T) {
 			hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the pause over, within the deadline", pausing, abortAfterMinute, inPause, t0.Add(6*time.Minute - time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
+		// In the pause the stable side was shrunk to its traffic (80): the
+		// walk back grows it first.
 		{"the pause over, at the deadline: abort", pausing, abortAfterMinute, inPause, t0.Add(6 * time.Minute),
-			hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
+			hopsOf{Stable: set(100), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, true, strategy.ReasonProgressDeadlineExceeded, strategy.ReasonAborted},
 		{"the pause not entered yet counts as ahead", pausing, abortAfterMinute, at20, t0.Add(6*time.Minute - time.Second),
 			hopsOf{RequeueAfter: time.Second, Phase: strategy.PhaseProgressing}, false, "", ""},
 		{"the pause not entered yet, at the deadline: abort", pausing, abortAfterMinute, at20, t0.Add(6 * time.Minute),

@@ -35,6 +35,11 @@ type mover interface {
 	// hop bounded by limit (0: no bound); arrived when t is reached with
 	// nothing left to do.
 	next(f facts, t, limit int32) hop
+	// release is the scale-down of capacity the weight in force no longer
+	// needs, once that weight is observed applied, while the walk goes
+	// toward the canary: the stable side down to the traffic it still
+	// receives. arrived when there is none.
+	release(f facts) hop
 	// provide is the hop that gives the canary observed ready capacity for
 	// load (a header route or a mirror about to be added): a capacity hop
 	// within the surge budget where the mode has capacity setters, else
@@ -230,6 +235,25 @@ func (f facts) routeFits() bool {
 // route does not hold it as a valid split, and fits.
 func (f facts) routeRepair(fits bool) bool {
 	return (f.weight != f.want.Weight || f.weightInvalid) && fits
+}
+
+// nextWeight is the weight a walk toward t moves to next when each weight
+// hop is bounded by limit (0: no bound), on the sticky sessions' grid.
+func (f facts) nextWeight(t, limit int32) int32 {
+	w := f.want.Weight
+	if limit <= 0 || t == w {
+		return t
+	}
+	if t > w {
+		if n := f.grid.snap(min(t, w+limit), true); n > w {
+			return n
+		}
+		return min(t, w+limit)
+	}
+	if n := f.grid.snap(max(t, w-limit), false); n < w {
+		return n
+	}
+	return max(t, w-limit)
 }
 
 // weightHop is the next weight hop of a walk on a router toward canary

@@ -62,6 +62,9 @@ func (fixedMover) next(f facts, t, limit int32) hop {
 
 func (fixedMover) restore(facts) hop { return hop{kind: arrived} }
 
+// release: both sides stay as provisioned.
+func (fixedMover) release(facts) hop { return hop{kind: arrived} }
+
 func (fixedMover) provide(facts, int32) hop { return hop{kind: awaitReady} }
 
 func (fixedMover) emergency(facts) (bool, hop) { return true, hop{kind: arrived} }

@@ -45,7 +45,12 @@ func (managedMover) next(f facts, t, limit int32) hop {
 	}
 	switch {
 	case w < t:
-		want := f.load(t)
+		// Toward the canary, capacity is asked for the next weight hop
+		// only, not for the whole walk: surge is spent for as short a
+		// time as the walk allows. Toward the stable side it is asked for
+		// the whole walk at once: a walk back never waits on capacity it
+		// could have asked for.
+		want := f.load(f.nextWeight(t, limit))
 		if c >= want && f.canary.Ready < want { // settled below what was asked: ask for more
 			want = c + want - f.canary.Ready
 		}
@@ -75,6 +80,16 @@ func (managedMover) next(f facts, t, limit int32) hop {
 		return hop{kind: arrived}
 	}
 	return hop{kind: awaitReady}
+}
+
+// release scales the stable side down to the traffic it receives once the
+// route is accepted with the weight asked for; at weight 100 completion
+// drains it (after Options.ScaleDownDelay).
+func (managedMover) release(f facts) hop {
+	if n := 100 - f.want.Weight; f.routeApplied() && n > 0 && n < f.want.StableCapacity {
+		return hop{scaleStable, n}
+	}
+	return hop{kind: arrived}
 }
 
 // provide asks the canary for load within the surge budget (more when it

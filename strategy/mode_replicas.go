@@ -101,6 +101,21 @@ func (r *run) replicaHop(c int32, interval time.Duration) {
 	}
 }
 
+// release scales the stable side down to the canary's complement once the
+// canary has settled at its capacity (traffic follows ready replicas),
+// only while total ready capacity stays within MaxUnavailablePercent; the
+// walk to 100 takes it to 0.
+func (replicasMover) release(f facts) hop {
+	s, c := f.want.StableCapacity, f.want.CanaryCapacity
+	if !f.canary.Settled || f.canary.Capacity != c || s <= 100-c || c >= 100 {
+		return hop{kind: arrived}
+	}
+	if n := max(100-c, 100-f.maxUnavailable-min(f.canary.Ready, c), 0); n < s {
+		return hop{scaleStable, n}
+	}
+	return hop{kind: arrived}
+}
+
 // provide: the Replicas mode has no router, so no extras to provide for.
 func (replicasMover) provide(facts, int32) hop { return hop{kind: awaitReady} }
 

@@ -12,38 +12,32 @@ import (
 )
 
 // naiveIncremental is a deliberately plain model of an incremental upgrade
-// with instant adapters, written from the documentation of Incremental and Strategy (the mover) without the engine's
-// machinery: while traffic is below canary capacity, move it by one step
-// (at most once per interval); otherwise grow the canary within the surge
-// budget; otherwise shrink the stable to the traffic it still carries.
+// with instant adapters, written from the documentation of Incremental and
+// Strategy (the mover) without the engine's machinery: once a weight is in
+// force the stable side shrinks to the traffic it carries; at the end of
+// each interval the canary grows to what the next weight needs (adapters
+// that are ready at once are asked just then), and the weight moves by one
+// step.
 func naiveIncremental(step, surge int32, interval time.Duration) []string {
 	s, c, w := int32(100), int32(0), int32(0)
 	var at time.Duration
-	moved := false
 	var out []string
 	rec := func(what string) { out = append(out, fmt.Sprintf("+%s %s", at, what)) }
 	for w < 100 {
-		switch {
-		case w < c:
-			if moved {
-				at += interval
-			}
-			w += step
-			if w > c {
-				w = c
-			}
-			moved = true
-			rec(fmt.Sprintf("weight %d", w))
-		case c < 100 && s+c < 100+surge:
-			c = 100 + surge - s
-			if c > 100 {
-				c = 100
-			}
-			rec(fmt.Sprintf("canary capacity %d", c))
-		default:
+		if s > 100-w {
 			s = 100 - w
 			rec(fmt.Sprintf("stable capacity %d", s))
 		}
+		if w > 0 {
+			at += interval
+		}
+		n := min(100, w+step)
+		for c < n {
+			c = min(n, 100+surge-s)
+			rec(fmt.Sprintf("canary capacity %d", c))
+		}
+		w = n
+		rec(fmt.Sprintf("weight %d", w))
 	}
 	rec("stable capacity 0")
 	rec("canary capacity steady")

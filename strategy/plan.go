@@ -22,6 +22,15 @@ type PlanOptions struct {
 	Verdicts map[string]Verdict
 	// MaxSteps bounds the simulation; 0 means 100000.
 	MaxSteps int
+	// ReadyDelay is how long a side takes to become ready after it is asked
+	// to grow (pods scheduled and started, replicas placed); RouteDelay how
+	// long the data plane takes to serve a route change (a weight, extras)
+	// and report it accepted. Zero means at once; a side asked to shrink
+	// shrinks at once. With delays the plan is what a rollout notified of
+	// every change does with adapters that slow, and its SurgeCost what it
+	// spends on them.
+	ReadyDelay time.Duration
+	RouteDelay time.Duration
 }
 
 // PlanEntry is one moment of a plan: a hop, the start or end of a pause, or the
@@ -56,6 +65,18 @@ type Timeline struct {
 	Hops int
 	// PeakCapacity is the largest stable + canary capacity asked for.
 	PeakCapacity int32
+	// SurgeCost is the surge the plan spends: the capacity provisioned
+	// above full (stable + canary - 100, from each scale-up until its
+	// release) integrated over time, in seconds of full capacity. 10
+	// percent above full for 5 s costs 500ms; times the full replica count
+	// of a side, it is pod-seconds. Adapters that apply every hop at once
+	// spend only what a plan holds through its waits; PlanOptions.ReadyDelay
+	// and RouteDelay add what a real rollout spends waiting for them.
+	SurgeCost time.Duration
+	// Ramp is the time from the first canary weight above 0 in force to
+	// weight 100 in force: the strategy's waits, plus the data plane's and
+	// the sides' delays where they are not overlapped with them.
+	Ramp time.Duration
 	// Final is the state at the end.
 	Final State
 }
@@ -120,7 +141,18 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 		gates = append(gates, GateResult{Name: name, Verdict: v})
 	}
 	paused := false
+	w := planWorld{readyDelay: o.ReadyDelay, routeDelay: o.RouteDelay}
+	var rampFrom time.Time
 	for i := 0; i < limit; i++ {
+		w.land(&st, now)
+		if st.Observed.WeightApplied && !st.Observed.WeightInvalid {
+			if st.Observed.Weight > 0 && rampFrom.IsZero() {
+				rampFrom = now
+			}
+			if st.Observed.Weight == 100 && tl.Ramp == 0 && !rampFrom.IsZero() && st.Phase != PhaseSucceeded {
+				tl.Ramp = now.Sub(rampFrom)
+			}
+		}
 		st.Observed.Gates = gates
 		st.Observed.At = micro(now)
 		d := s.Step(st, now)
@@ -130,7 +162,7 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 				Extras: st.DesiredExtras, CanaryLoad: st.DesiredExtras.CanaryLoad(st.Desired.Weight)})
 		}
 		if d.HasHops() {
-			applyInstantly(&st, &d)
+			w.apply(&st, &d, now)
 			if d.Weight.Set {
 				tl.Hops++
 				add(fmt.Sprintf("weight %d", d.Weight.Value))
@@ -167,6 +199,7 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			tl.Entries = append(tl.Entries, PlanEntry{Offset: now.Sub(o.Start), What: string(st.Phase), Phase: st.Phase, Allocation: end.Desired,
 				CanaryLoad: end.Desired.Weight})
 			tl.Duration = now.Sub(o.Start)
+			tl.SurgeCost = w.surgeCost()
 			tl.Final = st
 			return tl, nil
 		}
@@ -177,17 +210,110 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			add("resume")
 			continue
 		}
-		if d.RequeueAfter <= 0 {
+		wait := d.RequeueAfter
+		if due, ok := w.next(); ok {
+			// A caller notified of every change wakes when a hop lands.
+			wait = min(d.WatchedRequeueAfter, due.Sub(now))
+			if d.WatchedRequeueAfter <= 0 {
+				wait = due.Sub(now)
+			}
+		}
+		if wait <= 0 {
 			return tl, fmt.Errorf("%w: nothing to wait for in phase %s (%s)", ErrPlanStuck, st.Phase, st.Message)
 		}
 		if st.Phase == PhasePaused && !paused {
-			add("pause " + d.RequeueAfter.String())
+			add("pause " + wait.String())
 			paused = true
 		}
-		now = now.Add(d.RequeueAfter)
+		w.pass(&st, now, wait)
+		now = now.Add(wait)
 	}
 	return tl, fmt.Errorf("%w: more than %d steps", ErrPlanStuck, limit)
 }
+
+// planWorld is what Plan's adapters hold: the hops on their way (a route
+// change until it is served, a side's growth until it is ready) and the
+// surge spent so far.
+type planWorld struct {
+	readyDelay, routeDelay time.Duration
+	// When the route, the stable side and the canary side land what they
+	// were last asked; zero when nothing is on its way.
+	route, stable, canary time.Time
+	surge                 time.Duration // percent-of-full seconds, as a Duration times 100
+}
+
+// apply makes the observation show the hops of d: at once where the world
+// has no delay, else on their way (see land).
+func (w *planWorld) apply(st *State, d *Decision, now time.Time) {
+	if w.readyDelay == 0 && w.routeDelay == 0 {
+		applyInstantly(st, d)
+		return
+	}
+	o := &st.Observed
+	if d.Weight.Set || d.Extras {
+		if d.Weight.Set {
+			o.Weight = d.Weight.Value
+		}
+		if d.Extras {
+			o.Extras = *st.DesiredExtras.DeepCopy()
+		}
+		o.WeightApplied = w.routeDelay == 0
+		w.route = now.Add(w.routeDelay)
+	}
+	grow := func(side *SideObservation, t Target, due *time.Time) {
+		if !t.Set {
+			return
+		}
+		if t.Value <= side.Capacity || w.readyDelay == 0 {
+			side.Capacity, side.Ready, side.Settled = t.Value, t.Value, true
+			*due = time.Time{}
+			return
+		}
+		side.Capacity, side.Ready, side.Settled = t.Value, min(side.Ready, t.Value), false
+		*due = now.Add(w.readyDelay)
+	}
+	grow(&o.Stable, d.StableCapacity, &w.stable)
+	grow(&o.Canary, d.CanaryCapacity, &w.canary)
+	if d.Deploy.Set {
+		o.Canary.Revision, o.Canary.Updated = d.Deploy.Revision, true
+	}
+}
+
+// land makes what is due by now applied.
+func (w *planWorld) land(st *State, now time.Time) {
+	o := &st.Observed
+	if !w.route.IsZero() && !w.route.After(now) {
+		o.WeightApplied, w.route = true, time.Time{}
+	}
+	for _, x := range [...]struct {
+		side *SideObservation
+		due  *time.Time
+	}{{&o.Stable, &w.stable}, {&o.Canary, &w.canary}} {
+		if !x.due.IsZero() && !x.due.After(now) {
+			x.side.Ready, x.side.Settled, *x.due = x.side.Capacity, true, time.Time{}
+		}
+	}
+}
+
+// next is the earliest instant something on its way lands.
+func (w *planWorld) next() (time.Time, bool) {
+	var t time.Time
+	for _, due := range [...]time.Time{w.route, w.stable, w.canary} {
+		if !due.IsZero() && (t.IsZero() || due.Before(t)) {
+			t = due
+		}
+	}
+	return t, !t.IsZero()
+}
+
+// pass counts the surge held from now for d.
+func (w *planWorld) pass(st *State, _ time.Time, d time.Duration) {
+	if s := st.Observed.Stable.Capacity + st.Observed.Canary.Capacity - 100; s > 0 {
+		w.surge += time.Duration(s) * d
+	}
+}
+
+func (w *planWorld) surgeCost() time.Duration { return w.surge / 100 }
 
 // applyInstantly makes the observation show every hop of d applied and ready.
 func applyInstantly(st *State, d *Decision) {
@@ -222,6 +348,9 @@ func (t Timeline) String() string {
 			e.Allocation.StableCapacity, e.Allocation.CanaryCapacity, e.Allocation.Weight)
 	}
 	fmt.Fprintf(&b, "total %s, %d hops, peak capacity %d", t.Duration, t.Hops, t.PeakCapacity)
+	if t.SurgeCost > 0 {
+		fmt.Fprintf(&b, ", surge cost %s", t.SurgeCost)
+	}
 	return b.String()
 }
 

@@ -408,8 +408,11 @@ func drive(t TB, strat Strategy, s State, w *world, lag int, now time.Time, maxS
 }
 
 // hopBound is the most hops a rollout from 0 to 100 may take. Capacity moves
-// in chunks of the surge budget; within a chunk the weight moves in hops of at
-// most StepPercent; each chunk costs a canary and a stable capacity hop.
+// in chunks of at most the surge budget, each costing a canary and a stable
+// capacity hop; an Incremental's weight moves in hops of at most
+// StepPercent (one more per chunk where a chunk ends between two steps),
+// and each weight hop may cost a canary hop before it and a stable hop
+// after it (capacity asked for the next weight only).
 func hopBound(strat Strategy) int {
 	_, surge := optionsOf(strat)
 	s := int(max(surge, 1))
@@ -417,7 +420,8 @@ func hopBound(strat Strategy) int {
 	switch v := strat.(type) {
 	case Incremental:
 		step := int(v.StepPercent)
-		return chunks*((s+step-1)/step) + 2*chunks + 3
+		weights := (100+step-1)/step + chunks
+		return 3*weights + 2*chunks + 3
 	case Canary:
 		return (len(v.Steps) + 1) * (3*chunks + 3)
 	}

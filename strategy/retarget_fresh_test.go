@@ -19,7 +19,7 @@ func TestRetargetBeforeFirstStep(t *testing.T) {
 		s := NewState("v1", "v2").Retarget("v3", t0)
 		d := strat.Step(s, t0)
 		got := []any{d.State.Phase, d.State.CanaryRevision, d.State.PendingRevision, d.State.Aborted == nil, d.CanaryCapacity}
-		want := []any{PhaseProgressing, "v3", "", true, Target{Set: true, Value: 30}}
+		want := []any{PhaseProgressing, "v3", "", true, Target{Set: true, Value: 10}} // what the first weight needs
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("(-want +got):\n%s", diff)
 		}

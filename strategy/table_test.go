@@ -408,11 +408,18 @@ var incremental = strategy.Incremental{StepPercent: 10, Interval: metav1.Duratio
 // TestStepInterval: an Incremental weight hop waits for Interval after the
 // last one, and RequeueAfter is exactly the time left.
 func TestStepInterval(t *testing.T) {
-	// At t0: canary capacity 30, then weight 10 (WeightChangedAt t0).
-	s, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 10 })
+	// At t0: canary capacity 10, weight 10 (WeightChangedAt t0), the
+	// stable side shrunk to 90.
+	s, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool {
+		return s.Desired.Weight == 10 && s.Desired.StableCapacity == 90
+	})
 	if want := mt(t0); !s.WeightChangedAt.Equal(&want) {
 		t.Fatalf("WeightChangedAt = %v, want %v", s.WeightChangedAt, want)
 	}
+	// The capacity of the next weight already there (TestStepIntervalPrepares
+	// covers when it is asked for): what is left is the interval.
+	s.Desired.CanaryCapacity = 20
+	s.Observed.Canary.Capacity, s.Observed.Canary.Ready = 20, 20
 	tests := []struct {
 		name string
 		now  time.Time
@@ -469,8 +476,15 @@ func TestStepTimedPause(t *testing.T) {
 	s = d.State
 	observe(&s, strategy.Decision{Weight: set(20)}, t2)
 	d = stepChecked(t, c, s, t2)
-	if diff := cmp.Diff(hopsOf{RequeueAfter: 3 * tick, Phase: strategy.PhasePaused}, hopsIn(d)); diff != "" {
+	// The pause begins; the stable side shrinks to its traffic at once.
+	if diff := cmp.Diff(hopsOf{Stable: set(80), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhasePaused}, hopsIn(d)); diff != "" {
 		t.Fatalf("pause start (-want +got):\n%s", diff)
+	}
+	s = d.State
+	observe(&s, d, t2)
+	d = stepChecked(t, c, s, t2)
+	if diff := cmp.Diff(hopsOf{RequeueAfter: 3 * tick, Phase: strategy.PhasePaused}, hopsIn(d)); diff != "" {
+		t.Fatalf("pause (-want +got):\n%s", diff)
 	}
 	if want := mt(t2); !d.State.StepStartedAt.Equal(&want) || d.State.StepIndex != 1 {
 		t.Fatalf("pause step %d started at %v, want step 1 at %v", d.State.StepIndex, d.State.StepStartedAt, want)
@@ -510,7 +524,7 @@ func TestStepTimedPause(t *testing.T) {
 // is not observed yet.
 func notApplied(t tb, strat strategy.Strategy) strategy.State {
 	t.Helper()
-	s, _ := walk(t, strat, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.CanaryCapacity == 30 })
+	s, _ := walk(t, strat, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.CanaryCapacity == 10 })
 	d := strat.Step(s, t0)
 	if !d.Weight.Set || d.Weight.Value != 10 {
 		t.Fatalf("want a weight hop to 10, got %+v", d)
@@ -576,7 +590,10 @@ func TestStepPollBackoff(t *testing.T) {
 	// A time-gated wait is exact for both callers.
 	s := notApplied(t, slow)
 	observe(&s, strategy.Decision{Weight: set(10)}, t0)
-	d := stepChecked(t, slow, s, t1)
+	d := stepChecked(t, slow, s, t0) // the stable side shrinks to its traffic
+	s = d.State
+	observe(&s, d, t0)
+	d = stepChecked(t, slow, s, t1)
 	if want := 2 * tick; d.RequeueAfter != want || d.WatchedRequeueAfter != want {
 		t.Errorf("waiting for the interval: RequeueAfter %v, WatchedRequeueAfter %v; want %v for both", d.RequeueAfter, d.WatchedRequeueAfter, want)
 	}
@@ -637,7 +654,8 @@ func TestStepProgressDeadline(t *testing.T) {
 				if got := cond(&d.State, strategy.ConditionDegraded); got.Status != metav1.ConditionFalse {
 					t.Errorf("after the hop landed, Degraded = %+v", got)
 				}
-				if diff := cmp.Diff(set(20), d.Weight); diff != "" {
+				// The stable side shrinks to the traffic of the weight in force.
+				if diff := cmp.Diff(set(90), d.StableCapacity); diff != "" {
 					t.Errorf("after the hop landed (-want +got):\n%s", diff)
 				}
 			}
@@ -669,8 +687,15 @@ func TestStepUnhealthy(t *testing.T) {
 		in.UnhealthyAction = action
 		return in
 	}
-	// Mid-walk at weight 10 from t0; the interval ends at t3.
-	base, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 10 })
+	// Mid-walk at weight 10 from t0, the stable side shrunk to 90 and the
+	// canary's capacity for the next weight there; the interval ends at t3.
+	base, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool {
+		return s.Desired.Weight == 10 && s.Desired.StableCapacity == 90
+	})
+	base.Desired.CanaryCapacity = 20
+	base.Observed.Canary.Capacity, base.Observed.Canary.Ready = 20, 20
+	// An abort grows the stable side back first.
+	aborting := hopsOf{Stable: set(100), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}
 	const (
 		ok  = strategy.HealthHealthy
 		bad = strategy.HealthUnhealthy
@@ -694,7 +719,7 @@ func TestStepUnhealthy(t *testing.T) {
 		{"the same observation counts once", with(""), t1, []strategy.Health{bad, bad}, true, holding, 1, "", ""},
 		{"a healthy one in between resets", with(""), t1, []strategy.Health{bad, ok, bad}, false, holding, 1, "", ""},
 		{"threshold aborts", with(strategy.UnhealthyAbort), t1, []strategy.Health{bad, bad},
-			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 2, strategy.ReasonUnhealthy, ""},
+			false, aborting, 2, strategy.ReasonUnhealthy, ""},
 		{"threshold pauses", with(strategy.UnhealthyPause), t1, []strategy.Health{bad, bad},
 			false, hopsOf{Phase: strategy.PhasePaused}, 2, "", strategy.ReasonUnhealthy},
 		{"inconclusive holds", with(""), t3, []strategy.Health{inc}, false, holding, 0, "", ""},
@@ -702,10 +727,10 @@ func TestStepUnhealthy(t *testing.T) {
 		{"inconclusive, then healthy, goes on", with(""), t3, []strategy.Health{inc, inc, ok},
 			false, hopsOf{Weight: set(20), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}, 0, "", ""},
 		{"inconclusive neither counts nor resets", with(strategy.UnhealthyAbort), t1, []strategy.Health{bad, inc, inc, bad},
-			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 2, strategy.ReasonUnhealthy, ""},
+			false, aborting, 2, strategy.ReasonUnhealthy, ""},
 		{"default threshold is 3", incremental, t1, []strategy.Health{bad, bad}, false, holding, 2, "", ""},
 		{"default threshold is 3, reached", incremental, t1, []strategy.Health{bad, bad, bad},
-			false, hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}, 3, strategy.ReasonUnhealthy, ""},
+			false, aborting, 3, strategy.ReasonUnhealthy, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -776,7 +801,9 @@ func atGate(t tb) strategy.State {
 func TestStepGate(t *testing.T) {
 	waiting := hopsOf{RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}
 	passed := hopsOf{Canary: set(50), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseProgressing}
-	failed := hopsOf{Weight: set(0), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}
+	// The stable side was shrunk to its traffic while the gate was waited
+	// for: the walk back grows it first.
+	failed := hopsOf{Stable: set(100), RequeueAfter: strategy.DefaultPollInterval, Phase: strategy.PhaseAborting}
 	tests := []struct {
 		name      string
 		gates     []strategy.GateResult
@@ -929,9 +956,11 @@ func TestStepTimeBackwards(t *testing.T) {
 	c := strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.Pause(time.Minute)}, MaxSurgePercent: 100}
 	bg := strategy.BlueGreen{Options: strategy.Options{ScaleDownDelay: metav1.Duration{Duration: time.Minute}}}
 	pausedAt5, _ := walk(t, c, strategy.NewState("v1", "v2"), t5, phaseIs(strategy.PhasePaused))
-	intervalAt5, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t5, func(s *strategy.State) bool { return s.Desired.Weight == 10 })
+	// Weight 10 in force, the stable side shrunk to it: the interval runs.
+	inInterval := func(s *strategy.State) bool { return s.Desired.Weight == 10 && s.Desired.StableCapacity == 90 }
+	intervalAt5, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t5, inInterval)
 	delayAt5, _ := walk(t, bg, strategy.NewState("v1", "v2"), t5, phaseIs(strategy.PhaseCompleting))
-	intervalAt0, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, func(s *strategy.State) bool { return s.Desired.Weight == 10 })
+	intervalAt0, _ := walk(t, incremental, strategy.NewState("v1", "v2"), t0, inInterval)
 	commandAt5 := intervalAt0.Pause(t5)
 	tests := []struct {
 		name  string
@@ -1083,7 +1112,9 @@ func TestStepReplicas(t *testing.T) {
 		wantCaps string
 	}{
 		{"incremental surge", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, MaxSurgePercent: 25, Options: replicas(0)}, 25, 0,
-			"(100,0) -> (100,20) -> (100,25) -> (75,25) -> (75,45) -> (75,50) -> (50,50) -> (50,70) -> (50,75) -> (25,75) -> (25,95) -> (25,100) -> (0,100)"},
+			// The stable side shrinks as soon as each weight is in force:
+			// the canary moves by whole steps.
+			"(100,0) -> (100,20) -> (80,20) -> (80,40) -> (60,40) -> (60,60) -> (40,60) -> (40,80) -> (20,80) -> (20,100) -> (0,100)"},
 		{"incremental unavailable", strategy.Incremental{StepPercent: 20, Interval: metav1.Duration{Duration: time.Minute}, Options: replicas(25)}, 0, 25,
 			"(100,0) -> (75,0) -> (75,20) -> (75,25) -> (50,25) -> (50,45) -> (50,50) -> (25,50) -> (25,70) -> (25,75) -> (0,75) -> (0,95) -> (0,100)"},
 		{"canary", strategy.Canary{Steps: []strategy.CanaryStep{strategy.SetWeight(30), strategy.Pause(time.Minute)}, MaxSurgePercent: 10, Options: replicas(10)}, 10, 10,

@@ -136,6 +136,27 @@ type Allocation struct {
 // Surge is the capacity provisioned above 100 percent.
 func (a Allocation) Surge() int32 { return a.StableCapacity + a.CanaryCapacity - 100 }
 
+// Pace records how long each side took to become ready after it was asked
+// to grow, as observed: from the hop to the first observation of the side
+// settled at the capacity asked. A rollout that waits (a timed pause, an
+// interval) asks for the capacity its next weight needs that long before
+// the wait ends, never sooner than it must, so that the capacity is ready
+// when the wait ends and the surge is spent for as short a time as the
+// side allows. The zero value knows nothing: capacity is then prepared as
+// soon as the wait begins.
+type Pace struct {
+	// How long the stable and the canary side last took to become ready
+	// after a scale-up; zero until observed. A side observed ready at once
+	// records a microsecond, the state's resolution, and is asked to grow
+	// when the wait ends.
+	StableReady metav1.Duration `json:"stableReady,omitzero"`
+	CanaryReady metav1.Duration `json:"canaryReady,omitzero"`
+	// When the scale-up being timed on each side was asked; absent when
+	// none is.
+	StableAskedAt metav1.MicroTime `json:"stableAskedAt,omitzero"`
+	CanaryAskedAt metav1.MicroTime `json:"canaryAskedAt,omitzero"`
+}
+
 // SideObservation is what the adapters (a rollout.CapacitySetter, a
 // rollout.RevisionReader) report for one side.
 type SideObservation struct {
@@ -337,6 +358,11 @@ type State struct {
 	// When the latest hop was asked for; the progress deadline counts from
 	// here until the hop is observed applied.
 	HopAt metav1.MicroTime `json:"hopAt,omitzero"`
+	// What the rollout has learned of how fast its sides become ready: the
+	// capacity the next weight needs is asked for that long before a pause
+	// or an interval ends. Volatile (see Changed); reset when a rollout
+	// starts.
+	Pace Pace `json:"pace,omitzero"`
 	// When the weight was last moved: the instant the hop was decided.
 	WeightChangedAt metav1.MicroTime `json:"weightChangedAt,omitzero"`
 	// When the weight asked for at weightChangedAt is known to have
