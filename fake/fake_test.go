@@ -439,8 +439,8 @@ func Example() {
 	fmt.Println("served:", st.Served, "overloaded:", st.Overloaded, "dropped:", st.Dropped, "peak capacity:", st.PeakCapacity)
 	// Output:
 	// phase: Succeeded stable: v2
-	// took: 2m22.6s errors retried: 1
-	// served: 164000 overloaded: 0 dropped: 0 peak capacity: 150
+	// took: 1m42.5s errors retried: 1
+	// served: 120000 overloaded: 0 dropped: 0 peak capacity: 150
 }
 
 func TestCapacityCrash(t *testing.T) {

@@ -402,9 +402,11 @@ func TestWorldAssertSafeFails(t *testing.T) {
 			},
 			// v2 rolls out on side B at 30s; the Runner asks it for
 			// capacity 20 and, told it is ready, gives it weight 20 while
-			// its replicas start for another 30s.
-			[]string{"dropped requests"},
-			"fake world: dropped requests at 00:00:30.200 (+30.2s), phase Progressing: 200 of 1000 requests dropped (side A: 80% of requests, capacity 100, ready 100%; side B: 20% of requests, capacity 20, ready 0%) [298 observations broke this rule, the last at +59.9s]"},
+			// its replicas start for another 30s; later, with the stable
+			// side shrunk to the traffic it carries, weight 40 overloads
+			// the canary's 20 percent ready.
+			[]string{"overload", "dropped requests"},
+			"fake world: overload at 00:01:30.200 (+1m30.2s), phase Progressing: 200 of 1000 requests overloaded a side (side A: 60% of requests, capacity 80, ready 80%; side B: 40% of requests, capacity 40, ready 20%) [596 observations broke this rule, the last at +2m59.9s]"},
 		{"Degraded hold: the canary revision never rolls out", fake.WorldOptions{
 			Strategy: strategy.BlueGreen{Options: strategy.Options{ProgressDeadline: minutes(1)}}},
 			func(t *testing.T, w *fake.World) {

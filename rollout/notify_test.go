@@ -1,6 +1,7 @@
 package rollout_test
 
 import (
+	"github.com/google/go-cmp/cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -395,7 +396,8 @@ func TestRunReactsToNotifications(t *testing.T) {
 }
 
 // TestRunWritesNothingWhilePaused: a paused rollout reconciled by Run for
-// many polls writes its state once, when it pauses, and never again.
+// many polls writes its state when it pauses (with the hop that shrinks the
+// stable side to its traffic), and never again.
 func TestRunWritesNothingWhilePaused(t *testing.T) {
 	strat := strategy.Canary{MaxSurgePercent: 50, Steps: []strategy.CanaryStep{
 		strategy.SetWeight(30), strategy.PauseUntilResumed(), strategy.SetWeight(60)}}
@@ -404,7 +406,7 @@ func TestRunWritesNothingWhilePaused(t *testing.T) {
 		l.start(nil)
 		paused := func() bool {
 			s, err := l.store.Load(context.Background())
-			return err == nil && s.Phase == strategy.PhasePaused
+			return err == nil && s.Phase == strategy.PhasePaused && s.Desired.StableCapacity == 70
 		}
 		for !paused() {
 			if _, waiting := l.wait(t); !waiting {
@@ -413,6 +415,7 @@ func TestRunWritesNothingWhilePaused(t *testing.T) {
 			l.nudge(t)
 		}
 		saves, reconciles, start := l.store.Saves(), l.reconciles.Load(), l.clock.Now()
+		before, _ := l.store.Load(context.Background())
 		const polls = 50
 		for i := 0; l.reconciles.Load()-reconciles < polls; i++ {
 			if i > 4*polls {
@@ -436,7 +439,8 @@ func TestRunWritesNothingWhilePaused(t *testing.T) {
 			t.Fatalf("%d reconciles while paused, want at least %d", got, polls)
 		}
 		if after != 0 {
-			t.Errorf("notify %v: %d store writes while paused, want 0", notify, after)
+			now, _ := l.store.Load(context.Background())
+			t.Errorf("notify %v: %d store writes while paused, want 0: %s", notify, after, cmp.Diff(before, now))
 		}
 	}
 }

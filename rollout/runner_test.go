@@ -88,8 +88,10 @@ func TestRunnerIncrementalCounts(t *testing.T) {
 	if st.Dropped != 0 || st.Overloaded != 0 {
 		t.Errorf("traffic: %+v", st)
 	}
-	if st.PeakCapacity != 120 {
-		t.Errorf("peak capacity %d, want 120", st.PeakCapacity)
+	// Capacity is asked for the next weight only: one step of 10 above
+	// full, never the whole surge budget of 20.
+	if st.PeakCapacity != 110 {
+		t.Errorf("peak capacity %d, want 110", st.PeakCapacity)
 	}
 	elapsed := g.clock.Now().Sub(t0)
 	reads := g.router.Reads() + g.a.Reads() + g.b.Reads()
@@ -289,12 +291,16 @@ func ExampleRunner() {
 	}
 	fmt.Println(s.Phase, "- stable:", s.StableRevision, "on side", s.StableSide)
 	// Output:
-	// +0s      canary capacity 50 (side B)
+	// +0s      canary capacity 25 (side B)
 	// +6s      weight 25 (A=75 B=25)
+	// +6.1s    stable capacity 75 (side A)
+	// +1m0s    canary capacity 50 (side B)
 	// +1m6s    weight 50 (A=50 B=50)
 	// +1m6.1s  stable capacity 50 (side A)
-	// +1m6.2s  canary capacity 100 (side B)
+	// +2m0s    canary capacity 75 (side B)
 	// +2m6s    weight 75 (A=25 B=75)
+	// +2m6.1s  stable capacity 25 (side A)
+	// +3m0s    canary capacity 100 (side B)
 	// +3m6s    weight 100 (A=0 B=100)
 	// +3m6.1s  canary capacity steady (side B)
 	// +3m6.1s  stable capacity 0 (side A)
@@ -414,8 +420,8 @@ func TestReconcileWatched(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Desired.CanaryCapacity != 50 || requeue != tc.want {
-			t.Errorf("watched %v: canary capacity %d, requeue %v; want 50 and %v", tc.watched, s.Desired.CanaryCapacity, requeue, tc.want)
+		if s.Desired.CanaryCapacity != 25 || requeue != tc.want { // what the first weight needs
+			t.Errorf("watched %v: canary capacity %d, requeue %v; want 25 and %v", tc.watched, s.Desired.CanaryCapacity, requeue, tc.want)
 		}
 	}
 }

@@ -290,7 +290,13 @@ func (r *run) readiness() {
 // the route holds it, and it overrides an older write still on its way.
 // The mover decides (there is no route to take without a router).
 func (r *run) takeRouteWeight() bool {
-	if !r.e.mode.takesRoute(r.facts()) {
+	f := r.facts()
+	if !r.e.mode.takesRoute(f) {
+		if h := r.e.mode.growForRoute(f); h.kind == scaleStable {
+			r.take(h, 0) // the stable side first: the route is taken once it is ready
+			r.st.Message = msgAborting
+			return true
+		}
 		return false
 	}
 	r.hopWeight(r.st.Observed.Weight)
@@ -334,7 +340,11 @@ func (r *run) extrasApplied() bool { return r.st.DesiredExtras.Equal(r.st.Observ
 func (r *run) inPlace() bool { return r.e.mode.inPlace(r.facts()) && r.extrasApplied() }
 
 func (r *run) waitApplied() {
-	r.st.Message = msgWaitingHop
+	if r.st.Phase != PhasePaused {
+		// A hop asked during a pause (capacity released or prepared)
+		// leaves the pause's message, and so its condition, as it was.
+		r.st.Message = msgWaitingHop
+	}
 	r.deadline(false)
 }
 
@@ -406,6 +416,12 @@ func (r *run) repair() {
 	}
 	want := &st.Desired
 	weight, stable, canary := r.e.mode.repair(r.facts(), r.fits(want.Weight))
+	if weight && st.Phase == PhaseAborting && want.Weight > st.Observed.Weight && st.Observed.WeightApplied && !st.Observed.WeightInvalid {
+		// A walk back never writes the canary's share back onto a route
+		// that already sends it less: it takes that route once the stable
+		// side is ready for it (takeRouteWeight).
+		weight = false
+	}
 	if weight && (want.Weight <= st.Observed.Weight || r.canaryRevisionOK()) {
 		r.d.Weight = Target{Set: true, Value: want.Weight}
 	}
@@ -733,10 +749,11 @@ func (r *run) progress() {
 		return
 	}
 	if !e.canary {
-		if r.release() {
+		end, waiting := r.intervalRunning(e.interval)
+		if !waiting && r.release() {
 			return
 		}
-		if end, waiting := r.intervalRunning(e.interval); waiting {
+		if waiting {
 			if !r.overlap(100, e.stepPct, end) {
 				st.Message = msgWaitingInterval
 				r.d.RequeueAfter = r.waitUntil(end)
@@ -834,32 +851,60 @@ func (r *run) release() bool {
 
 // overlap puts a wait that ends at end (a timed pause, an interval) to use
 // before the walk toward canary weight t, each weight hop bounded by limit,
-// goes on: it releases what the weight in force no longer needs at once,
-// then asks for the capacity the walk's next weight needs, within the
-// surge budget, as late as it can be asked and still be ready when the
-// wait ends (the canary's Pace; as soon as the wait begins while that is
-// unknown). Until then it leaves r.prepIn set. It reports whether it asked
-// for a hop.
+// goes on: it releases what the weight in force no longer needs, then asks
+// for the capacity the walk's next weight needs, within the surge budget,
+// as late as it can be asked and still be ready when the wait ends (the
+// canary's Pace; as soon as the wait begins while that is unknown). Until
+// then it leaves r.prepIn set. A wait too short to release and then
+// prepare (less left than both sides' paces: the stable side's taken as
+// the canary's until observed) asks for both in one decision when
+// preparing is due, if the budget holds them with the stable side counted
+// at the capacity it still has. It reports whether it asked for a hop.
 func (r *run) overlap(t, limit int32, end time.Time) bool {
-	if r.release() {
+	f := r.facts()
+	lead, known := r.st.Pace.CanaryReady.Duration, r.st.Pace.CanaryReady.Duration > 0
+	if lead <= time.Microsecond {
+		lead = 0 // observed ready at once (see Pace): prepared when the wait ends
+	}
+	rel := r.e.mode.release(f)
+	if rel.kind != scaleStable && rel.kind != scaleCanary {
+		rel = hop{}
+	}
+	settle := r.st.Pace.StableReady.Duration
+	if settle <= 0 {
+		settle = lead // unknown: a scale-down taken to settle no faster than a scale-up
+	}
+	if rel.kind != arrived && (!known || end.Sub(r.now) >= settle+lead || t <= f.want.Weight) {
+		r.take(rel, 0)
 		return true
 	}
-	f := r.facts()
+	after := f
+	if rel.kind == scaleStable {
+		after.want.StableCapacity = rel.to
+	}
 	if t <= f.want.Weight {
 		return false
 	}
-	h := r.e.mode.next(f, t, limit)
+	h := r.e.mode.next(after, t, limit)
 	if h.kind != scaleCanary || h.to <= f.want.CanaryCapacity {
+		if rel.kind != arrived {
+			r.take(rel, 0)
+			return true
+		}
 		return false // the capacity is there, or the walk moves weight first
 	}
-	if lead := r.st.Pace.CanaryReady.Duration; lead > 0 {
-		if lead <= time.Microsecond {
-			lead = 0 // observed ready at once (see Pace)
-		}
+	if rel.kind != arrived && h.to+max(f.stable.Capacity, f.want.StableCapacity) > 100+f.surge {
+		r.take(rel, 0) // no room for both: the release first
+		return true
+	}
+	if known {
 		if start := end.Add(-lead); r.now.Before(start) {
 			r.prepIn = start.Sub(r.now)
 			return false
 		}
+	}
+	if rel.kind != arrived {
+		r.take(rel, 0)
 	}
 	r.take(h, 0)
 	return true
@@ -1092,6 +1137,7 @@ func (r *run) walkBack() {
 	}
 	r.d.RequeueAfter = 0
 	st.FinishedAt = micro(r.now)
+	st.Pace = Pace{} // a walk back that ends has nothing left to time
 	switch pending := st.PendingRevision; {
 	case pending == "":
 		st.Phase = PhaseAborted
@@ -1258,28 +1304,19 @@ func (r *run) hopWeight(w int32) {
 
 func (r *run) hopStable(c int32) {
 	r.d.StableCapacity = Target{Set: true, Value: c}
-	r.st.Pace.StableAskedAt = r.askedAt(c > r.st.Desired.StableCapacity)
+	r.st.Pace.StableAskedAt = micro(r.now)
 	r.st.Desired.StableCapacity = c
 	r.hopped()
 }
 
 func (r *run) hopCanary(c int32) {
 	r.d.CanaryCapacity = Target{Set: true, Value: c}
-	r.st.Pace.CanaryAskedAt = r.askedAt(c > r.st.Desired.CanaryCapacity)
+	r.st.Pace.CanaryAskedAt = micro(r.now)
 	r.st.Desired.CanaryCapacity = c
 	r.hopped()
 }
 
-// askedAt is the instant a capacity hop starts timing its side (see Pace):
-// now for a scale-up, none for a scale-down.
-func (r *run) askedAt(up bool) metav1.MicroTime {
-	if up {
-		return micro(r.now)
-	}
-	return metav1.MicroTime{}
-}
-
-// notePace records how long a scale-up took, once its side is first
+// notePace records how long a capacity hop took, once its side is first
 // observed settled at the capacity asked (see Pace).
 func (r *run) notePace() {
 	st := r.st

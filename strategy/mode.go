@@ -31,6 +31,11 @@ type mover interface {
 	// takesRoute reports whether a walk back may take a route that already
 	// sends less to the canary than asked as its next hop.
 	takesRoute(f facts) bool
+	// growForRoute is, for a walk back whose route already sends the
+	// canary less than asked (another writer, a route re-created at
+	// 100/0), the scale-up that lets the stable side carry what the route
+	// sends it, within the surge budget; arrived when there is none.
+	growForRoute(f facts) hop
 	// next is the next hop of a walk toward canary weight t, each weight
 	// hop bounded by limit (0: no bound); arrived when t is reached with
 	// nothing left to do.

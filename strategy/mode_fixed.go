@@ -90,3 +90,6 @@ func (fixedMover) atZero(f facts) bool { return f.routeAtZero() }
 func (fixedMover) keepHeld(f facts) (Allocation, bool) { return f.want, false }
 
 func (fixedMover) carries(f facts) bool { return f.want.Weight > 0 || f.weight > 0 }
+
+// growForRoute: no stable capacity to grow.
+func (fixedMover) growForRoute(facts) hop { return hop{kind: arrived} }

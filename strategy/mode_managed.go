@@ -19,6 +19,20 @@ func (managedMover) takesRoute(f facts) bool {
 	return f.routeTakeable() && 100-f.weight <= f.want.StableCapacity
 }
 
+// growForRoute grows the stable side toward the traffic the route already
+// sends it (it was shrunk to the traffic of the weight asked), rather than
+// have the canary's share written back.
+func (managedMover) growForRoute(f facts) hop {
+	if !f.weightApplied || f.weightInvalid || f.weight >= f.want.Weight {
+		return hop{kind: arrived}
+	}
+	need := 100 - f.weight
+	if n := min(need, 100+f.surge-max(f.want.CanaryCapacity, f.canary.Capacity)); n > f.want.StableCapacity {
+		return hop{scaleStable, n}
+	}
+	return hop{kind: arrived}
+}
+
 // next moves traffic only within ready capacity that was asked for, and
 // capacity only within the surge budget: toward the canary, the canary side
 // is scaled up before traffic follows and the stable side scaled down only to

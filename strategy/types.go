@@ -136,23 +136,24 @@ type Allocation struct {
 // Surge is the capacity provisioned above 100 percent.
 func (a Allocation) Surge() int32 { return a.StableCapacity + a.CanaryCapacity - 100 }
 
-// Pace records how long each side took to become ready after it was asked
-// to grow, as observed: from the hop to the first observation of the side
-// settled at the capacity asked. A rollout that waits (a timed pause, an
-// interval) asks for the capacity its next weight needs that long before
-// the wait ends, never sooner than it must, so that the capacity is ready
-// when the wait ends and the surge is spent for as short a time as the
-// side allows. The zero value knows nothing: capacity is then prepared as
-// soon as the wait begins.
+// Pace records how long each side last took to settle after a capacity
+// hop, as observed: from the hop to the first observation of the side
+// settled at the capacity asked (for a scale-up, ready). A rollout that
+// waits (a timed pause, an interval) asks for the capacity its next weight
+// needs the canary's pace before the wait ends, never sooner than it must,
+// so that the capacity is ready when the wait ends and the surge is spent
+// for as short a time as the side allows; the stable side's pace tells
+// whether there is time to shrink it first. The zero value knows nothing:
+// capacity is then prepared as soon as the wait begins.
 type Pace struct {
-	// How long the stable and the canary side last took to become ready
-	// after a scale-up; zero until observed. A side observed ready at once
+	// How long the stable and the canary side last took to settle after
+	// a capacity hop; zero until observed. A side observed ready at once
 	// records a microsecond, the state's resolution, and is asked to grow
 	// when the wait ends.
 	StableReady metav1.Duration `json:"stableReady,omitzero"`
 	CanaryReady metav1.Duration `json:"canaryReady,omitzero"`
-	// When the scale-up being timed on each side was asked; absent when
-	// none is.
+	// When the capacity hop being timed on each side was asked; absent
+	// when none is.
 	StableAskedAt metav1.MicroTime `json:"stableAskedAt,omitzero"`
 	CanaryAskedAt metav1.MicroTime `json:"canaryAskedAt,omitzero"`
 }
