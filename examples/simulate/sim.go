@@ -517,7 +517,9 @@ func (sim *simulation) rollout(ctx context.Context, name, next string) (*result,
 		sim.watchDeploys(res, began, &s)
 		if err != nil {
 			sim.line(now.Sub(began), &s, "! "+describeError(err))
-		} else if s.Phase != prev && !s.Phase.Terminal() && !hopped {
+		} else if s.Phase != prev && !s.Phase.Terminal() && (!hopped || s.Phase == strategy.PhasePaused) {
+			// A pause shows why, also when it begins with a hop (the
+			// stable side shrunk to the traffic of the weight in force).
 			sim.line(now.Sub(began), &s, s.Message)
 		}
 		if s.Phase.Terminal() {
