@@ -11,6 +11,9 @@
 // [Gate]), then promotes to 100; [BlueGreen] provisions the whole canary and
 // moves all traffic in one hop. [Options] holds what they share (capacity
 // mode, abort ramp, health, deadlines). They embed in a CRD spec as they are.
+// [Plan] dry-runs one, with the delays its adapters have
+// ([PlanOptions].ReadyDelay, RouteDelay), and reports what it costs in time
+// and surge, so strategies compare before one runs ([Timeline].SurgeCost).
 //
 // # Beyond weights
 //
@@ -92,5 +95,15 @@
 //     [State].WeightPendingAt (they are volatile: [Changed]) may count from
 //     the decision instead; the wait for the Interval never ends later than
 //     twice the Interval after the hop (or after the latest pending
-//     observation it stored), so nothing is postponed indefinitely.
+//     observation it stored), so nothing is postponed indefinitely;
+//  17. capacity follows the weight: while a rollout goes forward, the
+//     stable side shrinks to the traffic it carries as soon as a weight is
+//     observed in force (in a wait too short to shrink it and then grow the
+//     canary, in one decision with that growth), and the canary is asked for
+//     what the next weight hop needs, no more; during a timed pause or an
+//     interval that growth is asked the canary's observed pace ([Pace])
+//     before the wait ends. With
+//     adapters of fixed delays a rollout's ramp is its waits plus one
+//     data-plane lag per weight hop, and its surge cost ([Timeline].SurgeCost)
+//     one ready delay plus one lag of full capacity.
 package strategy

@@ -30,9 +30,19 @@ import (
 // what was asked (3 replicas at 40 percent ready at 33) does not stall the
 // walk: traffic follows the ready capacity and the mover asks for more.
 //
+// Capacity is spent only while it is needed: as soon as a weight moving
+// toward the canary is observed in force, the stable side shrinks to the
+// traffic it still carries, and while a timed pause or an interval runs the
+// canary grows to what the next weight needs, timed from how long it was
+// observed to take (State.Pace) so that it is ready when the wait ends.
+// Plan reports what a strategy spends (Timeline.SurgeCost) with the delays
+// its adapters have (PlanOptions.ReadyDelay, RouteDelay).
+//
 // Moving down (an abort, a rollback, a lower canary step) is the same walk
 // with the roles swapped: the stable side is scaled back up before traffic
-// returns to it. AbortEmergency is the one exception to rule 1: all traffic
+// returns to it. Since the stable side carries no more than its traffic
+// while the rollout goes forward, a walk back waits for it to grow first
+// (one ready delay); AbortEmergency does not wait. AbortEmergency is the one exception to rule 1: all traffic
 // goes to the stable side at once while it scales up. Rule 1 on the stable
 // side assumes a side scaled down to c percent reports Ready >= c once
 // settled, as a replica count rounded up gives. A backend that rounds down
@@ -75,10 +85,14 @@ type Strategy interface {
 }
 
 // Incremental raises the canary weight by at most StepPercent at most once per
-// Interval, and moves capacity by up to MaxSurgePercent as soon as traffic has
-// caught up with it. With StepPercent 10 and MaxSurgePercent 30 the
-// capacities go (100,0) -> (100,30) -> weights 10, 20, 30 -> (70,30) ->
-// (70,60) -> ... -> (0,100).
+// Interval. Capacity follows the weight one step at a time: once a weight is
+// observed in force the stable side shrinks to the traffic it carries, and
+// the canary grows to what the next weight needs just before the interval
+// ends (State.Pace times it), within MaxSurgePercent. With StepPercent 10
+// the capacities go (100,0) -> (100,10) -> weight 10 -> (90,10) -> (90,20)
+// -> weight 20 -> (80,20) -> ... -> (0,100): one step above full, for about
+// a ready delay and a data-plane lag per step, whatever MaxSurgePercent
+// allows.
 //
 // The zero value is invalid (StepPercent, Interval and MaxSurgePercent must
 // be set, except MaxSurgePercent in the Fixed capacity mode). Safe for
@@ -99,8 +113,9 @@ type Incremental struct {
 	// seen within the interval.
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="must be positive",reason="FieldValueInvalid"
 	Interval metav1.Duration `json:"interval"`
-	// The capacity provisioned beyond 100 percent while traffic moves; at
-	// least stepPercent unless capacity is Fixed.
+	// The most capacity provisioned beyond 100 percent while traffic
+	// moves (a bound: a rollout spends about one step of it); at least
+	// stepPercent unless capacity is Fixed.
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=100
@@ -300,7 +315,12 @@ func Gate(name string) CanaryStep { return CanaryStep{Gate: &GateStep{Name: name
 // Canary walks through explicit steps; a final implicit step promotes to
 // weight 100. Weights may go up or down between steps. MaxSurgePercent bounds
 // the extra capacity provisioned while traffic moves (the canary side is
-// provisioned up to the step's weight, no more).
+// provisioned up to the step's weight, no more). During a timed pause
+// followed by a SetWeight (or the end) the stable side shrinks to its
+// traffic at once and the canary grows to the next weight's need just
+// before the pause ends (State.Pace times it); during a pause until
+// resumed, or a gate, the stable side shrinks and nothing is prepared,
+// since the wait's end cannot be timed.
 //
 // The zero value (no steps) is valid in the Fixed capacity mode and promotes
 // straight to 100; otherwise MaxSurgePercent must be set. Safe for concurrent
