@@ -25,6 +25,8 @@ func TestPlan(t *testing.T) {
 		{"plan-release", []string{"plan", "-f", "testdata/release.yaml", "--resume-after", "10m"}, 0},
 		{"plan-release-gate-fails", []string{"plan", "-f", "testdata/release.yaml", "--verdict", "errors=Fail"}, 0},
 		{"plan-incremental", []string{"plan", "-f", "testdata/incremental.yaml"}, 0},
+		{"plan-release-delays", []string{"plan", "-f", "testdata/release.yaml", "--resume-after", "10m", "--ready-delay", "20s", "--route-delay", "1s"}, 0},
+		{"plan-negative-delay", []string{"plan", "-f", "testdata/release.yaml", "--ready-delay", "-1s"}, exitError},
 		{"plan-release-extras", []string{"plan", "-f", "testdata/release-extras.yaml", "--resume-after", "5m"}, 0},
 		{"plan-bad-verdict", []string{"plan", "-f", "testdata/release.yaml", "--verdict", "latency=Fail"}, exitError},
 		{"plan-no-file", []string{"plan", "-f", "testdata/none.yaml"}, exitError},

@@ -23,6 +23,7 @@ func newPlan(o *options) *cobra.Command {
 		resumeAfter time.Duration
 		verdicts    map[string]string
 		svg         string
+		delays      planDelays
 	)
 	c := &cobra.Command{
 		Use:   "plan -f FILE",
@@ -40,21 +41,43 @@ mirrors, sticky sessions) are listed with the rest; where header-routed and
 mirrored requests load the canary beyond its weight, the table ends the
 line with "load N%" and the plot draws the canary's load as a dashed line.
 
-  kubectl upshift plan -f release.yaml --resume-after 10m --svg plan.svg`,
+With --ready-delay (how long a side takes to become ready after it grows)
+and --route-delay (how long the data plane takes to serve a route change)
+the plan is what a rollout does with adapters that slow: capacity for the
+next weight is asked that long before each pause or interval ends. The last
+lines give the ramp (first to last weight move) and the surge cost: the
+capacity above full integrated over time, in seconds of full capacity
+(times a side's replicas, pod-seconds).
+
+  kubectl upshift plan -f release.yaml --resume-after 10m --svg plan.svg
+  kubectl upshift plan -f release.yaml --ready-delay 30s --route-delay 1s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return plan(o, file, resumeAfter, verdicts, svg)
+			return plan(o, file, resumeAfter, verdicts, svg, delays)
 		},
 	}
 	c.Flags().StringVarP(&file, "filename", "f", "", "the manifest or strategy to plan (- for standard input)")
 	c.Flags().DurationVar(&resumeAfter, "resume-after", 0, "how long a person takes to resume a pause without end or an inconclusive gate")
 	c.Flags().StringToStringVar(&verdicts, "verdict", nil, "a gate's verdict, NAME=Pass|Fail|Inconclusive (every other gate passes)")
 	c.Flags().StringVar(&svg, "svg", "", "also write the plan as an SVG plot to this file")
+	c.Flags().DurationVar(&delays.ready, "ready-delay", 0, "how long a side takes to become ready after it is asked to grow")
+	c.Flags().DurationVar(&delays.route, "route-delay", 0, "how long the data plane takes to serve a route change")
 	_ = c.MarkFlagRequired("filename")
 	return c
 }
 
-func plan(o *options, file string, resumeAfter time.Duration, verdicts map[string]string, svg string) error {
+// planDelays are the adapters' delays a plan is made with.
+type planDelays struct{ ready, route time.Duration }
+
+func plan(o *options, file string, resumeAfter time.Duration, verdicts map[string]string, svg string, delays planDelays) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--ready-delay", delays.ready}, {"--route-delay", delays.route}, {"--resume-after", resumeAfter}} {
+		if d.v < 0 {
+			return fmt.Errorf("%s %s: must not be negative", d.flag, d.v)
+		}
+	}
 	var (
 		b   []byte
 		err error
@@ -79,7 +102,8 @@ func plan(o *options, file string, resumeAfter time.Duration, verdicts map[strin
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	po := strategy.PlanOptions{ResumeAfter: resumeAfter, Verdicts: map[string]strategy.Verdict{}}
+	po := strategy.PlanOptions{ResumeAfter: resumeAfter, Verdicts: map[string]strategy.Verdict{},
+		ReadyDelay: delays.ready, RouteDelay: delays.route}
 	for name, v := range verdicts {
 		switch verdict := strategy.Verdict(v); verdict {
 		case strategy.VerdictPass, strategy.VerdictFail, strategy.VerdictInconclusive:
@@ -108,7 +132,8 @@ func plan(o *options, file string, resumeAfter time.Duration, verdicts map[strin
 		}
 	}
 	fmt.Fprintln(o.out, render.PlanText(tl))
-	fmt.Fprintf(o.out, "\ncapacities: %s\nends %s\n", tl.Capacities(), tl.Final.Phase)
+	fmt.Fprintf(o.out, "\ncapacities: %s\nramp %s (first to last weight move), surge cost %s of full capacity\nends %s\n",
+		tl.Capacities(), tl.Ramp, tl.SurgeCost, tl.Final.Phase)
 	if svg != "" {
 		fmt.Fprintf(o.out, "plot written to %s\n", svg)
 	}
