@@ -159,62 +159,11 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	ns := env.Namespace(b)
 	ctx := context.Background()
 	createSides(b, env, ns, map[string]string{kubetest.AnnotationReadyAfter: benchReadyDelay.String()})
-	pods := &podsOf{cs: env.Kube, ns: ns}
-
-	// The adapters and the Store talk through a counting client; the
-	// simulated gateway controller through the administrator's, not
-	// counted.
-	var counts requestCounts
-	cfg := rest.CopyConfig(env.Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-		return roundTripper(func(req *http.Request) (*http.Response, error) {
-			res, err := rt.RoundTrip(req)
-			counts.count(req, res)
-			return res, err
-		})
-	})
-	cl := env.ClientsFor(b, cfg)
-	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
-	wc, err := client.NewWithWatch(cl.Config, client.Options{Scheme: env.Scheme}) // the Router's Notify watches
-	if err != nil {
-		b.Fatal(err)
-	}
-	router, err := gateway.NewRouter(wc, gateway.Config{Routes: []gateway.RouteRef{ref}, A: backendA, B: backendB})
-	if err != nil {
-		b.Fatal(err)
-	}
-	a := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: fullReplicas})
-	bs := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: fullReplicas})
-	hs, err := router.AnnotationStore(ref) // each weight hop writes the state with it
-	if err != nil {
-		b.Fatal(err)
-	}
-	store := &countingStore{Store: hs}
 	var hops, reconciles int
-	runner := &rollout.Runner{Strategy: strat, Router: router, A: a, B: bs,
-		RevisionA: deployer(b, a), RevisionB: deployer(b, bs), Store: store,
-		Observer: rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
-			reconciles++
-			hops += len(e.Applied)
-		})}
-	if !notify {
-		runner.Router = pollRouter{router}
-		runner.A, runner.B = pollSetter{a}, pollSetter{bs}
-		runner.RevisionA, runner.RevisionB = pollDeployer{runner.RevisionA.(rollout.Deployer)}, pollDeployer{runner.RevisionB.(rollout.Deployer)}
-	}
-	if err := runner.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	// Warm the counting clients up (discovery, the REST mapping of
-	// HTTPRoutes) before counting.
-	if _, err := router.Weights(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := a.Capacity(ctx); err != nil {
-		b.Fatal(err)
-	}
-	counts.reset()
-	warm := router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads
+	rig := newKubeRig(b, env, ns, strat, notify, rollout.ObserverFunc(func(_ context.Context, e rollout.Event) {
+		reconciles++
+		hops += len(e.Applied)
+	}))
 
 	bg, stop := context.WithCancel(ctx)
 	var failed goFailures
@@ -226,49 +175,138 @@ func upgradeOnKube(b testing.TB, env *kubetest.Env, strat strategy.Strategy, not
 	defer cancel()
 	start := time.Now()
 	s := strategy.State{}.Retarget("v1", start).Retarget("v2", start)
-	s, err = runner.Run(runCtx, s, nil)
+	s, err := rig.runner.Run(runCtx, s, nil)
 	took := time.Since(start)
-	// The adapters' own reads of their objects during the upgrade (the
-	// rest are the Store's).
-	adapterReads := int64(router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads - warm)
-	for _, side := range []*replicas.Setter{a, bs} {
-		// Run returns after the watch its Setter and Deployer shared.
-		if running, _ := replicas.Watching(side); running != 0 {
-			b.Fatalf("%d watch loops still running after Run returned", running)
-		}
-	}
+	adapterReads := rig.adapterReads()
 	stop()
 	wg.Wait()
 	if ferr := failed.err(); ferr != nil {
 		b.Fatalf("the simulated gateway controller failed: %v", ferr)
 	}
-	if err != nil || s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
-		b.Fatalf("Run ended %s on %s (side %s) after %v: %s: %v", s.Phase, s.StableRevision, s.StableSide, took, s.Message, err)
-	}
-	// The end: all traffic on web-b, at full replicas, all running v2.
-	w, err := router.Weights(ctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if w.Weights != (rollout.Weights{A: 0, B: 100}) {
-		b.Fatalf("route weights %+v at the end, want all on B", w.Weights)
-	}
-	if ready, allOn, list := pods.serving(b, "web-b", "v2"); ready != fullReplicas || !allOn {
-		b.Fatalf("web-b has %d ready pods (all on v2: %v), want %d: %s", ready, allOn, fullReplicas, list)
-	}
-	if ready, _, list := pods.serving(b, "web-a", "v1"); ready != 0 {
-		b.Fatalf("web-a still has %d ready pods: %s", ready, list)
-	}
-	if notify && counts.watches.Load() < 3 {
-		b.Fatalf("%d watches: some adapter of the route and the two Deployments could not notify", counts.watches.Load())
-	}
-	r := upgradeResult{took: took, reads: counts.reads.Load(), adapterReads: adapterReads, writes: counts.writes.Load(), watches: counts.watches.Load(),
-		conflicts: counts.conflicts.Load(),
-		saves:     int(store.saves.Load()), hops: hops, reconciles: reconciles}
+	rig.checkUpgraded(b, s, err, took)
+	r := upgradeResult{took: took, reads: rig.counts.reads.Load(), adapterReads: adapterReads, writes: rig.counts.writes.Load(), watches: rig.counts.watches.Load(),
+		conflicts: rig.counts.conflicts.Load(),
+		saves:     int(rig.store.saves.Load()), hops: hops, reconciles: reconciles}
 	if r.hops == 0 {
 		b.Fatal("no hop applied")
 	}
 	return r
+}
+
+// kubeRig is the Runner of one upgrade on the whole cluster, in a namespace
+// where createSides made the Deployments and the route: the gateway Router
+// on the route "web", a Setter and a Deployer per Deployment (the managed
+// capacity mode), the state on the route in the Router's AnnotationStore
+// (a rollout.HopStore: each weight hop writes the state with it). The
+// adapters and the Store talk through a client whose API requests counts
+// counts (from the start of the upgrade); the test's own clients, the
+// simulated gateway controller's included, are the administrator's, not
+// counted.
+type kubeRig struct {
+	ns     string
+	notify bool // the adapters notify Run; else Run polls them
+	counts *requestCounts
+	router *gateway.Router
+	a, b   *replicas.Setter
+	store  *countingStore
+	runner *rollout.Runner
+	pods   *podsOf
+	warm   int // the adapters' reads before the upgrade
+}
+
+// newKubeRig builds the rig of strat, with observer as the Runner's; with
+// notify false every adapter is wrapped so that it does not implement
+// rollout.Notifier.
+func newKubeRig(tb testing.TB, env *kubetest.Env, ns string, strat strategy.Strategy, notify bool, observer rollout.Observer) *kubeRig {
+	tb.Helper()
+	ctx := context.Background()
+	counts := &requestCounts{}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			res, err := rt.RoundTrip(req)
+			counts.count(req, res)
+			return res, err
+		})
+	})
+	cl := env.ClientsFor(tb, cfg)
+	ref := gateway.RouteRef{Namespace: ns, Name: "web"}
+	wc, err := client.NewWithWatch(cl.Config, client.Options{Scheme: env.Scheme}) // the Router's Notify watches
+	if err != nil {
+		tb.Fatal(err)
+	}
+	router, err := gateway.NewRouter(wc, gateway.Config{Routes: []gateway.RouteRef{ref}, A: backendA, B: backendB})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-a", FullReplicas: fullReplicas})
+	bs := replicas.ForDeployment(cl.Kube, replicas.Workload{Namespace: ns, Name: "web-b", FullReplicas: fullReplicas})
+	hs, err := router.AnnotationStore(ref) // each weight hop writes the state with it
+	if err != nil {
+		tb.Fatal(err)
+	}
+	store := &countingStore{Store: hs}
+	runner := &rollout.Runner{Strategy: strat, Router: router, A: a, B: bs,
+		RevisionA: deployer(tb, a), RevisionB: deployer(tb, bs), Store: store, Observer: observer}
+	if !notify {
+		runner.Router = pollRouter{router}
+		runner.A, runner.B = pollSetter{a}, pollSetter{bs}
+		runner.RevisionA, runner.RevisionB = pollDeployer{runner.RevisionA.(rollout.Deployer)}, pollDeployer{runner.RevisionB.(rollout.Deployer)}
+	}
+	if err := runner.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	// Warm the counting clients up (discovery, the REST mapping of
+	// HTTPRoutes) before counting.
+	if _, err := router.Weights(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := a.Capacity(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	counts.reset()
+	return &kubeRig{ns: ns, notify: notify, counts: counts, router: router, a: a, b: bs, store: store, runner: runner,
+		pods: &podsOf{cs: env.Kube, ns: ns},
+		warm: router.Counts().Reads + a.Counts().Reads + bs.Counts().Reads}
+}
+
+// adapterReads returns the adapters' own reads of their objects since the
+// rig was built (the rest of counts' reads are the Store's).
+func (r *kubeRig) adapterReads() int64 {
+	return int64(r.router.Counts().Reads + r.a.Counts().Reads + r.b.Counts().Reads - r.warm)
+}
+
+// checkUpgraded fails tb unless Run, which returned s and err after took,
+// left v2 serving all traffic from web-b at full replicas, and no watch
+// loop of the Setters running.
+func (r *kubeRig) checkUpgraded(tb testing.TB, s strategy.State, err error, took time.Duration) {
+	tb.Helper()
+	for _, side := range []*replicas.Setter{r.a, r.b} {
+		// Run returns after the watch its Setter and Deployer shared.
+		if running, _ := replicas.Watching(side); running != 0 {
+			tb.Fatalf("%d watch loops still running after Run returned", running)
+		}
+	}
+	if err != nil || s.Phase != strategy.PhaseSucceeded || s.StableRevision != "v2" || s.StableSide != strategy.SideB {
+		tb.Fatalf("Run ended %s on %s (side %s) after %v: %s: %v", s.Phase, s.StableRevision, s.StableSide, took, s.Message, err)
+	}
+	// The end: all traffic on web-b, at full replicas, all running v2.
+	w, err := r.router.Weights(context.Background())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if w.Weights != (rollout.Weights{A: 0, B: 100}) {
+		tb.Fatalf("route weights %+v at the end, want all on B", w.Weights)
+	}
+	if ready, allOn, list := r.pods.serving(tb, "web-b", "v2"); ready != fullReplicas || !allOn {
+		tb.Fatalf("web-b has %d ready pods (all on v2: %v), want %d: %s", ready, allOn, fullReplicas, list)
+	}
+	if ready, _, list := r.pods.serving(tb, "web-a", "v1"); ready != 0 {
+		tb.Fatalf("web-a still has %d ready pods: %s", ready, list)
+	}
+	if r.notify && r.counts.watches.Load() < 3 {
+		tb.Fatalf("%d watches: some adapter of the route and the two Deployments could not notify", r.counts.watches.Load())
+	}
 }
 
 // requestCounts counts the API requests of a client, by kind. Requests

@@ -266,6 +266,12 @@ func (g *e2e) route(t *testing.T) rollout.Weights {
 	if err := g.env.Client.Get(context.Background(), types.NamespacedName{Namespace: g.ns, Name: "web"}, &rt); err != nil {
 		t.Fatal(err)
 	}
+	return routeWeights(&rt)
+}
+
+// routeWeights reads the weights of the two sides in the spec of a route
+// createSides made (one rule, whose backends are the two sides).
+func routeWeights(rt *gwv1.HTTPRoute) rollout.Weights {
 	var w rollout.Weights
 	for _, ref := range rt.Spec.Rules[0].BackendRefs {
 		switch string(ref.Name) {
