@@ -252,7 +252,12 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 	st.DesiredExtras = *o.Extras.DeepCopy()
 	now := micro(r.now)
 	st.Phase = PhaseProgressing
-	st.StartedAt, st.StepStartedAt, st.WeightChangedAt = now, now, now
+	st.StartedAt, st.StepStartedAt, st.WeightChangedAt = now, now, metav1.MicroTime{}
+	if w > 0 {
+		// When the weight moved is unknown: an interval counts from now.
+		// At weight 0 no weight has moved, and the first hop waits for none.
+		st.WeightChangedAt = now
+	}
 	st.WeightAppliedAt, st.WeightPendingAt = metav1.MicroTime{}, metav1.MicroTime{}
 	st.HopAt, st.ReachedAt, st.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}, metav1.MicroTime{}
 	st.StepIndex, st.StepsHash = 0, ""

@@ -54,6 +54,7 @@ func installRun(t *testing.T, mode CapacityMode, idle int32, serving, other stri
 	w.canary.ready = w.canary.readyFor(w.canary.asked)
 	s := State{}.Retarget("v2", t0)
 	now := t0
+	var firstWeight time.Time
 	for i := 0; ; i++ {
 		if i == 500 {
 			t.Fatalf("not finished after %d steps: %s: %s", i, s.Phase, s.Message)
@@ -73,6 +74,9 @@ func installRun(t *testing.T, mode CapacityMode, idle int32, serving, other stri
 		}
 		if d.CanaryCapacity.Set && d.CanaryCapacity.Value > w.canary.asked && (w.canary.rev != "v2" || !w.canary.updated) {
 			t.Fatalf("canary capacity %d asked for a side running %q (updated %v)", d.CanaryCapacity.Value, w.canary.rev, w.canary.updated)
+		}
+		if d.Weight.Set && d.Weight.Value > 0 && firstWeight.IsZero() {
+			firstWeight = now
 		}
 		w.apply(&d, 1)
 		if d.State.stableSide() != s.stableSide() {
@@ -98,5 +102,10 @@ func installRun(t *testing.T, mode CapacityMode, idle int32, serving, other stri
 	}
 	if w.breach != "" {
 		t.Fatal(w.breach)
+	}
+	// Nothing had moved a weight: the first one waits for capacity and the
+	// deploy, not for an interval.
+	if mode != CapacityReplicas && firstWeight.Sub(t0) >= strat.Interval.Duration {
+		t.Fatalf("the first weight hop came %s after the install, an interval (%s) or more", firstWeight.Sub(t0), strat.Interval.Duration)
 	}
 }
