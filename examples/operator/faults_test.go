@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -65,14 +66,71 @@ func pausedV2At25(t *testing.T) (*world, *v1alpha1.Release) {
 	return w, w.pausedAt25()
 }
 
-// pausedAt25 waits until the rollout to v2 holds at 25% on its pause and
-// returns the Release as it was then.
+// pausedAt25 waits until the rollout to v2 holds at 25% on its pause, the
+// stable side shrunk to its traffic (75: 3 of web-a's 4 replicas) and both
+// Deployments at rest, and returns the Release as it was then.
 func (w *world) pausedAt25() *v1alpha1.Release {
 	w.t.Helper()
-	return w.waitFor("the pause at 25", 60*time.Second, func(rel *v1alpha1.Release) bool {
+	rel := w.waitFor("the pause at 25", 60*time.Second, func(rel *v1alpha1.Release) bool {
 		s := &rel.Status.Rollout
-		return rel.Status.ObservedGeneration == rel.Generation && s.Phase == strategy.PhasePaused && s.Observed.Weight == 25
+		return rel.Status.ObservedGeneration == rel.Generation && s.Phase == strategy.PhasePaused && s.Observed.Weight == 25 &&
+			s.Desired.StableCapacity == 75
 	})
+	// The status is not written again once the pause holds: the
+	// Deployments tell when the stable side has shrunk.
+	deadline := time.Now().Add(20 * time.Second)
+	for w.replicasOf("web-a") != "web-a=3" {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("web-a not shrunk to its traffic: %s", w.replicasOf("web-a"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.atRest(20*time.Second, "web-a", "web-b")
+	return rel
+}
+
+// atRest waits until the named Deployments are at rest: their status
+// written for their latest spec, every replica updated and available,
+// none terminating, and no pod of the namespace being deleted. Past that,
+// their controllers write nothing more until something changes them.
+func (w *world) atRest(within time.Duration, names ...string) {
+	w.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	for {
+		rest, why := true, ""
+		for _, name := range names {
+			var d appsv1.Deployment
+			if err := w.c.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: name}, &d); err != nil {
+				w.t.Fatal(err)
+			}
+			n := int32(1)
+			if d.Spec.Replicas != nil {
+				n = *d.Spec.Replicas
+			}
+			st := d.Status
+			if st.ObservedGeneration < d.Generation || st.Replicas != n || st.UpdatedReplicas != n || st.AvailableReplicas != n ||
+				st.TerminatingReplicas != nil && *st.TerminatingReplicas != 0 {
+				rest, why = false, fmt.Sprintf("%s: %+v for %d replicas", name, st, n)
+			}
+		}
+		var pods corev1.PodList
+		if err := w.c.List(ctx, &pods, client.InNamespace(w.ns)); err != nil {
+			w.t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				rest, why = false, "pod "+p.Name+" is being deleted"
+			}
+		}
+		if rest {
+			return
+		}
+		if time.Now().After(deadline) {
+			w.t.Fatalf("not at rest after %s: %s", within, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // checkServes checks the end of a rollout: phase, the stable revision and
