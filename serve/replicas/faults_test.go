@@ -936,13 +936,14 @@ func TestFaultNodeLostUnderStable(t *testing.T) {
 		Options: strategy.Options{PollInterval: metav1.Duration{Duration: 500 * time.Millisecond}}}
 	g := newFaultRig(t, strat, faultSideOptions{nodes: nodes[:2]}, faultSideOptions{nodes: nodes[2:3]})
 	g.start()
-	g.waitFor("paused at weight 25 with the stable side at 4 ready pods", func() (bool, string) {
+	// In the pause the stable side shrinks to its traffic: 3 of 4 pods.
+	g.waitFor("paused at weight 25 with the stable side at 3 ready pods", func() (bool, string) {
 		e, ok := g.lastEvent()
 		d := g.get("web-a")
 		g.m.mu.Lock()
 		ready := g.m.readyNow(strategy.SideA)
 		g.m.mu.Unlock()
-		return ok && e.After.Phase == strategy.PhasePaused && g.weights().B == 25 && *d.Spec.Replicas == faultFull && ready == faultFull,
+		return ok && e.After.Phase == strategy.PhasePaused && g.weights().B == 25 && *d.Spec.Replicas == faultFull-1 && ready == faultFull-1,
 			fmt.Sprintf("phase %s, weights %+v, web-a spec %d with %d ready pods", e.After.Phase, g.weights(), *d.Spec.Replicas, ready)
 	})
 	perNode := map[string]int{}
@@ -1066,12 +1067,15 @@ func TestFaultControllerManagerStopped(t *testing.T) {
 		{"mid-rollout", faultStrategy(), func(g *faultRig) {
 			g.waitFor("canary weight 25", func() (bool, string) { return g.weights().B >= 25, fmt.Sprintf("weights %+v", g.weights()) })
 		}, false},
-		// In a 5s pause at weight 25, everything settled: the canary's
+		// In a 5s pause at weight 25, everything settled (the stable
+		// side shrunk to its traffic, 75, seen settled): the canary's
 		// scale-up to 50 comes after the stop.
 		{"in a pause", paused, func(g *faultRig) {
-			g.waitFor("paused at weight 25", func() (bool, string) {
+			g.waitFor("paused at weight 25, the stable side settled at 75", func() (bool, string) {
 				e, _ := g.lastEvent()
-				return e.After.Phase == strategy.PhasePaused && g.weights().B == 25, fmt.Sprintf("phase %s, weights %+v", e.After.Phase, g.weights())
+				st := e.After.Observed.Stable
+				return e.After.Phase == strategy.PhasePaused && g.weights().B == 25 && st.Capacity == 75 && st.Settled,
+					fmt.Sprintf("phase %s, weights %+v, stable %+v", e.After.Phase, g.weights(), st)
 			})
 		}, true},
 	} {
