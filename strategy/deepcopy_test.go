@@ -64,7 +64,7 @@ func populated() strategy.State {
 		},
 		StartedAt: at(4),
 		HopAt:     at(5),
-		Pace: strategy.Pace{StableReady: metav1.Duration{Duration: time.Second}, CanaryReady: metav1.Duration{Duration: 2 * time.Second},
+		Pace: strategy.Pace{StableSettle: metav1.Duration{Duration: time.Second}, CanarySettle: metav1.Duration{Duration: 2 * time.Second},
 			StableAskedAt: at(17), CanaryAskedAt: at(18)},
 		WeightChangedAt:      at(6),
 		WeightAppliedAt:      at(15),

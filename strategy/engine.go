@@ -292,7 +292,7 @@ func (r *run) readiness() {
 func (r *run) takeRouteWeight() bool {
 	f := r.facts()
 	if !r.e.mode.takesRoute(f) {
-		if h := r.e.mode.growForRoute(f); h.kind == scaleStable {
+		if h := r.e.mode.growForRoute(f); h.scales() {
 			r.take(h, 0) // the stable side first: the route is taken once it is ready
 			r.st.Message = msgAborting
 			return true
@@ -750,6 +750,7 @@ func (r *run) progress() {
 	}
 	if !e.canary {
 		end, waiting := r.intervalRunning(e.interval)
+		waiting = waiting && st.Desired.Weight < 100 // at 100 nothing waits
 		if !waiting && r.release() {
 			return
 		}
@@ -842,7 +843,7 @@ func (r *run) atWeight(t int32) bool {
 // reports whether it asked for a hop.
 func (r *run) release() bool {
 	h := r.e.mode.release(r.facts())
-	if h.kind != scaleStable && h.kind != scaleCanary {
+	if !h.scales() {
 		return false
 	}
 	r.take(h, 0)
@@ -862,50 +863,40 @@ func (r *run) release() bool {
 // at the capacity it still has. It reports whether it asked for a hop.
 func (r *run) overlap(t, limit int32, end time.Time) bool {
 	f := r.facts()
-	lead, known := r.st.Pace.CanaryReady.Duration, r.st.Pace.CanaryReady.Duration > 0
+	rel := r.e.mode.release(f)
+	if t <= f.want.Weight {
+		// Nothing to prepare: only the release.
+		return r.release()
+	}
+	lead, known := r.st.Pace.CanarySettle.Duration, r.st.Pace.CanarySettle.Duration > 0
 	if lead <= time.Microsecond {
 		lead = 0 // observed ready at once (see Pace): prepared when the wait ends
 	}
-	rel := r.e.mode.release(f)
-	if rel.kind != scaleStable && rel.kind != scaleCanary {
-		rel = hop{}
-	}
-	settle := r.st.Pace.StableReady.Duration
+	settle := r.st.Pace.StableSettle.Duration
 	if settle <= 0 {
 		settle = lead // unknown: a scale-down taken to settle no faster than a scale-up
 	}
-	if rel.kind != arrived && (!known || end.Sub(r.now) >= settle+lead || t <= f.want.Weight) {
-		r.take(rel, 0)
+	if rel.scales() && (!known || end.Sub(r.now) >= settle+lead) {
+		r.take(rel, 0) // time enough to release, then prepare
 		return true
 	}
 	after := f
 	if rel.kind == scaleStable {
 		after.want.StableCapacity = rel.to
 	}
-	if t <= f.want.Weight {
+	h := r.e.mode.next(after, t, limit)
+	switch {
+	case h.kind != scaleCanary || h.to <= f.want.CanaryCapacity:
+		// The capacity is there, or the walk moves weight first.
+		return r.release()
+	case rel.scales() && h.to+max(f.stable.Capacity, f.want.StableCapacity) > 100+f.surge:
+		return r.release() // no room for both: the release first
+	}
+	if start := end.Add(-lead); known && r.now.Before(start) {
+		r.prepIn = start.Sub(r.now)
 		return false
 	}
-	h := r.e.mode.next(after, t, limit)
-	if h.kind != scaleCanary || h.to <= f.want.CanaryCapacity {
-		if rel.kind != arrived {
-			r.take(rel, 0)
-			return true
-		}
-		return false // the capacity is there, or the walk moves weight first
-	}
-	if rel.kind != arrived && h.to+max(f.stable.Capacity, f.want.StableCapacity) > 100+f.surge {
-		r.take(rel, 0) // no room for both: the release first
-		return true
-	}
-	if known {
-		if start := end.Add(-lead); r.now.Before(start) {
-			r.prepIn = start.Sub(r.now)
-			return false
-		}
-	}
-	if rel.kind != arrived {
-		r.take(rel, 0)
-	}
+	r.release()
 	r.take(h, 0)
 	return true
 }
@@ -920,11 +911,12 @@ func (r *run) waitUntil(end time.Time) time.Duration {
 	return d
 }
 
-// intervalRunning reports whether a weight hop toward the canary must wait
-// for the interval, and when that wait ends (see intervalWait).
+// intervalRunning reports whether a weight hop must wait for the interval
+// (counted from intervalStart; a promote skips it), and when that wait
+// ends.
 func (r *run) intervalRunning(interval time.Duration) (time.Time, bool) {
 	st := r.st
-	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() || st.Desired.Weight >= 100 {
+	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() {
 		return time.Time{}, false
 	}
 	end := st.intervalStart().Add(interval)
@@ -1262,16 +1254,12 @@ func (s *State) NextWeightHopAt(interval time.Duration) time.Time {
 // intervalWait reports whether a weight hop must wait for the interval, and
 // if so sets the exact requeue. The interval counts from intervalStart.
 func (r *run) intervalWait(interval time.Duration) bool {
-	st := r.st
-	if interval <= 0 || st.PromoteRequested || st.WeightChangedAt.IsZero() {
-		return false
-	}
-	if end := st.intervalStart().Add(interval); r.now.Before(end) {
-		st.Message = msgWaitingInterval
+	end, waiting := r.intervalRunning(interval)
+	if waiting {
+		r.st.Message = msgWaitingInterval
 		r.d.RequeueAfter = end.Sub(r.now)
-		return true
 	}
-	return false
+	return waiting
 }
 
 func (r *run) weightHop(w int32, interval time.Duration) {
@@ -1330,8 +1318,8 @@ func (r *run) notePace() {
 		side  *SideObservation
 		want  int32
 	}{
-		{&st.Pace.StableAskedAt, &st.Pace.StableReady, &st.Observed.Stable, st.Desired.StableCapacity},
-		{&st.Pace.CanaryAskedAt, &st.Pace.CanaryReady, &st.Observed.Canary, st.Desired.CanaryCapacity},
+		{&st.Pace.StableAskedAt, &st.Pace.StableSettle, &st.Observed.Stable, st.Desired.StableCapacity},
+		{&st.Pace.CanaryAskedAt, &st.Pace.CanarySettle, &st.Observed.Canary, st.Desired.CanaryCapacity},
 	} {
 		if s.asked.IsZero() || !s.side.Settled || s.side.Capacity != s.want {
 			continue

@@ -162,6 +162,9 @@ type hop struct {
 	to   int32 // the weight or capacity a hop asks for
 }
 
+// scales reports whether h sets a side's capacity.
+func (h hop) scales() bool { return h.kind == scaleStable || h.kind == scaleCanary }
+
 type hopKind uint8
 
 const (

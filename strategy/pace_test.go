@@ -32,7 +32,7 @@ func TestStepIntervalPrepares(t *testing.T) {
 	observe(&shrunk, d, t0)
 	paced := func(p time.Duration) strategy.State {
 		s := shrunk
-		s.Pace.CanaryReady = metav1.Duration{Duration: p}
+		s.Pace.CanarySettle = metav1.Duration{Duration: p}
 		return s
 	}
 	waiting := func(d time.Duration) hopsOf { return hopsOf{RequeueAfter: d, Phase: strategy.PhaseProgressing} }
@@ -78,15 +78,15 @@ func TestPaceLearned(t *testing.T) {
 	s.Observed.Canary = strategy.SideObservation{Capacity: 10, Ready: 0}
 	s.Observed.At = mt(t0.Add(2 * time.Second))
 	d = stepChecked(t, incremental, s, t0.Add(2*time.Second))
-	if d.State.Pace.CanaryReady.Duration != 0 {
-		t.Fatalf("pace learned from an unsettled side: %v", d.State.Pace.CanaryReady)
+	if d.State.Pace.CanarySettle.Duration != 0 {
+		t.Fatalf("pace learned from an unsettled side: %v", d.State.Pace.CanarySettle)
 	}
 	// Observed settled 3.5 s after the hop, stepped a little later.
 	s = d.State
 	s.Observed.Canary = strategy.SideObservation{Capacity: 10, Ready: 10, Settled: true}
 	s.Observed.At = mt(t0.Add(3500 * time.Millisecond))
 	d = stepChecked(t, incremental, s, t0.Add(4*time.Second))
-	if got, want := d.State.Pace.CanaryReady.Duration, 3500*time.Millisecond; got != want {
+	if got, want := d.State.Pace.CanarySettle.Duration, 3500*time.Millisecond; got != want {
 		t.Fatalf("CanaryReady %v, want %v", got, want)
 	}
 	if !d.State.Pace.CanaryAskedAt.IsZero() {
@@ -113,7 +113,8 @@ func TestPaceLearned(t *testing.T) {
 // share of full capacity, and the shares add up to 100, so the whole
 // rollout spends (ready delay + route delay) of full capacity, and at most
 // one wait of one hop's share more before the stable side's pace is
-// observed. The surge
+// observed. The canary is never asked for more than the next weight hop
+// needs. The surge
 // asked for never exceeds MaxSurgePercent.
 func TestOverlapReachesTheMinimum(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
@@ -169,6 +170,13 @@ func TestOverlapReachesTheMinimum(t *testing.T) {
 		// one wait of one hop's share more.
 		if least, most := ready+route, ready+route+longest*time.Duration(widest)/100; tl.SurgeCost < least || tl.SurgeCost > most {
 			t.Fatalf("surge cost %v, want %v (at most %v):\n%s", tl.SurgeCost, least, most, tl)
+		}
+		for _, e := range tl.Entries {
+			// The canary holds what the weight in force needs, and at most
+			// the next weight hop's share more.
+			if a := e.Allocation; a.CanaryCapacity-a.Weight > widest {
+				t.Fatalf("+%s %s: canary capacity %d at weight %d, more than one hop (%d) ahead:\n%s", e.Offset, e.What, a.CanaryCapacity, a.Weight, widest, tl)
+			}
 		}
 		if tl.PeakCapacity > 100+surge {
 			t.Fatalf("peak capacity %d above 100 + %d", tl.PeakCapacity, surge)

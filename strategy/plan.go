@@ -225,7 +225,7 @@ func Plan(s Strategy, o PlanOptions) (Timeline, error) {
 			add("pause " + wait.String())
 			paused = true
 		}
-		w.pass(&st, now, wait)
+		w.pass(&st, wait)
 		now = now.Add(wait)
 	}
 	return tl, fmt.Errorf("%w: more than %d steps", ErrPlanStuck, limit)
@@ -306,8 +306,8 @@ func (w *planWorld) next() (time.Time, bool) {
 	return t, !t.IsZero()
 }
 
-// pass counts the surge held from now for d.
-func (w *planWorld) pass(st *State, _ time.Time, d time.Duration) {
+// pass counts the surge the observed capacities hold for d.
+func (w *planWorld) pass(st *State, d time.Duration) {
 	if s := st.Observed.Stable.Capacity + st.Observed.Canary.Capacity - 100; s > 0 {
 		w.surge += time.Duration(s) * d
 	}

@@ -150,8 +150,8 @@ type Pace struct {
 	// a capacity hop; zero until observed. A side observed ready at once
 	// records a microsecond, the state's resolution, and is asked to grow
 	// when the wait ends.
-	StableReady metav1.Duration `json:"stableReady,omitzero"`
-	CanaryReady metav1.Duration `json:"canaryReady,omitzero"`
+	StableSettle metav1.Duration `json:"stableSettle,omitzero"`
+	CanarySettle metav1.Duration `json:"canarySettle,omitzero"`
 	// When the capacity hop being timed on each side was asked; absent
 	// when none is.
 	StableAskedAt metav1.MicroTime `json:"stableAskedAt,omitzero"`
