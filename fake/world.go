@@ -40,7 +40,9 @@ type WorldOptions struct {
 	// 2026-01-01T00:00:00Z.
 	Now time.Time
 	// Deadline bounds each RunUntil in simulated time; 0 means one hour
-	// plus twice the strategy's Plan.
+	// plus twice the strategy's Plan run with the World's lags, polls and
+	// failed writes as its ready and route delays (a strategy of many small
+	// hops on slow sides takes long, and is still live).
 	Deadline time.Duration
 	// Reconcile is the reconciler under test: RunUntil calls it with the
 	// World's Runner, the state and the clock's time, and stores the state
@@ -222,10 +224,7 @@ func NewWorld(opts WorldOptions) (*World, error) {
 		opts.Now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	}
 	if opts.Deadline == 0 {
-		opts.Deadline = time.Hour
-		if plan, err := strategy.Plan(opts.Strategy, strategy.PlanOptions{Start: opts.Now}); err == nil {
-			opts.Deadline += 2 * plan.Duration
-		}
+		opts.Deadline = time.Hour + 2*slowPlan(opts)
 	}
 	w := &World{opts: opts, mode: opts.Strategy.Shared().Capacity, began: opts.Now, clock: NewClock(opts.Now)}
 	w.state = strategy.NewState(opts.Revision, opts.Revision)
@@ -688,4 +687,28 @@ func (w *World) AssertSafe(t TB) {
 		}
 		t.Errorf("%s", msg)
 	}
+}
+
+// slowPlan is how long the strategy's Plan takes when every change waits as
+// long as the World's faults can make it: the lag, one poll per lagged read
+// and two more to observe it, and with FailEvery one more poll for the write
+// that fails. A strategy whose plan cannot be made counts zero.
+func slowPlan(opts WorldOptions) time.Duration {
+	poll := opts.Strategy.Shared().PollInterval.Duration
+	if poll <= 0 {
+		poll = strategy.DefaultPollInterval
+	}
+	slow := func(l Lag) time.Duration {
+		d := l.Duration + time.Duration(l.Reads+2)*poll
+		if opts.FailEvery > 0 {
+			d += poll
+		}
+		return d
+	}
+	plan, err := strategy.Plan(opts.Strategy, strategy.PlanOptions{Start: opts.Now,
+		ReadyDelay: slow(opts.SideLag), RouteDelay: slow(opts.RouterLag)})
+	if err != nil {
+		return 0
+	}
+	return plan.Duration
 }
