@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/upshift-dev/upshift/internal/conflict"
+	"github.com/upshift-dev/upshift/internal/ownwrite"
 	"github.com/upshift-dev/upshift/internal/watchloop"
 )
 
@@ -52,6 +53,14 @@ func (r route) object() client.Object {
 		return r.http
 	}
 	return r.grpc
+}
+
+// ref names r.
+func (r route) ref() RouteRef {
+	if r.http != nil {
+		return RouteRef{Kind: KindHTTPRoute, Namespace: r.http.Namespace, Name: r.http.Name}
+	}
+	return RouteRef{Kind: KindGRPCRoute, Namespace: r.grpc.Namespace, Name: r.grpc.Name}
 }
 
 func (r route) meta() *metav1.ObjectMeta {
@@ -115,18 +124,48 @@ func newRoute(kind string) (route, error) {
 	return route{}, fmt.Errorf("%w: route kind %q: want %s or %s", ErrInvalid, kind, KindHTTPRoute, KindGRPCRoute)
 }
 
-type crRoutes struct{ c client.Client }
+// crRoutes reads and writes routes through a controller-runtime client.
+// With own set (Config.APIReader), the client reads from an informer cache:
+// a get is resolved against the Router's own writes (ownwrite.Memory), and
+// the get after a conflict reads api, the API server. Lists come from the
+// client as they are, cache or not: they only place the owned rules among
+// the peer routes (peersOf), and another writer's change reaches them once
+// the cache has it, as with any reader.
+type crRoutes struct {
+	c   client.Client
+	api client.Reader
+	own *ownwrite.Memory[RouteRef]
+}
 
 func (c crRoutes) get(ctx context.Context, ref RouteRef) (route, error) {
 	r, err := newRoute(ref.kind())
 	if err != nil {
 		return r, err
 	}
-	err = c.c.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, r.object())
+	key := types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}
+	if c.own == nil {
+		return r, c.c.Get(ctx, key, r.object())
+	}
+	obj, err := c.own.Get(ref.key(), func(server bool) (ownwrite.Object, error) {
+		fresh, _ := newRoute(ref.kind())
+		var rd client.Reader = c.c
+		if server {
+			rd = c.api
+		}
+		return fresh.object(), rd.Get(ctx, key, fresh.object())
+	})
+	if got, ok := routeOf(obj); ok {
+		r = got
+	}
 	return r, err
 }
 
-func (c crRoutes) update(ctx context.Context, r route) error { return c.c.Update(ctx, r.object()) }
+func (c crRoutes) update(ctx context.Context, r route) error {
+	if c.own == nil {
+		return c.c.Update(ctx, r.object())
+	}
+	return c.own.Update(r.ref().key(), r.object(), func() error { return c.c.Update(ctx, r.object()) })
+}
 
 func (c crRoutes) watch(ctx context.Context, ref RouteRef, opts metav1.ListOptions) (watch.Interface, error) {
 	wc, ok := c.c.(client.WithWatch)

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/gateway-api/pkg/client/clientset/versioned"
 
 	"github.com/upshift-dev/upshift/clock"
+	"github.com/upshift-dev/upshift/internal/ownwrite"
 	"github.com/upshift-dev/upshift/internal/watchloop"
 	"github.com/upshift-dev/upshift/rollout"
 )
@@ -60,6 +61,15 @@ type Config struct {
 	// only. The Router reads them only while a header route or sticky
 	// sessions are asked for or programmed.
 	PeerNamespaces []string
+	// APIReader reads routes from the API server. When the client passed
+	// to NewRouter reads routes from an informer cache (a controller-runtime
+	// manager's client), set it to a reader of the API server, such as
+	// mgr.GetAPIReader(): the Router then reads routes from the cache,
+	// answers a read that returns a version one of its own writes replaced
+	// with what that write returned, and after a write conflict reads the
+	// route once from APIReader (see NewRouter). Nil: every read goes
+	// through the client. NewRouterForClientset ignores it.
+	APIReader client.Reader
 }
 
 // Validate names every problem with the configuration.
@@ -206,8 +216,10 @@ type acceptance struct {
 
 // Counts are the API calls a Router made. The zero value counts nothing.
 type Counts struct {
-	// Reads are the GETs of a route sent to the API server; Writes the
-	// updates that succeeded, Conflicts those refused with a conflict.
+	// Reads are the GETs of a route sent to the API server (with
+	// Config.APIReader, the reads through the client's cache and
+	// APIReader); Writes the updates that succeeded, Conflicts those
+	// refused with a conflict.
 	Reads, Writes, Conflicts int
 	// Lists are the lists of routes sent to read the other routes on the
 	// managed routes' listeners (see Config.PeerNamespaces).
@@ -228,8 +240,24 @@ var (
 
 // NewRouter returns a Router that uses a controller-runtime client; its
 // scheme must know gateway.networking.k8s.io/v1.
+//
+// With a manager's client, whose reads come from an informer cache that
+// may lag the API server, set Config.APIReader (mgr.GetAPIReader()): a
+// reconcile then reads the routes from the cache, with no request. The
+// Router never acts on a route older than its own last write: while the
+// cache still shows a version that one of its writes replaced, it reads
+// what that write returned. Other writers' changes are seen once the cache
+// has them; a write based on a stale read conflicts, and the retry reads
+// the route from APIReader (until the cache catches up, a version the
+// cache shows that the Router cannot place is checked there too). The
+// peer routes that SetRoutes lists are read from the cache as they are.
+// The cache needs list and watch on the route kinds.
 func NewRouter(c client.Client, cfg Config) (*Router, error) {
-	r, err := newRouter(crRoutes{c: c}, cfg)
+	api := crRoutes{c: c}
+	if cfg.APIReader != nil {
+		api.api, api.own = cfg.APIReader, &ownwrite.Memory[RouteRef]{}
+	}
+	r, err := newRouter(api, cfg)
 	if err != nil {
 		return nil, err
 	}
