@@ -111,12 +111,13 @@ func TestLayering(t *testing.T) {
 		"serve/retry":        {"clock"},
 		"rollout/analysis":   {"rollout", "strategy", "clock"},
 		"fake":               {"rollout", "rollout/analysis", "strategy", "clock"},
-		"gateway":            {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
+		"gateway":            {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop", "internal/ownwrite"},
 		"serve/ray":          {"rollout", "strategy", "clock"},
 		"serve/ray/raytest":  {"fake"}, // never serve/ray, which it checks: the two must not share a mistake
 		"serve/replicas":     {"rollout", "strategy", "clock", "internal/conflict", "internal/watchloop"},
 		"internal/conflict":  {"rollout"},
 		"internal/watchloop": {"clock"},
+		"internal/ownwrite":  {},
 		// The test harnesses are a module of their own that a copied
 		// operator imports: nothing of upshift but the OS thread helper.
 		"kubetest":             {"internal/osthread"},

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -115,7 +116,8 @@ type fleetResult struct {
 	succeeded int
 	within    int // succeeded within 1.05x the plan
 	api       measure.Counts
-	players   measure.Counts // the gateway player's
+	apiBy     map[string]int64 // the operator's requests by verb and resource
+	players   measure.Counts   // the gateway player's
 	// The latencies of the operator's reads and writes, and of the
 	// gateway player's writes.
 	readLat, writeLat, playerLat []time.Duration
@@ -261,6 +263,7 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	time.Sleep(min(5*time.Second, spread))
 
 	apiBefore, latMark := proxy.counter.Counts(), proxy.counter.Mark()
+	byBefore := proxy.counter.ByResource()
 	routeMark := routeCounter.Mark()
 	playersBefore := routeCounter.Counts()
 	harnessBefore := harness.Counts()
@@ -301,6 +304,12 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	cpuAfter := measure.SampleCPU(map[string]int{"operator": op.pid()})
 	metricsAfter := op.scrape(tb)
 	res.api = proxy.counter.Counts().Minus(apiBefore)
+	res.apiBy = proxy.counter.ByResource()
+	for k, v := range byBefore {
+		if res.apiBy[k] -= v; res.apiBy[k] == 0 {
+			delete(res.apiBy, k)
+		}
+	}
 	res.players = routeCounter.Counts().Minus(playersBefore)
 	res.harness = harness.Counts().Minus(harnessBefore)
 	res.readLat, res.writeLat = proxy.counter.Latencies(latMark)
@@ -619,6 +628,13 @@ func (r fleetResult) table() string {
 	row("duration / plan p50, p99, max", "%.3f, %.3f, %.3f", r.ratio(0.5), r.ratio(0.99), r.ratio(1))
 	row("operator API requests per rollout: reads / writes / watches", "%.1f / %.1f / %.2f (409: %d, 429: %d, failed: %d)",
 		r.perRollout(r.api.Reads), r.perRollout(r.api.Writes), r.perRollout(r.api.Watches), r.api.Conflicts, r.api.TooMany, r.api.Failed)
+	var by []string
+	for _, k := range slices.Sorted(maps.Keys(r.apiBy)) {
+		if k != "" && !strings.HasPrefix(k, "WATCH") {
+			by = append(by, fmt.Sprintf("%s %.1f", k, r.perRollout(r.apiBy[k])))
+		}
+	}
+	row("operator API requests per rollout by verb and resource", "%s", strings.Join(by, ", "))
 	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
 		ms(measure.Quantile(r.readLat, 0.5)), ms(measure.Quantile(r.readLat, 0.99)), ms(measure.Quantile(r.writeLat, 0.5)), ms(measure.Quantile(r.writeLat, 0.99)))
 	row("gateway player's API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",

@@ -32,6 +32,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/upshift-dev/upshift/cmd/kubectl-upshift v0.0.0-00010101000000-000000000000 // indirect
 	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
 )
 
 require (

@@ -429,7 +429,7 @@ func freePort(t testing.TB) string {
 }
 
 // start starts an operator process for the world's namespace.
-func (w *world) start(name string) *operator {
+func (w *world) start(name string, args ...string) *operator {
 	t := w.t
 	t.Helper()
 	o := &operator{log: filepath.Join(t.TempDir(), name+".log"), metrics: freePort(t), done: make(chan struct{})}
@@ -437,8 +437,8 @@ func (w *world) start(name string) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.cmd = exec.Command(operatorBinary(t), "-namespace", w.ns, "-metrics-bind-address", o.metrics,
-		"-health-probe-bind-address", "0", "-lease-duration", "4s", "-renew-deadline", "3s", "-retry-period", "500ms", "-v")
+	o.cmd = exec.Command(operatorBinary(t), append([]string{"-namespace", w.ns, "-metrics-bind-address", o.metrics,
+		"-health-probe-bind-address", "0", "-lease-duration", "4s", "-renew-deadline", "3s", "-retry-period", "500ms", "-v"}, args...)...)
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+w.kcfg)
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	o.cmd.SysProcAttr = procAttr()

@@ -40,12 +40,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -73,6 +75,9 @@ type Config struct {
 	RetryPeriod    time.Duration
 	Workers        int
 	Verbose        bool
+	HopEvents      bool
+	Selector       string
+	LeaseID        string
 }
 
 func main() {
@@ -88,6 +93,9 @@ func main() {
 	flag.DurationVar(&cfg.RetryPeriod, "retry-period", 2*time.Second, "how often a replica tries to take or renew the Lease")
 	flag.IntVar(&cfg.Workers, "max-concurrent-reconciles", 1, "how many Releases are reconciled at once (each Release is only ever reconciled by one at a time)")
 	flag.BoolVar(&cfg.Verbose, "v", false, "log every applied hop")
+	flag.BoolVar(&cfg.HopEvents, "hop-events", false, "record an Event for every hop, not only for phase changes, aborts, commands and errors (one more API write per hop)")
+	flag.StringVar(&cfg.Selector, "release-selector", "", "label selector of the Releases this replica reconciles, to shard Releases across replicas (default: all)")
+	flag.StringVar(&cfg.LeaseID, "leader-election-id", "", "name of the leader election Lease (default: "+controller.Name+", and one per -release-selector)")
 	flag.Parse() // also -kubeconfig, registered by controller-runtime
 	level := slog.LevelInfo
 	if cfg.Verbose {
@@ -117,28 +125,49 @@ func run(ctx context.Context, cfg Config) error {
 	if cfg.LeaseNamespace == "" {
 		cfg.LeaseNamespace = cfg.Namespace
 	}
+	sel, err := labels.Parse(cfg.Selector)
+	if err != nil {
+		return fmt.Errorf("-release-selector %q: %w", cfg.Selector, err)
+	}
+	if cfg.LeaseID == "" {
+		cfg.LeaseID = leaseID(cfg.Selector)
+	}
 	opts := ctrl.Options{
 		Scheme:                        scheme,
 		Metrics:                       metricsserver.Options{BindAddress: cfg.MetricsAddr},
 		HealthProbeBindAddress:        cfg.ProbeAddr,
 		LeaderElection:                cfg.LeaderElect,
-		LeaderElectionID:              controller.Name,
+		LeaderElectionID:              cfg.LeaseID,
 		LeaderElectionNamespace:       cfg.LeaseNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &cfg.LeaseDuration,
 		RenewDeadline:                 &cfg.RenewDeadline,
 		RetryPeriod:                   &cfg.RetryPeriod,
 		Controller:                    config.Controller{MaxConcurrentReconciles: cfg.Workers},
-		// The gateway Router reads the route before each write of its
-		// weights, with the route's resourceVersion: a read from the
-		// cache could be older than the Router's last write and make it
-		// retry. The watch of routes still goes through the cache.
+		// Releases, Deployments and routes are read from the cache (the
+		// gateway Router and the Setters answer a read older than their
+		// own last write with that write, the reconciler reads its
+		// Release from the API server only when the cache is behind).
 		// Gateways and GatewayClasses are read only to check what a
 		// mirror needs, by name: no cache (and no list or watch) for them.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&gwv1.HTTPRoute{}, &gwv1.Gateway{}, &gwv1.GatewayClass{}}}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&gwv1.Gateway{}, &gwv1.GatewayClass{}}}},
 	}
+	opts.Cache.ByObject = map[client.Object]cache.ByObject{}
 	if cfg.Namespace != "" {
-		opts.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{cfg.Namespace: {}}}
+		opts.Cache.DefaultNamespaces = map[string]cache.Config{cfg.Namespace: {}}
+		if cfg.PeerNamespaces != "" {
+			// The peers' routes are listed from the cache too.
+			nss := map[string]cache.Config{cfg.Namespace: {}}
+			for _, ns := range strings.Split(cfg.PeerNamespaces, ",") {
+				nss[ns] = cache.Config{}
+			}
+			opts.Cache.ByObject[&gwv1.HTTPRoute{}] = cache.ByObject{Namespaces: nss}
+		}
+	}
+	if cfg.Selector != "" {
+		// A shard: the cache holds only its Releases, so only they are
+		// reconciled (the Deployments and routes are cached whole).
+		opts.Cache.ByObject[&v1alpha1.Release{}] = cache.ByObject{Label: sel}
 	}
 	mgr, err := ctrl.NewManager(rc, opts)
 	if err != nil {
@@ -149,6 +178,11 @@ func run(ctx context.Context, cfg Config) error {
 		Reader:   mgr.GetAPIReader(),
 		Recorder: mgr.GetEventRecorder(controller.Name),
 		Metrics:  controller.NewMetrics(nil),
+
+		HopEvents: cfg.HopEvents,
+	}
+	if cfg.Selector != "" {
+		r.Selector = sel
 	}
 	switch {
 	case cfg.PeerNamespaces != "":
@@ -171,6 +205,18 @@ func run(ctx context.Context, cfg Config) error {
 		case <-ctx.Done():
 		}
 	}()
-	ctrl.Log.Info("starting", "namespace", cfg.Namespace, "leaderElection", cfg.LeaderElect, "lease", cfg.LeaseNamespace)
+	ctrl.Log.Info("starting", "namespace", cfg.Namespace, "releaseSelector", cfg.Selector, "leaderElection", cfg.LeaderElect, "lease", cfg.LeaseNamespace+"/"+cfg.LeaseID)
 	return mgr.Start(ctx)
+}
+
+// leaseID is the default name of the leader election Lease: one per
+// shard, so that each shard elects its own leader. The selector is hashed
+// into the name (a Lease name is a DNS subdomain; a selector is not).
+func leaseID(selector string) string {
+	if selector == "" {
+		return controller.Name
+	}
+	h := fnv.New32a()
+	h.Write([]byte(selector))
+	return fmt.Sprintf("%s-%08x", controller.Name, h.Sum32())
 }

@@ -5,8 +5,10 @@
 package measure
 
 import (
+	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +27,7 @@ type Counter struct {
 
 	mu                sync.Mutex
 	readLat, writeLat []time.Duration
+	byResource        map[string]int64
 }
 
 // Counts is a snapshot of a Counter's counts. The zero value is no
@@ -60,6 +63,13 @@ func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 		default:
 			c.writes.Add(1)
 		}
+		key := requestKey(req, watch)
+		c.mu.Lock()
+		if c.byResource == nil {
+			c.byResource = map[string]int64{}
+		}
+		c.byResource[key]++
+		c.mu.Unlock()
 		start := time.Now()
 		resp, err := rt.RoundTrip(req)
 		if !watch {
@@ -84,6 +94,46 @@ func (c *Counter) Wrap(rt http.RoundTripper) http.RoundTripper {
 		}
 		return resp, err
 	})
+}
+
+// requestKey names what a request does: its verb (GET, LIST, WATCH, PUT,
+// POST, PATCH, DELETE) and the resource of its path, with its
+// subresource ("PUT deployments", "PUT releases/status", "LIST httproutes").
+func requestKey(req *http.Request, watch bool) string {
+	verb := req.Method
+	parts := strings.Split(strings.Trim(req.URL.Path, "/"), "/")
+	// /api/v1/... or /apis/group/version/...; then namespaces/ns/ maybe.
+	switch {
+	case len(parts) > 0 && parts[0] == "api":
+		parts = parts[min(2, len(parts)):]
+	case len(parts) > 0 && parts[0] == "apis":
+		parts = parts[min(3, len(parts)):]
+	}
+	if len(parts) >= 3 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	resource := strings.Join(parts, "/")
+	if len(parts) >= 2 {
+		resource = parts[0]
+		if len(parts) >= 3 {
+			resource += "/" + parts[2]
+		}
+	}
+	switch {
+	case watch:
+		verb = "WATCH"
+	case verb == http.MethodGet && len(parts) == 1:
+		verb = "LIST"
+	}
+	return verb + " " + resource
+}
+
+// ByResource returns the requests so far by verb and resource, as
+// "GET httproutes", "LIST deployments", "PUT releases/status".
+func (c *Counter) ByResource() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.byResource)
 }
 
 // Counts returns the counts so far.

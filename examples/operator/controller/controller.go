@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -76,16 +77,27 @@ const ReasonInvalidSpec = "InvalidSpec"
 
 // Reconciler reconciles Releases.
 type Reconciler struct {
-	// Client is the manager's client; its reads of HTTPRoutes must not
-	// be cached (see main.go), so that the Router's writes never retry
-	// from a stale cache.
+	// Client is the manager's client, which reads from its cache.
 	Client client.Client
-	// Reader reads the Release itself from the API server (the manager's
-	// APIReader): its status holds the rollout's state, and a reconcile
-	// must never start from a state older than the last one written.
+	// Reader reads from the API server (the manager's APIReader). A
+	// Release is read from Client's cache, and from Reader only when the
+	// cache may be older than the operator's last write of it (fresh.go):
+	// its status holds the rollout's state, and a reconcile must never
+	// start from a state older than the last one written. nil reads
+	// everything through Client.
 	Reader   client.Reader
 	Recorder events.EventRecorder
 	Metrics  *Metrics
+	// Selector, when set, is the label selector of the Releases this
+	// replica reconciles (its manager's cache holds only those): a
+	// Release relabelled out of it since the cache saw it is left alone.
+	// See main.go's -release-selector, to shard Releases across replicas.
+	Selector labels.Selector
+	// HopEvents records an Event for every hop applied, besides those of
+	// phase changes, aborts, commands and errors. Off, a hop is recorded
+	// in the status (rollout.desired, at the next write) and the metrics
+	// only: an Event per hop is one more API write per hop.
+	HopEvents bool
 	// Clock is the source of time; nil is clock.Real.
 	Clock clock.Clock
 	// PeerNamespaces are the namespaces whose HTTPRoutes the gateway
@@ -99,6 +111,10 @@ type Reconciler struct {
 	// own is the status last written for each Release, so that the
 	// watch tells the operator's writes from others' (ownstatus.go).
 	own ownStatus
+	// fresh and pending: what the operator's writes replaced, and the
+	// newest state of each rollout between writes (fresh.go).
+	fresh   fresh
+	pending pendingStates
 }
 
 // cachedRunner is the Runner of one generation of a Release: the gateway
@@ -168,7 +184,7 @@ func (r *Reconciler) releasesNaming(index string) handler.MapFunc {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	start := time.Now()
 	var rel v1alpha1.Release
-	if err := r.Reader.Get(ctx, req.NamespacedName, &rel); err != nil {
+	if err := r.get(ctx, req.NamespacedName, &rel); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 		}
@@ -195,12 +211,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// reported (ClockSkew) rather than obeyed.
 	now := runner.Now()
 	r.recordRetarget(&rel, current)
-	state := rel.Status.Rollout.Retarget(current.Identity, now)
+	stored := r.pending.state(&rel)
+	state := stored.Retarget(current.Identity, now)
 	state, applied := state.Control(rel.Spec.Control, now)
 	for _, a := range applied {
 		r.recordControl(&rel, a)
 	}
-	next, requeue, rerr := runner.ReconcileAt(context.WithValue(ctx, storedKey{}, &rel.Status.Rollout), state, now)
+	next, requeue, rerr := runner.ReconcileAt(context.WithValue(ctx, storedKey{}, &stored), state, now)
 	if rerr != nil {
 		// The Runner's state already carries the error (Degraded,
 		// counted toward the progress deadline) and requeue is the retry.
@@ -213,17 +230,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		Revisions:          kept(records, current, &next),
 	}
 	summarize(&status, &rel.Spec)
-	if statusChanged(&rel.Status, &status) {
-		rel.Status = status
-		r.own.wrote(&rel, &rel.Status)
-		if err := r.Client.Status().Update(ctx, &rel); err != nil {
-			// A conflict: someone changed the Release since it was read.
-			// The next reconcile starts again from what is stored;
-			// a hop already applied is observed as such.
-			return ctrl.Result{}, err
-		}
-		r.own.stored(&rel)
+	if !statusChanged(&rel.Status, &status) || deferrable(&rel.Status, &status) {
+		// Nothing to write, or only a capacity hop's record: it goes
+		// with the next write, and the next reconcile starts from it.
+		r.pending.keep(&rel, &next)
+		return ctrl.Result{RequeueAfter: requeue}, nil
 	}
+	written := rel.DeepCopy()
+	written.Status = status
+	r.own.wrote(written, &written.Status)
+	if err := r.update(ctx, written, true); err != nil {
+		// A conflict: someone changed the Release since it was read.
+		// The state stays in memory while the stored status is the one
+		// it follows (someone changed the spec); a hop already applied
+		// is observed as such all the same.
+		r.pending.keep(&rel, &next)
+		return ctrl.Result{}, err
+	}
+	r.own.stored(written)
+	r.pending.keep(written, &next)
 	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
@@ -307,10 +332,11 @@ func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err err
 	r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, ReasonInvalidSpec, "Validate", "%v", err)
 	rel.Status = status
 	r.own.wrote(rel, &rel.Status)
-	if err := r.Client.Status().Update(ctx, rel); err != nil {
+	if err := r.update(ctx, rel, true); err != nil {
 		return err
 	}
 	r.own.stored(rel)
+	r.pending.forget(client.ObjectKeyFromObject(rel))
 	return nil
 }
 
@@ -337,6 +363,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	delete(r.runners, key)
 	r.mu.Unlock()
 	r.own.forget(key)
+	r.fresh.forget(key)
+	r.pending.forget(key)
 	r.Metrics.forget(key.Namespace, key.Name)
 }
 
@@ -353,6 +381,7 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 		B:      gateway.Backend{Name: rel.Spec.B.Service, Port: rel.Spec.B.Port},
 
 		PeerNamespaces: r.PeerNamespaces,
+		APIReader:      r.apiReader(),
 	}
 	if d := rel.Spec.Route.SettleDelay; d != nil {
 		cfg.SettleDelay = d.Duration
@@ -490,8 +519,8 @@ func (r *Reconciler) recordControl(rel *v1alpha1.Release, a strategy.Applied) {
 // for the Observer.
 type storedKey struct{}
 
-// observer records a Kubernetes Event for every hop, phase change and
-// abort, and the metrics of every reconcile.
+// observer records a Kubernetes Event for every phase change, abort and
+// error (and hop, with HopEvents), and the metrics of every reconcile.
 func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
 	return rollout.ObserverFunc(func(ctx context.Context, e rollout.Event) {
 		if stored, ok := ctx.Value(storedKey{}).(*strategy.State); ok {
@@ -502,6 +531,9 @@ func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
 		}
 		r.Metrics.reconciled(rel.Namespace, rel.Name, e)
 		for _, h := range e.Applied {
+			if !r.HopEvents {
+				break
+			}
 			// events.k8s.io folds Events of the same reason and action
 			// into one series that keeps the first note, so the hop is
 			// the action: each distinct hop is an Event of its own, and

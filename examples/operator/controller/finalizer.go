@@ -46,7 +46,7 @@ func (r *Reconciler) addFinalizer(ctx context.Context, rel *v1alpha1.Release) er
 	if !controllerutil.AddFinalizer(rel, Finalizer) {
 		return nil
 	}
-	return r.Client.Update(ctx, rel)
+	return r.update(ctx, rel, false)
 }
 
 // finalize releases the claims of a Release being deleted, then lets the
@@ -63,7 +63,7 @@ func (r *Reconciler) finalize(ctx context.Context, rel *v1alpha1.Release) error 
 		}
 	}
 	controllerutil.RemoveFinalizer(rel, Finalizer)
-	if err := r.Client.Update(ctx, rel); err != nil {
+	if err := r.update(ctx, rel, false); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	r.forget(client.ObjectKeyFromObject(rel))
@@ -78,7 +78,7 @@ func (r *Reconciler) releaseGone(ctx context.Context, holder rollout.Owner) (boo
 		return false, nil
 	}
 	var rel v1alpha1.Release
-	err := r.Reader.Get(ctx, types.NamespacedName{Namespace: holder.Namespace, Name: holder.Name}, &rel)
+	err := r.apiReader().Get(ctx, types.NamespacedName{Namespace: holder.Namespace, Name: holder.Name}, &rel)
 	switch {
 	case apierrors.IsNotFound(err):
 		return true, nil
