@@ -107,6 +107,8 @@ const playerWorkers = 64
 // fleetResult is what one run of a fleet measured.
 type fleetResult struct {
 	n        int
+	shard    int // this operator's shard, of shards
+	shards   int
 	workers  int // the operator's -max-concurrent-reconciles
 	plan     strategy.Timeline
 	interval time.Duration
@@ -142,11 +144,14 @@ type fleetResult struct {
 	setup   time.Duration
 }
 
-// runFleet creates n Releases at v1 (each with its route and two
-// Deployments), waits until all are Released, then changes each to v2,
-// the edits spread evenly over spread, and waits until every rollout is
-// Released or timeout passes since its edit.
-func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread, timeout time.Duration) fleetResult {
+// runFleet creates shards x n Releases at v1 (each with its route and two
+// Deployments), reconciled by shards operator processes (with shards > 1,
+// each selects its n Releases by the label shardLabel, its own Lease
+// included), waits until all are Released, then changes each to v2, the
+// edits spread evenly over spread, and waits until every rollout is
+// Released or timeout passes since its edit. It returns each shard's
+// figures.
+func runFleet(tb testing.TB, shards, n, workers int, strat strategy.Incremental, spread, timeout time.Duration) []fleetResult {
 	tb.Helper()
 	setupStart := time.Now()
 	env := kubetest.Get(tb)
@@ -157,7 +162,11 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	if err != nil {
 		tb.Fatal(err)
 	}
-	res := fleetResult{n: n, workers: workers, plan: plan, interval: strat.Interval.Duration, durations: make([]time.Duration, n), cpu: map[string]float64{}}
+	res := make([]fleetResult, shards)
+	for s := range res {
+		res[s] = fleetResult{n: n, shard: s, shards: shards, workers: workers, plan: plan, interval: strat.Interval.Duration,
+			durations: make([]time.Duration, n), cpu: map[string]float64{}}
+	}
 	ns := env.Namespace(tb)
 	harness := &measure.Counter{}
 	hcfg := countedConfig(env.Config, harness)
@@ -165,9 +174,11 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	if err != nil {
 		tb.Fatal(err)
 	}
-	proxy := startProxy(tb, env.Config)
+	proxies := make([]*countingProxy, shards)
+	for s := range proxies {
+		proxies[s] = startProxy(tb, env.Config)
+	}
 	sa := bindOperator(tb, env, c, ns)
-	kcfg := writeKubeconfig(tb, proxy.srv.URL, proxy.caPEM, sa.Config.BearerToken, ns)
 	routeCounter := &measure.Counter{}
 	gcs, err := versioned.NewForConfig(countedConfig(env.Config, routeCounter))
 	if err != nil {
@@ -216,76 +227,112 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 	go func() { _ = rc.Start(ctx) }()
 	rc.WaitForCacheSync(ctx)
 
-	op := startFleetOperator(tb, kcfg, ns, workers)
-	defer op.stop()
-	// The operator's memory with its caches synced on an empty namespace.
+	ops := make([]*fleetOperator, shards)
+	pids := map[string]int{}
+	for s := range ops {
+		var args []string
+		if shards > 1 {
+			args = []string{"-release-selector", shardLabel + "=" + strconv.Itoa(s)}
+		}
+		kcfg := writeKubeconfig(tb, proxies[s].srv.URL, proxies[s].caPEM, sa.Config.BearerToken, ns)
+		ops[s] = startFleetOperator(tb, kcfg, ns, workers, args...)
+		defer ops[s].stop()
+		pids[shardProc(s)] = ops[s].pid()
+	}
+	// The operators' memory with their caches synced on an empty namespace.
 	time.Sleep(3 * time.Second)
-	res.rssIdle, _ = procMemory(op.pid())
-	res.heapIdl = sumMetric(op.scrape(tb), "go_memstats_heap_inuse_bytes", "")
+	for s, op := range ops {
+		res[s].rssIdle, _ = procMemory(op.pid())
+		res[s].heapIdl = sumMetric(op.scrape(tb), "go_memstats_heap_inuse_bytes", "")
+	}
 
 	// The objects, created by the administrator, 32 at a time.
-	names := make([]string, n)
+	names := make([][]string, shards)
 	var createErr atomic.Value
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 32)
-	for i := range names {
-		names[i] = fmt.Sprintf("web-%04d", i)
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			for _, obj := range fleetObjects(ns, names[i], strat) {
-				if err := c.Create(ctx, obj); err != nil {
-					createErr.Store(fmt.Errorf("%s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
-					return
-				}
+	for s := range names {
+		names[s] = make([]string, n)
+		for i := range names[s] {
+			names[s][i] = fmt.Sprintf("web-%04d", i)
+			if shards > 1 {
+				names[s][i] = fmt.Sprintf("web-%d-%04d", s, i)
 			}
-		}()
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				for _, obj := range fleetObjects(ns, names[s][i], strat) {
+					if rel, ok := obj.(*v1alpha1.Release); ok && shards > 1 {
+						rel.Labels = map[string]string{shardLabel: strconv.Itoa(s)}
+					}
+					if err := c.Create(ctx, obj); err != nil {
+						createErr.Store(fmt.Errorf("%s %s: %w", obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), err))
+						return
+					}
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	if err := createErr.Load(); err != nil {
 		tb.Fatalf("creating the fleet: %v", err)
 	}
-	for deadline := time.Now().Add(time.Duration(n)*300*time.Millisecond + 2*time.Minute); ; time.Sleep(200 * time.Millisecond) {
+	total := shards * n
+	for deadline := time.Now().Add(time.Duration(total)*300*time.Millisecond + 2*time.Minute); ; time.Sleep(200 * time.Millisecond) {
 		mu.Lock()
 		k := len(adopted)
 		mu.Unlock()
-		if k == n {
+		if k == total {
 			break
 		}
-		op.exited(tb)
+		for _, op := range ops {
+			op.exited(tb)
+		}
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d of %d Releases were Released at v1 by %v", k, n, time.Since(setupStart).Round(time.Second))
+			tb.Fatalf("%d of %d Releases were Released at v1 by %v", k, total, time.Since(setupStart).Round(time.Second))
 		}
 	}
-	res.setup = time.Since(setupStart)
+	setup := time.Since(setupStart)
 	// Let the adoption's last reconciles and requeues pass.
 	time.Sleep(min(5*time.Second, spread))
 
-	apiBefore, latMark := proxy.counter.Counts(), proxy.counter.Mark()
-	byBefore := proxy.counter.ByResource()
+	type mark struct {
+		api     measure.Counts
+		by      map[string]int64
+		lat     measure.Mark
+		metrics string
+	}
+	marks := make([]mark, shards)
+	for s := range marks {
+		marks[s] = mark{proxies[s].counter.Counts(), proxies[s].counter.ByResource(), proxies[s].counter.Mark(), ops[s].scrape(tb)}
+	}
 	routeMark := routeCounter.Mark()
 	playersBefore := routeCounter.Counts()
 	harnessBefore := harness.Counts()
-	metricsBefore := op.scrape(tb)
 	raw, _ := os.ReadFile("/proc/loadavg")
-	res.load = strings.Join(strings.Fields(string(raw))[:3], " ")
-	cpuBefore := measure.SampleCPU(map[string]int{"operator": op.pid()})
+	load := strings.Join(strings.Fields(string(raw))[:3], " ")
+	cpuBefore := measure.SampleCPU(pids)
 	start := time.Now()
-	edits := make([]time.Time, n)
+	edits := make([][]time.Time, shards)
 	var editErr atomic.Value
-	for i, name := range names {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			time.Sleep(time.Until(start.Add(spread * time.Duration(i) / time.Duration(n))))
-			edits[i] = time.Now()
-			rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-			// As kubectl patch would: one merge patch of spec.revision.
-			if err := c.Patch(ctx, rel, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"revision":"v2"}}`))); err != nil {
-				editErr.Store(err)
-			}
-		}()
+	for s := range edits {
+		edits[s] = make([]time.Time, n)
+		for i, name := range names[s] {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// The shards' edits interleave: shard s's i-th at the
+				// (i*shards+s)-th of total slots.
+				time.Sleep(time.Until(start.Add(spread * time.Duration(i*shards+s) / time.Duration(total))))
+				edits[s][i] = time.Now()
+				rel := &v1alpha1.Release{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+				// As kubectl patch would: one merge patch of spec.revision.
+				if err := c.Patch(ctx, rel, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"revision":"v2"}}`))); err != nil {
+					editErr.Store(err)
+				}
+			}()
+		}
 	}
 	wg.Wait()
 	if err := editErr.Load(); err != nil {
@@ -295,56 +342,73 @@ func runFleet(tb testing.TB, n, workers int, strat strategy.Incremental, spread,
 		mu.Lock()
 		k := len(released)
 		mu.Unlock()
-		if k == n || time.Now().After(deadline) {
+		if k == total || time.Now().After(deadline) {
 			break
 		}
-		op.exited(tb)
-	}
-	res.elapsed = time.Since(start)
-	cpuAfter := measure.SampleCPU(map[string]int{"operator": op.pid()})
-	metricsAfter := op.scrape(tb)
-	res.api = proxy.counter.Counts().Minus(apiBefore)
-	res.apiBy = proxy.counter.ByResource()
-	for k, v := range byBefore {
-		if res.apiBy[k] -= v; res.apiBy[k] == 0 {
-			delete(res.apiBy, k)
+		for _, op := range ops {
+			op.exited(tb)
 		}
 	}
-	res.players = routeCounter.Counts().Minus(playersBefore)
-	res.harness = harness.Counts().Minus(harnessBefore)
-	res.readLat, res.writeLat = proxy.counter.Latencies(latMark)
-	_, res.playerLat = routeCounter.Latencies(routeMark)
-	res.rssEnd, res.rssPeak = procMemory(op.pid())
-	res.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
-	for name, ticks := range cpuAfter.Procs {
-		res.cpu[name] = float64(ticks-cpuBefore.Procs[name]) / measure.TicksPerSecond
-	}
-	res.busy = float64(cpuAfter.Busy-cpuBefore.Busy) / measure.TicksPerSecond
-	res.capa = cpuAfter.At.Sub(cpuBefore.At).Seconds() * float64(cpuAfter.Cores)
-
-	mu.Lock()
-	for i, name := range names {
-		res.durations[i] = timeout
-		if at, ok := released[name]; ok {
-			res.durations[i] = at.Sub(edits[i])
-			res.succeeded++
-			if float64(res.durations[i]) <= 1.05*float64(plan.Duration) {
-				res.within++
+	elapsed := time.Since(start)
+	cpuAfter := measure.SampleCPU(pids)
+	players := routeCounter.Counts().Minus(playersBefore)
+	harnessCounts := harness.Counts().Minus(harnessBefore)
+	_, playerLat := routeCounter.Latencies(routeMark)
+	for s := range res {
+		r := &res[s]
+		r.setup, r.load, r.elapsed = setup, load, elapsed
+		r.players, r.harness, r.playerLat = players, harnessCounts, playerLat
+		metricsAfter := ops[s].scrape(tb)
+		r.api = proxies[s].counter.Counts().Minus(marks[s].api)
+		r.apiBy = proxies[s].counter.ByResource()
+		for k, v := range marks[s].by {
+			if r.apiBy[k] -= v; r.apiBy[k] == 0 {
+				delete(r.apiBy, k)
 			}
 		}
+		r.readLat, r.writeLat = proxies[s].counter.Latencies(marks[s].lat)
+		r.rssEnd, r.rssPeak = procMemory(ops[s].pid())
+		r.heapEnd = sumMetric(metricsAfter, "go_memstats_heap_inuse_bytes", "")
+		for name, ticks := range cpuAfter.Procs {
+			key := name
+			switch {
+			case name == shardProc(s):
+				key = "operator"
+			case strings.HasPrefix(name, "operator"):
+				key = "other operators"
+			}
+			r.cpu[key] += float64(ticks-cpuBefore.Procs[name]) / measure.TicksPerSecond
+		}
+		r.busy = float64(cpuAfter.Busy-cpuBefore.Busy) / measure.TicksPerSecond
+		r.capa = cpuAfter.At.Sub(cpuBefore.At).Seconds() * float64(cpuAfter.Cores)
+		mu.Lock()
+		for i, name := range names[s] {
+			r.durations[i] = timeout
+			if at, ok := released[name]; ok {
+				r.durations[i] = at.Sub(edits[s][i])
+				r.succeeded++
+				if float64(r.durations[i]) <= 1.05*float64(plan.Duration) {
+					r.within++
+				}
+			}
+		}
+		mu.Unlock()
+		metricsBefore := marks[s].metrics
+		delta := func(name, filter string) float64 {
+			return sumMetric(metricsAfter, name, filter) - sumMetric(metricsBefore, name, filter)
+		}
+		r.reconciles = delta("controller_runtime_reconcile_total", `controller="release"`)
+		r.recErrors = delta("controller_runtime_reconcile_errors_total", `controller="release"`)
+		r.hops = delta(controller.MetricsPrefix+"_hops_total", "")
+		rec := histogramDelta(metricsBefore, metricsAfter, "controller_runtime_reconcile_time_seconds", `controller="release"`)
+		r.recP50, r.recP99 = rec.quantile(0.5), rec.quantile(0.99)
+		r.queueP99 = histogramDelta(metricsBefore, metricsAfter, "workqueue_queue_duration_seconds", `name="release"`).quantile(0.99)
 	}
-	mu.Unlock()
-	delta := func(name, filter string) float64 {
-		return sumMetric(metricsAfter, name, filter) - sumMetric(metricsBefore, name, filter)
-	}
-	res.reconciles = delta("controller_runtime_reconcile_total", `controller="release"`)
-	res.recErrors = delta("controller_runtime_reconcile_errors_total", `controller="release"`)
-	res.hops = delta(controller.MetricsPrefix+"_hops_total", "")
-	rec := histogramDelta(metricsBefore, metricsAfter, "controller_runtime_reconcile_time_seconds", `controller="release"`)
-	res.recP50, res.recP99 = rec.quantile(0.5), rec.quantile(0.99)
-	res.queueP99 = histogramDelta(metricsBefore, metricsAfter, "workqueue_queue_duration_seconds", `name="release"`).quantile(0.99)
 	return res
 }
+
+// shardProc names shard s's operator process in CPU samples.
+func shardProc(s int) string { return "operator-" + strconv.Itoa(s) }
 
 // fleetObjects returns the objects of Release name: side A running v1 at
 // full capacity, side B at 0 running nothing, the route with all traffic
@@ -397,7 +461,7 @@ type fleetOperator struct {
 	done    chan struct{}
 }
 
-func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int) *fleetOperator {
+func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int, args ...string) *fleetOperator {
 	tb.Helper()
 	o := &fleetOperator{log: filepath.Join(tb.TempDir(), "operator.log"), metrics: freePort(tb), done: make(chan struct{})}
 	f, err := os.Create(o.log)
@@ -408,9 +472,9 @@ func startFleetOperator(tb testing.TB, kubeconfig, ns string, workers int) *flee
 	// an API server saturated by the fleet answers a renewal of the Lease
 	// after the renew deadline, and the operator exits: "leader election
 	// lost").
-	o.cmd = exec.Command(operatorBinary(tb), "-namespace", ns, "-metrics-bind-address", o.metrics, "-health-probe-bind-address", "0",
+	o.cmd = exec.Command(operatorBinary(tb), append([]string{"-namespace", ns, "-metrics-bind-address", o.metrics, "-health-probe-bind-address", "0",
 		"-leader-elect=false",
-		"-max-concurrent-reconciles", strconv.Itoa(workers))
+		"-max-concurrent-reconciles", strconv.Itoa(workers)}, args...)...)
 	o.cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	o.cmd.Stdout, o.cmd.Stderr = f, f
 	o.cmd.SysProcAttr = procAttr()
@@ -619,8 +683,12 @@ func (r fleetResult) table() string {
 		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 0, 64) + " ms"
 	}
 	row := func(k, format string, args ...any) { fmt.Fprintf(&b, "| %s | %s |\n", k, fmt.Sprintf(format, args...)) }
-	fmt.Fprintf(&b, "\n| %d Releases, Incremental 10%% every %v (plan %v, %d hops), edits spread over %v, %d workers | |\n|---|---|\n",
-		r.n, r.interval, r.plan.Duration, r.plan.Hops, r.interval, r.workers)
+	shard := ""
+	if r.shards > 1 {
+		shard = fmt.Sprintf(" (shard %d of %d, each with its own operator)", r.shard, r.shards)
+	}
+	fmt.Fprintf(&b, "\n| %d Releases%s, Incremental 10%% every %v (plan %v, %d hops), edits spread over %v, %d workers | |\n|---|---|\n",
+		r.n, shard, r.interval, r.plan.Duration, r.plan.Hops, r.interval, r.workers)
 	row("load average at the start (1, 5, 15 min)", "%s", r.load)
 	row("setup (create, adopt v1)", "%v", r.setup.Round(time.Second))
 	row("rollouts Released at v2", "%d of %d", r.succeeded, r.n)
@@ -649,11 +717,11 @@ func (r fleetResult) table() string {
 	row("operator Go heap in use per rollout (end - idle) / N", "%.1f KiB", (r.heapEnd-r.heapIdl)/1024/float64(r.n))
 	secs := r.elapsed.Seconds()
 	others := r.busy
-	for _, k := range []string{"kube-apiserver", "etcd", "operator", "test"} {
+	for _, k := range []string{"kube-apiserver", "etcd", "operator", "other operators", "test"} {
 		others -= r.cpu[k]
 	}
-	row("cores busy: kube-apiserver / etcd / operator / player+proxy+test / other work (the cluster's controllers and nodes included)", "%.2f / %.2f / %.2f / %.2f / %.2f of %.0f",
-		r.cpu["kube-apiserver"]/secs, r.cpu["etcd"]/secs, r.cpu["operator"]/secs, r.cpu["test"]/secs, others/secs, r.capa/secs)
+	row("cores busy: kube-apiserver / etcd / operator / the other shards' operators / player+proxy+test / other work (the cluster's controllers and nodes included)", "%.2f / %.2f / %.2f / %.2f / %.2f / %.2f of %.0f",
+		r.cpu["kube-apiserver"]/secs, r.cpu["etcd"]/secs, r.cpu["operator"]/secs, r.cpu["other operators"]/secs, r.cpu["test"]/secs, others/secs, r.capa/secs)
 	row("wall time of the measured run", "%v", r.elapsed.Round(time.Second))
 	return b.String()
 }

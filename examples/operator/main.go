@@ -31,6 +31,22 @@
 // at once, each by one worker at a time: an operator of hundreds of
 // Releases needs more than one (BenchmarkManyReleases measures 16).
 //
+// Reads come from the manager's cache: a reconcile reads the API server
+// only when the cache is behind the operator's own last write of the
+// Release. Writes are what the hops need: one Deployment update per
+// capacity hop, one route update per weight hop, the status when it
+// changes (a hop that only changes a side's capacity is written with the
+// next change), and Events for phase changes, aborts, commands and
+// errors (-hop-events adds one per hop).
+//
+// Shards. Past what one process holds, run several Deployments of the
+// operator, each with -release-selector naming its share of the Releases
+// by label (shard=a, shard=b, ...): each caches and reconciles only the
+// Releases its selector matches, and elects its own leader (a Lease per
+// selector, or -leader-election-id). Give every Release exactly one
+// shard's label: a Release that no selector matches is reconciled by no
+// one, and a Release relabelled into another shard is taken over there.
+//
 // Install config/crd and bind config/rbac/role.yaml to the operator's
 // ServiceAccount first; generate.sh regenerates both from the code.
 package main

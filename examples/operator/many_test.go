@@ -15,6 +15,7 @@ var (
 	fleetN        = flag.Int("operator.n", 1000, "number of Releases of BenchmarkManyReleases")
 	fleetInterval = flag.Duration("operator.interval", 30*time.Second, "interval of the Releases' Incremental strategy in BenchmarkManyReleases")
 	fleetWorkers  = flag.Int("operator.workers", 16, "the operator's -max-concurrent-reconciles in BenchmarkManyReleases")
+	fleetShards   = flag.Int("operator.shards", 1, "operator processes in BenchmarkManyReleases, each reconciling -operator.n Releases selected by a label (-release-selector)")
 )
 
 // fleetStrategy is what a user writes in spec.strategy.incremental: 10%
@@ -30,8 +31,10 @@ func fleetStrategy(interval time.Duration) strategy.Incremental {
 // that every rollout is Released at v2 within 5x its plan plus 30 s (a
 // bound for a loaded 2-core machine under -race, not a speed target: that
 // is BenchmarkManyReleases), and that the operator's API requests per
-// rollout stay under about 1.5x the most they measured (116 reads and 104
-// writes for one rollout alone, which reconciles most often).
+// rollout stay under about 1.5x the most they measured (49 writes: 22
+// Deployment updates, 10 route updates, 13 status writes and 4 Events),
+// and its reads under 25: the cache serves them, but for a Release the
+// cache shows behind the operator's last write (about 4 per rollout).
 func TestManyReleases(t *testing.T) {
 	t.Parallel()
 	const n = 10
@@ -41,7 +44,7 @@ func TestManyReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := 5*plan.Duration + 30*time.Second
-	r := runFleet(t, n, 4, strat, time.Second, bound)
+	r := runFleet(t, 1, n, 4, strat, time.Second, bound)[0]
 	t.Log(r.table())
 	if r.succeeded != n {
 		t.Fatalf("%d of %d rollouts were Released at v2 within %v", r.succeeded, n, bound)
@@ -51,7 +54,7 @@ func TestManyReleases(t *testing.T) {
 			t.Errorf("rollout %d took %v, more than %v (plan %v)", i, d, bound, plan.Duration)
 		}
 	}
-	const maxReads, maxWrites, maxWatches = 180, 160, 2
+	const maxReads, maxWrites, maxWatches = 25, 75, 2
 	if got := r.perRollout(r.api.Reads); got > maxReads {
 		t.Errorf("%.1f reads per rollout, want at most %d", got, maxReads)
 	}
@@ -112,19 +115,21 @@ func TestManyReleases(t *testing.T) {
 // finished in 11 minutes. README.md, "Many Releases in one operator", has
 // the table.
 func BenchmarkManyReleases(b *testing.B) {
-	if *fleetN <= 0 || *fleetInterval <= 0 || *fleetWorkers <= 0 {
-		b.Fatalf("-operator.n %d, -operator.interval %v, -operator.workers %d: want all positive", *fleetN, *fleetInterval, *fleetWorkers)
+	if *fleetN <= 0 || *fleetInterval <= 0 || *fleetWorkers <= 0 || *fleetShards <= 0 {
+		b.Fatalf("-operator.n %d, -operator.interval %v, -operator.workers %d, -operator.shards %d: want all positive", *fleetN, *fleetInterval, *fleetWorkers, *fleetShards)
 	}
 	strat := fleetStrategy(*fleetInterval)
 	plan, err := strategy.Plan(strat, strategy.PlanOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var r fleetResult
+	var rs []fleetResult
 	for b.Loop() {
-		r = runFleet(b, *fleetN, *fleetWorkers, strat, *fleetInterval, plan.Duration*3/2+2*time.Minute)
+		rs = runFleet(b, *fleetShards, *fleetN, *fleetWorkers, strat, *fleetInterval, plan.Duration*3/2+2*time.Minute)
 	}
-	r.report(b)
-	fmt.Print(r.table()) // whole: the benchmark's log keeps 10 lines
+	rs[0].report(b) // the first shard's, when several: the tables have each
+	for _, r := range rs {
+		fmt.Print(r.table()) // whole: the benchmark's log keeps 10 lines
+	}
 
 }

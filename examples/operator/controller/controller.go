@@ -35,6 +35,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -157,7 +158,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) err
 		// wrote (a wipe); the operator's own status writes do not.
 		For(&v1alpha1.Release{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, deleting,
 			r.own.statusByOthers()))).
-		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexDeployment))).
+		Watches(&appsv1.Deployment{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexDeployment)),
+			builder.WithPredicates(workloadChanged)).
 		Watches(&gwv1.HTTPRoute{}, handler.EnqueueRequestsFromMapFunc(r.releasesNaming(indexRoute))).
 		Complete(r)
 }
@@ -567,4 +569,35 @@ func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
 			r.Recorder.Eventf(rel, nil, corev1.EventTypeWarning, "ReconcileError", "Reconcile", "%v", e.Err)
 		}
 	})
+}
+
+// workloadChanged passes the changes of a Deployment that what the
+// Setters and Deployers read could see: its spec (generation), its
+// annotations (claims, revision records), its replica counts and the
+// failing conditions. The Deployment controller also rewrites the
+// status for timestamps alone (a condition's lastUpdateTime), which
+// would only reconcile to find nothing new.
+var workloadChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	a, ok1 := e.ObjectOld.(*appsv1.Deployment)
+	b, ok2 := e.ObjectNew.(*appsv1.Deployment)
+	if !ok1 || !ok2 {
+		return true
+	}
+	sa, sb := a.Status, b.Status
+	return a.Generation != b.Generation || !reflect.DeepEqual(a.Annotations, b.Annotations) ||
+		!a.DeletionTimestamp.Equal(b.DeletionTimestamp) ||
+		sa.ObservedGeneration != sb.ObservedGeneration || sa.Replicas != sb.Replicas ||
+		sa.UpdatedReplicas != sb.UpdatedReplicas || sa.ReadyReplicas != sb.ReadyReplicas ||
+		sa.AvailableReplicas != sb.AvailableReplicas || sa.UnavailableReplicas != sb.UnavailableReplicas ||
+		!reflect.DeepEqual(sa.TerminatingReplicas, sb.TerminatingReplicas) ||
+		!reflect.DeepEqual(conditionStates(sa.Conditions), conditionStates(sb.Conditions))
+}}
+
+// conditionStates is what a Deployment's conditions say, without when.
+func conditionStates(cs []appsv1.DeploymentCondition) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = string(c.Type) + "=" + string(c.Status) + " " + c.Reason + ": " + c.Message
+	}
+	return out
 }

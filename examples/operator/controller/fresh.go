@@ -21,9 +21,11 @@ import (
 // the world has moved past. So the operator remembers, per Release, the
 // resourceVersions its own writes replaced (fresh): a cached Release that
 // shows one of them is behind, and is read from the API server instead.
-// Any other version is the operator's last write or someone's later one.
-// A write that conflicts means the cache showed a version someone else
-// had replaced: the next read goes to the API server too.
+// Any other version is the operator's last write or someone's later one,
+// but after a read from the API server: until the cache shows the version
+// read, it may show versions in between, which are read live too. A
+// write that conflicts means the cache showed a version someone else had
+// replaced: the next read goes to the API server as well.
 //
 // The newest state lives in memory between writes (pending): a decision
 // that only records a capacity hop is not written (see deferrable), and
