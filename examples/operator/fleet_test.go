@@ -705,8 +705,9 @@ func (r fleetResult) table() string {
 	row("operator API requests per rollout by verb and resource", "%s", strings.Join(by, ", "))
 	row("operator API latency p50 / p99: reads, writes", "%s / %s, %s / %s",
 		ms(measure.Quantile(r.readLat, 0.5)), ms(measure.Quantile(r.readLat, 0.99)), ms(measure.Quantile(r.writeLat, 0.5)), ms(measure.Quantile(r.writeLat, 0.99)))
+	all := func(x int64) float64 { return float64(x) / float64(r.n*max(1, r.shards)) } // the player serves every shard
 	row("gateway player's API requests per rollout: reads / writes (write latency p99)", "%.1f / %.1f (%s)",
-		r.perRollout(r.players.Reads), r.perRollout(r.players.Writes), ms(measure.Quantile(r.playerLat, 0.99)))
+		all(r.players.Reads), all(r.players.Writes), ms(measure.Quantile(r.playerLat, 0.99)))
 	row("reconciles per rollout (errors)", "%.1f (%.0f)", r.reconciles/float64(r.n), r.recErrors)
 	row("hops per rollout", "%.1f", r.hops/float64(r.n))
 	row("reconcile time p50, p99", "%s, %s", ms(r.recP50), ms(r.recP99))

@@ -22,6 +22,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
+	pgregory.net/rapid v1.3.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/gateway-api v1.6.3
 	sigs.k8s.io/yaml v1.6.0
@@ -32,7 +33,6 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/upshift-dev/upshift/cmd/kubectl-upshift v0.0.0-00010101000000-000000000000 // indirect
 	github.com/upshift-dev/upshift/internal v0.0.0-00010101000000-000000000000 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )
 
 require (
