@@ -19,7 +19,8 @@
 // the one the API server returned, which the Memory cannot place; until
 // the cache shows a version it knows, such a version is checked with one
 // more read of the API server (and remembered as older when the server
-// has moved on). Without a conflict the API server is never read.
+// has moved on). Without a conflict, and within MaxReplaced versions, the
+// API server is never read.
 package ownwrite
 
 import (
@@ -36,8 +37,9 @@ type Object interface {
 	runtime.Object
 }
 
-// MaxReplaced bounds the versions remembered as older per key: a cache that
-// falls further behind is read as it is.
+// MaxReplaced bounds the versions remembered as older per key: past it, a
+// cached version other than the latest is settled with a read of the API
+// server until the cache shows the latest.
 const MaxReplaced = 64
 
 // Memory keeps the own writes of the objects of one adapter, keyed by K
@@ -97,11 +99,13 @@ func (e *entry) know(obj Object, older ...string) {
 		}
 	}
 	delete(e.replaced, rv)
-	if len(e.replaced) > MaxReplaced {
-		e.forget()
-		return
-	}
 	e.latest = obj.DeepCopyObject().(Object)
+	if len(e.replaced) > MaxReplaced {
+		// Too many to remember: any version but the latest is settled by
+		// the API server until the cache shows the latest.
+		clear(e.replaced)
+		e.behind = true
+	}
 }
 
 // forget ends the substitution: the cache is read as it is.

@@ -28,15 +28,7 @@ func TestCounterByResource(t *testing.T) {
 		{http.MethodGet, "/api/v1/namespaces"},
 		{http.MethodGet, "/healthz"},
 	} {
-		req, err := http.NewRequest(r.method, srv.URL+r.path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		send(t, client, r.method, srv.URL+r.path)
 	}
 	want := map[string]int64{
 		"GET httproutes": 1, "LIST httproutes": 1, "WATCH httproutes": 1, "PUT deployments": 1,

@@ -14,6 +14,20 @@ import (
 	"github.com/upshift-dev/upshift/kubetest/measure"
 )
 
+// send sends one request through client and drops the answer.
+func send(t *testing.T, client *http.Client, method, url string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
 func TestCounter(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -26,18 +40,7 @@ func TestCounter(t *testing.T) {
 	defer srv.Close()
 	var c measure.Counter
 	client := &http.Client{Transport: c.Wrap(http.DefaultTransport)}
-	do := func(method, path string) {
-		t.Helper()
-		req, err := http.NewRequest(method, srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
+	do := func(method, path string) { t.Helper(); send(t, client, method, srv.URL+path) }
 	do(http.MethodGet, "/a")
 	before, mark := c.Counts(), c.Mark()
 	do(http.MethodGet, "/a?watch=true")
