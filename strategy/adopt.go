@@ -251,7 +251,7 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 	// Extras the router shows are what was asked: the steps move them on.
 	st.DesiredExtras = *o.Extras.DeepCopy()
 	now := micro(r.now)
-	st.Phase = PhaseProgressing
+	st.becomeProgressing()
 	st.StartedAt, st.StepStartedAt, st.WeightChangedAt = now, now, metav1.MicroTime{}
 	if w > 0 {
 		// When the weight moved is unknown: an interval counts from now.
@@ -279,17 +279,17 @@ func (r *run) adoptRollout(from, to *adoptSide, canaryRev, pending string) {
 		if st.Aborted != nil {
 			reason, at = st.Aborted.Reason, st.Aborted.At // an abort requested before the adoption
 		}
-		st.Aborted = nil
-		st.beginAbort(reason, at)
+		st.dropAbort()
+		st.becomeAborting(reason, at)
 		st.Message = fmt.Sprintf("adopted: %s runs on no side; walking traffic back to side %s (%s) before rolling it out", pending, from.side, from.obs.Revision)
 	case st.Aborted != nil:
 		a := *st.Aborted
-		st.Aborted = nil
-		st.beginAbort(a.Reason, a.At)
+		st.dropAbort()
+		st.becomeAborting(a.Reason, a.At)
 		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d; aborting as requested", revName(st.StableRevision), from.side, canaryRev, to.side, w)
 	default:
 		if st.AwaitingResume {
-			st.Phase = PhasePaused
+			st.becomePaused()
 		}
 		st.Message = fmt.Sprintf("adopted the rollout from %s (side %s) to %s (side %s) at weight %d", revName(st.StableRevision), from.side, canaryRev, to.side, w)
 	}

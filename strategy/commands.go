@@ -30,7 +30,7 @@ func (s State) pause(reason string, now time.Time) State {
 		return s
 	}
 	s = s.command(now)
-	s.AwaitingResume, s.PauseReason, s.PausedAt = true, reason, s.LastCommandAt
+	s.hold(reason, s.LastCommandAt)
 	return s
 }
 
@@ -52,7 +52,7 @@ func (s State) Resume(now time.Time) State {
 		// unhealthy hold leaves a pending gate pending.
 		s.Resumed = true
 	}
-	s.AwaitingResume, s.PauseReason = false, ""
+	s.unhold()
 	return s
 }
 
@@ -77,17 +77,17 @@ func (s State) Abort(reason string, now time.Time) State {
 			return s
 		}
 		s = s.command(now)
-		s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
+		s.recordAbort(reason, s.LastCommandAt, false)
 		return s
 	case s.retargetWalkBack() && s.PendingRevision != s.StableRevision:
 		s = s.command(now)
-		s.Aborted = &AbortStatus{Reason: reason, At: s.LastCommandAt}
+		s.recordAbort(reason, s.LastCommandAt, true)
 		return s
 	case s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting:
 		return s
 	}
 	s = s.command(now)
-	s.beginAbort(reason, s.LastCommandAt)
+	s.becomeAborting(reason, s.LastCommandAt)
 	return s
 }
 
@@ -95,17 +95,6 @@ func (s State) Abort(reason string, now time.Time) State {
 // PendingRevision), with no abort requested since.
 func (s *State) retargetWalkBack() bool {
 	return s.Phase == PhaseAborting && s.PendingRevision != "" && (s.Aborted == nil || s.Aborted.Reason == ReasonRetarget)
-}
-
-// beginAbort starts the walk back, keeping the first reason recorded.
-func (s *State) beginAbort(reason string, at metav1.MicroTime) {
-	if s.Aborted == nil {
-		s.Aborted = &AbortStatus{Reason: reason, At: at}
-	}
-	s.Phase = PhaseAborting
-	s.AwaitingResume, s.PauseReason, s.Gate = false, "", ""
-	s.PromoteRequested, s.PromoteFullRequested = false, false
-	s.SteadyRequested = false // a later completion asks for the steady state again
 }
 
 // Promote finishes the current step now: it ends a pause or a gate (timed or
@@ -129,7 +118,7 @@ func (s State) PromoteFull(now time.Time) State {
 	}
 	s = s.command(now)
 	s.PromoteFullRequested = true
-	s.AwaitingResume, s.PauseReason = false, ""
+	s.unhold()
 	return s
 }
 
@@ -147,15 +136,14 @@ func (s State) Retry(now time.Time) State {
 	}
 	if s.Phase == PhaseAborting && s.PendingRevision != "" && s.PendingRevision != s.StableRevision && !s.retargetWalkBack() {
 		s = s.command(now)
-		s.Aborted = &AbortStatus{Reason: ReasonRetarget, At: s.LastCommandAt}
+		s.recordAbort(ReasonRetarget, s.LastCommandAt, true)
 		return s
 	}
 	if (s.Phase != PhaseAborted && s.Phase != PhaseAborting) || s.PendingRevision != "" {
 		return s
 	}
 	s = s.command(now)
-	s.Aborted = nil
-	s.Phase = PhaseProgressing
+	s.becomeProgressing()
 	s.FinishedAt = metav1.MicroTime{}
 	s.UnhealthyCount = 0
 	s.SteadyRequested = false
@@ -276,9 +264,8 @@ func (s State) Retarget(revision string, now time.Time) State {
 			return s
 		case s.StableRevision:
 			s = s.command(now)
-			s.Phase = PhaseRolledBack
+			s.becomeRolledBack()
 			s.CanaryRevision = revision
-			s.Aborted = nil
 			return s
 		}
 		return s.restart(revision, now)
@@ -291,8 +278,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 		s = s.command(now)
 		s.PendingRevision = ""
 		if s.Aborted != nil && s.Aborted.Reason == ReasonRetarget {
-			s.Aborted = nil
-			s.Phase = PhaseProgressing
+			s.becomeProgressing()
 			s.StepsHash = ""
 		}
 		return s
@@ -305,7 +291,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 	s = s.command(now)
 	s.PendingRevision = revision
 	if s.Phase != PhaseAborting {
-		s.beginAbort(ReasonRetarget, s.LastCommandAt)
+		s.becomeAborting(ReasonRetarget, s.LastCommandAt)
 	}
 	return s
 }
@@ -315,11 +301,10 @@ func (s State) restart(revision string, now time.Time) State {
 	s = s.command(now)
 	s.CanaryRevision = revision
 	s.PendingRevision = ""
-	s.Phase = ""
+	s.becomeNew()
 	s.StepIndex = 0
 	s.StepsHash = ""
-	s.Aborted = nil
-	s.AwaitingResume, s.PauseReason, s.Resumed = false, "", false
+	s.Resumed = false
 	s.PromoteRequested, s.PromoteFullRequested, s.SteadyRequested = false, false, false
 	s.Gate = ""
 	s.UnhealthyCount = 0

@@ -181,7 +181,7 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 		held := c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause
 		n := s.PromoteFull(now)
 		if held {
-			n.AwaitingResume, n.PauseReason = true, ReasonControlPause // kept until the spec is un-paused
+			n.hold(ReasonControlPause, n.PausedAt) // kept until the spec is un-paused
 		}
 		return n
 	})
@@ -203,7 +203,7 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 		// meanwhile does not pass it before the spec is un-paused. The
 		// step pauses again once this pause ends (it was not resumed).
 		s = s.command(now)
-		s.PauseReason, s.PausedAt = ReasonControlPause, s.LastCommandAt
+		s.retakeHold(ReasonControlPause, s.LastCommandAt)
 		applied = append(applied, Applied{Command: CommandPause})
 	case !c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause:
 		if next := s.Resume(now); !next.AwaitingResume {

@@ -98,6 +98,11 @@ func (e *engine) step(s State, now time.Time) Decision {
 	return d
 }
 
+// step is one Step of a rollout that has observed the world: what every
+// phase does first (an observation that failed, what the observation shows
+// of the last hops), then the step function of the phase the rollout is in.
+// A phase's step may change the phase (see transitions.go); a rollout that
+// starts walking back in this Step goes on as one in the same Step.
 func (r *run) step() {
 	st := r.st
 	if st.Phase.Terminal() {
@@ -111,23 +116,48 @@ func (r *run) step() {
 	r.noteWeightApplied()
 	r.notePace()
 	if st.Phase == "" {
-		st.Phase = PhaseProgressing
-		st.StartedAt = micro(r.now)
-		st.Pace = Pace{}
-		promote := st.PromoteRequested // a Promote written with the new revision passes its first step
-		r.enter(0)
-		st.PromoteRequested = promote
+		r.start()
 	}
-	if r.e.canary && st.Phase != PhaseAborting {
+	if st.Phase != PhaseAborting {
+		r.judge()
+	} else {
+		r.countHealth() // counted, never acted on: the walk back goes on
+	}
+	switch st.Phase {
+	case PhaseAborting:
+		r.stepAborting()
+	case PhaseCompleting:
+		r.stepCompleting()
+	case PhaseProgressing, PhasePaused:
+		r.stepForward()
+	}
+}
+
+// start begins the rollout at its first step, now.
+func (r *run) start() {
+	st := r.st
+	st.becomeProgressing()
+	st.StartedAt = micro(r.now)
+	st.Pace = Pace{}
+	promote := st.PromoteRequested // a Promote written with the new revision passes its first step
+	r.enter(0)
+	st.PromoteRequested = promote
+}
+
+// judge reads what this Step's observation says of a rollout that is not
+// walking back: edited steps, readiness lost under traffic, the canary's
+// health and the sides' revisions. An unhealthy canary holds the rollout
+// or aborts it (Options.UnhealthyAction; a completing rollout only counts
+// it), and so does a revision changed under the rollout.
+func (r *run) judge() {
+	st := r.st
+	if r.e.canary {
 		r.checkSteps()
 	}
 	r.readiness()
-	applied := r.applied()
-	if bad, reason := r.countHealth(); bad && st.Phase != PhaseAborting && st.Phase != PhaseCompleting {
+	if bad, reason := r.countHealth(); bad && st.Phase != PhaseCompleting {
 		if r.e.opts.UnhealthyAction == UnhealthyPause {
-			if !st.AwaitingResume {
-				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonUnhealthy, micro(r.now)
-			}
+			st.hold(ReasonUnhealthy, micro(r.now))
 		} else {
 			r.abort(reason)
 		}
@@ -135,35 +165,57 @@ func (r *run) step() {
 	if st.Phase != PhaseAborting && r.revisionChanged() {
 		r.abort(ReasonRevisionChanged)
 	}
-	if st.Phase == PhaseAborting {
-		r.keepHeld()
-		r.markEmergency()
-	}
-	if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
+}
+
+// stepForward is the step of PhaseProgressing and PhasePaused: once the last
+// hop is observed applied, walk the steps (see progress).
+func (r *run) stepForward() {
+	if !r.applied() {
+		r.awaitHop()
 		return
 	}
-	if st.Phase == PhaseAborting && r.takeRouteWeight() {
+	r.progress()
+}
+
+// stepCompleting is the step of PhaseCompleting: once the last hop is
+// observed applied, release the stable side and succeed (see complete).
+func (r *run) stepCompleting() {
+	if !r.applied() {
+		r.awaitHop()
 		return
 	}
-	if !applied && !(st.Phase == PhaseAborting && r.inPlace()) {
-		// A walk back does not wait for capacity that may never come (a
-		// canary whose pods never become ready): every hop it asks for moves
-		// toward the stable side and is bounded by observed ready capacity,
-		// so once the route holds the desired weight and each side holds the
-		// desired capacity (settled or not) it may go on.
-		r.waitApplied()
-		if st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency() {
-			return // the deadline just aborted: all traffic to the stable side now
-		}
-		r.repair()
+	r.complete()
+}
+
+// stepAborting is the step of PhaseAborting: an emergency walk back sends
+// everything to the stable side at once; otherwise the walk back takes a
+// route that already sends the canary less, and then walks back hop by hop
+// (see walkBack). It does not wait for capacity that may never come (a
+// canary whose pods never become ready): every hop it asks for moves toward
+// the stable side and is bounded by observed ready capacity, so once the
+// route holds the desired weight and each side the desired capacity
+// (settled or not) it goes on.
+func (r *run) stepAborting() {
+	applied := r.applied() // of the hops asked, before keepHeld revises them
+	r.keepHeld()
+	r.markEmergency()
+	if r.emergencyNow() || r.takeRouteWeight() {
 		return
 	}
-	switch st.Phase {
-	case PhaseAborting:
-		r.walkBack()
-	case PhaseCompleting:
-		r.complete()
-	default:
-		r.progress()
+	if !applied && !r.inPlace() {
+		r.awaitHop()
+		return
 	}
+	r.walkBack()
+}
+
+// awaitHop waits for the last hop to be applied, and asks again for what
+// the adapters lost (see repair). A progress deadline that aborts the
+// rollout meanwhile may send everything to the stable side at once.
+func (r *run) awaitHop() {
+	r.waitApplied()
+	if r.emergencyNow() {
+		return
+	}
+	r.repair()
 }

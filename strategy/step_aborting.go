@@ -6,10 +6,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// walkBack moves traffic and capacity back to the stable side.
+// walkBack moves traffic and capacity back to the stable side, hop by hop,
+// and ends the walk back once the stable allocation is observed: Aborted,
+// RolledBack, or the revision a Retarget asked for started.
 func (r *run) walkBack() {
 	st, e := r.st, r.e
-	st.Phase = PhaseAborting
+	if st.Phase != PhaseAborting {
+		return // only a rollout walking back (see abort)
+	}
 	st.Message = msgAborting
 	if r.clearExtras() {
 		// The header route and the mirror go first, in a hop of their own
@@ -60,51 +64,55 @@ func (r *run) walkBack() {
 	st.Pace = Pace{} // a walk back that ends has nothing left to time
 	switch pending := st.PendingRevision; {
 	case pending == "":
-		st.Phase = PhaseAborted
+		st.becomeAborted()
 		st.Message = ReasonAborted
 	case pending == st.StableRevision:
-		st.Phase = PhaseRolledBack
+		st.becomeRolledBack()
 		st.CanaryRevision = pending
 		st.PendingRevision = ""
-		st.Aborted = nil
 		st.Message = ReasonRolledBack
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		// An Abort came during the walk back to a new revision: the new
 		// revision does not start; it is the canary a Retry starts.
-		st.Phase = PhaseAborted
+		st.becomeAborted()
 		st.CanaryRevision = pending
 		st.PendingRevision = ""
 		st.Message = ReasonAborted
 	default:
+		st.becomeProgressing()
 		st.CanaryRevision = pending
 		st.PendingRevision = ""
-		st.Aborted = nil
 		st.FinishedAt = metav1.MicroTime{}
-		st.Phase = PhaseProgressing
 		st.UnhealthyCount = 0
 		r.enter(0)
 		r.progress()
 	}
 }
 
+// abort starts the walk back for reason, now (see State.becomeAborting), an
+// emergency one if the options ask for it. A rollout already walking back
+// or finished is left as it is.
 func (r *run) abort(reason string) {
 	if r.st.Phase == PhaseAborting || r.st.Phase.Terminal() {
 		return
 	}
-	r.st.beginAbort(reason, micro(r.now))
+	r.st.becomeAborting(reason, micro(r.now))
 	r.markEmergency()
 }
 
-// markEmergency sets Abort.Emergency when the options ask for it, copying
-// the AbortStatus so the caller's state is not modified.
+// markEmergency marks the recorded abort an emergency when
+// Options.AbortRamp asks for it; a Retarget's walk back never is one.
 func (r *run) markEmergency() {
-	st := r.st
-	if st.Aborted != nil && !st.Aborted.Emergency && r.e.opts.AbortRamp == AbortEmergency &&
-		st.Aborted.Reason != ReasonRetarget {
-		a := *st.Aborted
-		a.Emergency = true
-		st.Aborted = &a
+	if a := r.st.Aborted; a != nil && r.e.opts.AbortRamp == AbortEmergency && a.Reason != ReasonRetarget {
+		r.st.markEmergency()
 	}
+}
+
+// emergencyNow reports whether an emergency walk back asked for everything
+// on the stable side in this Step (see emergency).
+func (r *run) emergencyNow() bool {
+	st := r.st
+	return st.Phase == PhaseAborting && st.Aborted != nil && st.Aborted.Emergency && r.emergency()
 }
 
 // emergency sends all traffic to the stable side at once, and scales the

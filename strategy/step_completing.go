@@ -42,7 +42,7 @@ func (r *run) complete() {
 // succeed ends the rollout: the canary becomes the stable and the roles swap.
 func (r *run) succeed() {
 	st := r.st
-	st.Phase = PhaseSucceeded
+	st.becomeSucceeded()
 	st.FinishedAt = micro(r.now)
 	oldStable := st.StableRevision
 	st.StableRevision = st.CanaryRevision

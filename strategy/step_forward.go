@@ -6,11 +6,11 @@ import (
 
 func (r *run) progress() {
 	st, e := r.st, r.e
-	if st.AwaitingResume && st.PromoteRequested && (st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive) {
-		st.AwaitingResume, st.PauseReason = false, ""
+	if st.AwaitingResume && st.PromoteRequested {
+		st.unholdStep() // a Promote passes the step's own hold, never another
 	}
 	if st.AwaitingResume {
-		st.Phase = PhasePaused
+		st.becomePaused()
 		switch st.PauseReason {
 		case ReasonPauseStep:
 			st.Message = msgPausedStep
@@ -25,7 +25,7 @@ func (r *run) progress() {
 		}
 		return
 	}
-	st.Phase = PhaseProgressing
+	st.becomeProgressing()
 	if r.stableShort {
 		// The stable side lost readiness under its traffic: move nothing
 		// until it recovers (Degraded says why).
@@ -94,7 +94,7 @@ func (r *run) progress() {
 		case s.Pause != nil && s.Pause.Duration != nil:
 			end := after(st.StepStartedAt, s.Pause.Duration.Duration)
 			if !st.PromoteRequested && r.now.Before(end) {
-				st.Phase = PhasePaused
+				st.becomePaused()
 				if !r.overlap(e.weightAfter(int(i)), 0, end) {
 					r.d.RequeueAfter = r.waitUntil(end)
 				}
@@ -103,8 +103,8 @@ func (r *run) progress() {
 			}
 		case s.Pause != nil:
 			if !st.PromoteRequested && !st.Resumed {
-				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
-				st.Phase = PhasePaused
+				st.hold(ReasonPauseStep, micro(r.now))
+				st.becomePaused()
 				r.release()
 				st.Message = msgPausedStep
 				return
@@ -124,8 +124,8 @@ func (r *run) progress() {
 					r.walkBack()
 					return
 				case VerdictInconclusive:
-					st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonGateInconclusive, micro(r.now)
-					st.Phase = PhasePaused
+					st.hold(ReasonGateInconclusive, micro(r.now))
+					st.becomePaused()
 					st.Message = msgPausedGate
 					return
 				default:
@@ -151,9 +151,7 @@ func (r *run) enter(i int32) {
 	st.StepStartedAt = micro(r.now)
 	st.PromoteRequested = false
 	st.Gate = ""
-	if st.PauseReason == ReasonPauseStep || st.PauseReason == ReasonGateInconclusive {
-		st.AwaitingResume, st.PauseReason = false, ""
-	}
+	st.unholdStep()
 	st.Resumed = false
 	if r.e.canary {
 		var buf [16]byte
@@ -165,8 +163,8 @@ func (r *run) enter(i int32) {
 			// A hold of another kind (the spec's pause, a manual pause, an
 			// unhealthy canary) stays: a Promote passes the pause step, never
 			// that hold. The step holds the rollout once the hold ends.
-			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil && !st.AwaitingResume {
-				st.AwaitingResume, st.PauseReason, st.PausedAt = true, ReasonPauseStep, micro(r.now)
+			if p := r.e.steps[i].Pause; p != nil && p.Duration == nil {
+				st.hold(ReasonPauseStep, micro(r.now))
 			}
 		}
 	}
@@ -388,7 +386,7 @@ func (r *run) holdDue() (time.Time, bool) {
 // reached is called when all traffic is observed on the canary.
 func (r *run) reached() {
 	st := r.st
-	st.Phase = PhaseCompleting
+	st.becomeCompleting()
 	st.ReachedAt = micro(r.now)
 	st.PromoteRequested, st.PromoteFullRequested = false, false
 	r.complete()
