@@ -151,74 +151,31 @@ func (s State) Retry(now time.Time) State {
 	return s
 }
 
-// Retarget changes the canary revision mid-rollout:
-//   - to the current canary: nothing, except that it cancels a walk back that
-//     an earlier Retarget started (A->B->A->B continues toward B);
-//   - to the stable revision: rollback; the canary is walked back and the
+// Retarget changes the canary revision the rollout moves to:
+//   - to the current canary: nothing, but it cancels a walk back an earlier
+//     Retarget started (A->B->A->B continues toward B);
+//   - to the stable revision: a rollback; the canary is walked back and the
 //     rollout ends RolledBack (A->B->A);
 //   - to another revision: the abandoned canary is walked back safely, then
-//     the new one starts from the first step (A->B->C).
+//     the new one starts from the first step (A->B->C);
+//   - after Succeeded or RolledBack: the next rollout, from the current
+//     stable.
 //
-// Both are walks back even when the state shows nothing on the canary: a
-// reconcile whose state was lost may have moved the world since. When the
-// route and the sides are observed at the stable allocation, the next Step
-// finishes the walk back at once and rolls back, or starts the new
-// revision, in that same Step.
+// A change mid-rollout is always a walk back, even when the state shows
+// nothing on the canary (a lost state may have moved the world); it ends in
+// the next Step when the stable allocation is already observed.
 //
-// After Succeeded or RolledBack, a new revision starts the next rollout from
-// the current stable.
+// On a state that names no stable revision (the zero State: a new object,
+// or one whose status was wiped or re-created) it records revision as the
+// spec's, not yet observed (State.Unobserved), and asks for nothing: the
+// Runner observes the world and the next Step adopts what it sees (an idle
+// state, a rollout in progress, upshift installed on a serving application,
+// a walk back, or a Degraded hold naming what it cannot adopt). Call it on
+// every reconcile with the spec's revision. NewState(v, v) is the idle
+// state with v on SideA, for a caller who knows the world.
 //
-// On a state that names no stable revision (the zero State: a brand-new
-// object, or one whose status was wiped or re-created), Retarget starts
-// nothing and assumes nothing: it records revision as the one the spec asks
-// for, not yet observed (State.Unobserved, with NewState(revision,
-// revision)'s allocation). Call it on every reconcile with the revision the
-// spec asks for; a different revision before the adoption replaces the one
-// recorded. The same line serves an object whose status was wiped, or that
-// was deleted and re-created with the same spec, while the route and the
-// sides still hold a rollout: the zero State may stand for any world. An
-// unobserved state is not idle: the Runner observes it (the route, both
-// sides' capacity and revision), and the next Step adopts what it sees,
-// asking for nothing in that Step:
-//
-//   - all traffic applied on one side whose observed revision is the spec's,
-//     fully rolled out: the idle state, with that side stable;
-//   - the spec's revision on one side while the other carries traffic (or on
-//     the side with none): the rollout in progress from the other side's
-//     observed revision, at the observed weight and capacities, Progressing,
-//     continuing at the first canary step whose weight is >= the observed
-//     weight; a side whose reader recognises no revision is the stable side
-//     with an unknown revision (""), from which traffic only moves away (but
-//     for a walk back);
-//   - the spec's revision on no side, all traffic on one side and the other
-//     idle at zero (upshift installed on a serving application): the
-//     rollout from the serving side (whatever it runs; "" when its reader
-//     recognises nothing) toward the spec's revision at weight 0, which is
-//     deployed on the idle side at zero, observed, then ramped;
-//   - the spec's revision on no side otherwise: a walk back to the side
-//     that carries the most traffic (its observed revision is the stable
-//     one), then the spec's revision deployed and rolled out, as after a
-//     Retarget;
-//   - without revisions in the observation, all traffic on one side is
-//     adopted as the idle state there; a split is held (below);
-//   - held, asking for nothing: an observation that failed, a route not
-//     accepted yet, the spec's revision still rolling out on the side with
-//     all traffic (ReasonAdopting, then Degraded once the progress deadline
-//     has passed since the Retarget); weights that are not a split of 100, a
-//     split route whose sides report no revisions, no side running the
-//     spec's revision while the side with the most traffic (but not all of
-//     it) runs none its reader recognises (Degraded, ReasonAdoptionBlocked, naming what was
-//     observed, until the world changes).
-//
-// Nothing is reported released before the world is observed released: an
-// unobserved state is neither idle nor terminal. Requests of a Control seen
-// before the adoption act on the adopted rollout: an Abort walks it back to
-// the side that runs the stable revision (ending Aborted, with the spec's
-// revision as the canary a Retry starts), Paused holds it, Promote and
-// PromoteFull pass its steps; on an adopted idle state they have nothing to
-// act on and are dropped. Retry and Resume find nothing to act on. Plan has
-// nothing to plan for an unobserved state (an empty timeline). NewState(v,
-// v) is the idle state with v on SideA, for a caller who knows the world.
+// docs/design/commands.md lists every case of the adoption and how a
+// Control seen before it acts.
 func (s State) Retarget(revision string, now time.Time) State {
 	switch {
 	case s.Unobserved:

@@ -106,53 +106,28 @@ type Applied struct {
 	Ignored bool `json:"ignored,omitempty"`
 }
 
-// Control applies the spec's Control to the state at now and returns the
-// new state with the commands it applied, in order. It is pure, like every
-// command: s is not modified, and the clock is the caller's now (the one
-// the next Step or Runner.ReconcileAt gets).
-//
-// It is idempotent: on its own result it applies nothing and returns that
-// result unchanged, at any now. Call it on every reconcile, after Retarget
-// with the spec's revision, so that requests written together with a new
-// revision act on what the Retarget made of the rollout:
-//
-//   - the same revision as the canary: on the rollout as it is;
-//   - the stable revision (a rollback, which nothing holds or stops):
-//     Abort, Retry, Promote, PromoteFull and Resume are Ignored, Paused
-//     holds nothing;
-//   - a third revision mid-rollout: Abort stops it (the walk back of the
-//     old canary goes on; the rollout ends Aborted with the new revision
-//     as its canary, which Retry starts); Retry, Promote, PromoteFull and
-//     Resume are Ignored; Paused holds the new revision from its first
-//     step, before any traffic reaches it;
-//   - a new revision after a finished rollout: Abort ends it Aborted before
-//     any traffic moves, Promote passes its first step, PromoteFull walks
-//     to 100, Paused holds it; Retry and Resume are Ignored;
-//   - on a state that has not observed the world yet (State.Unobserved):
-//     Abort, Paused, Promote and PromoteFull act on the rollout the next
-//     Step adopts (dropped if it adopts the idle state); Retry and Resume
-//     are Ignored.
-//
-// For example:
+// Control applies the spec's Control to the state at now and returns the new
+// state with the commands it applied, in order. It is pure (s is not
+// modified; the clock is the caller's now) and idempotent: on its own result
+// it applies nothing, at any now. Call it on every reconcile after Retarget
+// with the spec's revision, so that requests written with a new revision act
+// on what the Retarget made of the rollout:
 //
 //	s = s.Retarget(spec.Revision, now)
 //	s, applied := s.Control(spec.Control, now)
 //	// record an Event for each of applied, then step (Runner.ReconcileAt(ctx, s, now))
 //
-// The order within one call: Retry, then Abort (both new: the abort wins,
-// as a rollout that can be retried can be aborted), PromoteFull, Promote,
-// Resume, and last Paused.
+// Within one call: Retry, then Abort (both new: the abort wins), PromoteFull,
+// Promote, Resume, and last Paused. A request that does not apply to the
+// rollout as it stands is recorded as seen and reported Ignored.
 //
-// Paused holds the rollout with a pause of its own (reason ControlPause).
-// Un-pausing resumes that pause only: never a manual pause made by the Pause
-// command, nor a pause for an unhealthy canary, which wait for a Resume
-// request (or the command). A PauseUntilResumed step or an inconclusive gate
-// reached while the spec is not paused is passed with Promote (or Resume);
-// while Paused is true Control takes such a pause over as its own, so that
-// it holds, and un-pausing hands it back to the step: the step still waits
-// for its Promote (or Resume) unless one came meanwhile. A Promote or
-// PromoteFull requested while Paused is true is kept and takes effect once
-// the spec is un-paused; an Abort acts at once and ends the pause.
+// Paused holds the rollout with a pause of its own (ReasonControlPause);
+// un-pausing resumes that pause only, never a manual or unhealthy pause.
+// While Paused, a pause step or an inconclusive gate is taken over so that a
+// Promote cannot pass it, and handed back to the step on un-pause; a Promote
+// or PromoteFull requested meanwhile takes effect then; an Abort acts at
+// once. docs/design/commands.md lists what each request does on a rollback,
+// a third revision, a new rollout and an unobserved state.
 func (s State) Control(c Control, now time.Time) (State, []Applied) {
 	var applied []Applied
 	request := func(command, token string, field func(*Requests) *string, apply func(State) State) {
