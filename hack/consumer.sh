@@ -20,7 +20,7 @@ strip() { grep -v -E '^replace |^$' "$1"; }
 if ! diff -u <(strip "$repo/hack/consumer/go.mod") <(strip go.mod) >"$work/diff"; then
   echo "consumer: go mod tidy against upshift changed the consumer's go.mod (- committed, + after tidy):" >&2
   cat "$work/diff" >&2
-  echo "consumer: upshift's root module must not require newer versions than an operator on controller-runtime v0.22 / k8s.io v0.34 has (see README, Modules)" >&2
+  echo "consumer: upshift's root module must not require newer versions than an operator on controller-runtime v0.22 / k8s.io v0.34 has (see docs/modules.md, "Modules and dependency policy")" >&2
   exit 1
 fi
 bad=$(go list -m all | grep -E '^sigs\.k8s\.io/gateway-api ' || true)

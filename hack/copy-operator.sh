@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes examples/operator someone else's operator, the way the README's
+# Makes examples/operator someone else's operator, the way docs/writing-an-operator.md's
 # checklist ("Your own operator", the same numbered steps) says, and runs its
 # tests there: a copy in a temporary directory outside the repository,
 # renamed to the module example.com/acme/shipper, the API group

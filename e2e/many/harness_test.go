@@ -337,7 +337,7 @@ func (r result) fractionWithin() float64 { return float64(r.within) / float64(r.
 
 func (r result) perRollout(x int64) float64 { return float64(x) / float64(r.n) }
 
-// summary is one line for the log: the README table's row and more.
+// summary is one line for the log: the row of docs/performance.md's table and more.
 func (r result) summary(v variant) string {
 	return fmt.Sprintf("| %s | %d | %.3f | %.3f | %.3f | %.1f / %.1f / %.1f | %.0f | %.0f / %.0f | %.0f ms (%d delayed) | %d |"+
 		" succeeded %d (%d within 1.05x), hops %d, conflicts %d, 429s %d, transport errors %d, adapter errors %d, player writes %d (p50 / p99 lag %.0f / %.0f ms, %d refused), cores busy %.2f (this test %.2f: kube-apiserver %.2f, etcd %.2f, this process %.2f), Go heap halfway %.1f KiB per rollout, wall %s",

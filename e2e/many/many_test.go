@@ -78,7 +78,7 @@ func TestConcurrentRollouts(t *testing.T) {
 //
 //	go test -run XXX -bench ConcurrentRollouts -benchtime 1x -timeout 60m ./e2e/many -many.n 1000 -many.interval 30s -many.variants notify
 //
-// and logs the same figures as a row of the README's table.
+// and logs the same figures as a row of docs/performance.md's table.
 func BenchmarkConcurrentRollouts(b *testing.B) {
 	var ns []int
 	for _, f := range strings.Split(*sizes, ",") {

@@ -112,7 +112,7 @@ func TestManyReleases(t *testing.T) {
 // 1000 at a 30 s interval need some 120 hops a second, more than the
 // cluster's own controllers and nodes serve on two cores (none finished
 // in 9 minutes); at a 120 s interval all 1000 finish at 1.075x (p99
-// 1.082), the machine nearly full. README.md,
+// 1.082), the machine nearly full. docs/performance.md,
 // "Many Releases in one operator", has the tables.
 func BenchmarkManyReleases(b *testing.B) {
 	if *fleetN <= 0 || *fleetInterval <= 0 || *fleetWorkers <= 0 || *fleetShards <= 0 {

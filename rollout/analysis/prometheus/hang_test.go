@@ -43,7 +43,7 @@ func newHangingServer(t *testing.T) *hangingServer {
 	return h
 }
 
-// hungAnalysis is the README's analysis (a success rate, a latency and a
+// hungAnalysis is the analysis of docs/getting-started.md (a success rate, a latency and a
 // custom query; Count 5) against src, on clk.
 func hungAnalysis(src analysis.Source, clk *fake.Clock) *analysis.Analysis {
 	zero := 0.0
