@@ -17,39 +17,23 @@ import (
 // ready replicas as a share of the full count, rounded down, so a side
 // settled at c percent reports Ready >= c.
 //
-// Replicas can crash after becoming ready. Crash takes ready replicas out
-// at once; the workload's controller replaces them, and the replacements
-// are ready after the Lag (one per observation with SetPartial), counted
-// from the crash. CrashLoop keeps them down: while it is on, no replica of
-// the side becomes ready, neither a replacement nor one added by a
-// scale-up, as with a revision whose pods crash after starting; replicas
-// ready before keep serving until Crash takes them. A scale-down removes
-// crashed replicas before ready ones. While any wanted replica is not
-// ready, Ready is the share that is and Settled is false.
+// Replicas can crash after becoming ready: Crash takes ready replicas out,
+// replaced after the Lag; CrashLoop keeps every new replica from becoming
+// ready. While any wanted replica is not ready, Ready is the share that is
+// and Settled is false. Crashes do not change Health: the side reports what
+// SetHealth set, Unknown by default, as many real adapters do.
 //
-// Crashes do not change Health: the side reports what SetHealth set,
-// Unknown by default, as many real adapters do (a Deployment's status says
-// how many pods are ready, not that they crash). A test of an adapter that
-// does see crashes calls SetHealth too.
-//
-// Capacity is also a rollout.Deployer (see Deploy and Revision): the side
-// runs a revision, and a deploy replaces its replicas with ones of the new
-// revision, ready after the Lag. To let a Runner deploy revisions, and
-// check that it never does so on a side that serves or holds capacity:
-//
-//	a.SetRevision("v1") // side A runs v1 from the start
-//	a.ServingFunc(router.Serving(strategy.SideA))
-//	b.ServingFunc(router.Serving(strategy.SideB))
-//	runner.RevisionA, runner.RevisionB = a, b
-//	// reconcile; then a.Violations() and b.Violations() are empty
-//
-// Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
-// CrashLoop, SetRevision, Overwrite, StallDeploys, ServingFunc, DropNotifications,
-// History; Violations lists the deploys made while the side held capacity
-// or served traffic. It is a rollout.Notifier (see Notify) and a
+// Capacity is also a rollout.Deployer (see Deploy and Revision): a deploy
+// replaces the side's replicas with ones of the new revision, and a deploy
+// while the side holds capacity or serves traffic (ServingFunc) is recorded
+// in Violations. It is a rollout.Notifier (see Notify) and a
 // rollout.Claimer (see Claim).
 //
-// The zero value is not usable: use NewCapacity. Safe for concurrent use.
+// Test-only controls: SetLag, SetPartial, SetHealth, FailWith, Crash,
+// CrashLoop, SetRevision, Overwrite, StallDeploys, ServingFunc,
+// DropNotifications, History. The zero value is not usable: use
+// NewCapacity. Safe for concurrent use. See docs/design/fake.md for crashes
+// in full and an example that checks deploys.
 type Capacity struct {
 	mu       sync.Mutex
 	clock    *Clock

@@ -13,36 +13,22 @@ import (
 // FailWith, with ctx's error, and with a Permanent error matching
 // rollout.ErrInvalid for an empty revision.
 //
-// A Capacity runs a revision ("" until one is deployed or set with
-// SetRevision), and is a rollout.Deployer for its side:
-//
-//   - Deploy(ctx, rev) changes the workload's template to rev. The replicas
-//     of the revision the side ran stop at once and are replaced by
-//     replicas of rev, which are ready after the side's Lag (all together,
-//     or one more per observation with SetPartial), counted from the
-//     deploy: while they start, Ready is the share that is ready, so a
-//     deploy under traffic loses readiness, as a redeploy does.
-//   - Revision reports rev from the deploy on, and Updated once the deploy
-//     has rolled out: its Lag has passed (the workload's controller has
-//     observed it) and every wanted replica runs rev and is ready. A deploy
-//     at capacity 0 rolls out as soon as the Lag has passed. Updated stays
-//     set afterwards: later scaling and crashes do not change the revision.
-//   - Deploying the revision the side already runs, or is rolling out,
-//     writes nothing. What it runs is its template, not the revision the
-//     last Deploy recorded: Redeploy stands for another writer (a GitOps
-//     tool healing toward its copy, kubectl set image) putting another
-//     revision on the side and leaving that record (Recorded) in place, as
-//     package serve/replicas reads a Deployment: Revision reports what the
-//     template runs, and a Deploy of the recorded revision deploys it
-//     again.
+// The replicas of the revision the side ran stop at once and are replaced
+// by replicas of revision, ready after the side's Lag (all together, or one
+// more per observation with SetPartial), counted from the deploy: a deploy
+// under traffic loses readiness, as a redeploy does. Revision reports the
+// new revision from the deploy on, and Updated once its Lag has passed and
+// every wanted replica runs it and is ready (at capacity 0, once the Lag
+// has passed); later scaling and crashes do not change it. Deploying the
+// revision the side already runs, or is rolling out, writes nothing; what
+// it runs is its template, not the revision the last Deploy recorded
+// (Redeploy stands for another writer that leaves the record in place).
 //
 // A deploy of another revision while the side wants replicas (capacity
 // above 0) or serves traffic (as the func given to ServingFunc reports) is
 // carried out, and recorded as a violation (Violations): upshift deploys a
-// side only at weight 0 and capacity 0.
-//
-// Revision does not count as an observation: a Runner reads Capacity and
-// Revision each reconcile, and lags count the Capacity reads (and time).
+// side only at weight 0 and capacity 0. Revision does not count as an
+// observation for the lags. See docs/design/fake.md.
 func (c *Capacity) Deploy(ctx context.Context, revision string) error {
 	share := c.servingShare()
 	defer c.note.flush()

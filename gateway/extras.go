@@ -57,135 +57,30 @@ var _ rollout.RouteShaper = (*Router)(nil)
 // too, before any is written; any refusal is rollout.Permanent and leaves
 // every route as it was. rs.Extras' zero value removes every extra.
 //
-// # Owned rules
+// The user's rule (the one that holds both backends) keeps its content and
+// gets only its weights, so it remains the fallback. The extras are rules
+// the Router owns, named OwnedRuleName, copies of the user's rule with their
+// own matches, placed by Gateway API's precedence so that they take only
+// the requests it would have taken, and recorded with a hash each in
+// RulesAnnotation. An owned rule that another writer edited is never
+// overwritten; owned rules another writer dropped are written again.
 //
-// The user's rule R (the one rule that holds both backends) keeps its
-// content; only its two weights are written, as SetWeights writes them, so
-// R remains the fallback whenever the extras are gone. The extras are
-// rules the Router owns, each named OwnedRuleName (upshift-<16 hex
-// digits>-<role>): the split rule immediately before R, the others in this
-// order where precedence lets them take only R's requests (see Shared
-// routes):
+// Refused before anything is written: more rules, refs or matches than
+// Gateway API allows (*RuleLimitError); a header the user's rule already
+// matches on (*HeaderClashError); a ResponseHeaderModifier of that rule
+// that sets Set-Cookie (*SetCookieClashError); an owned rule edited by
+// another writer (*OwnedRuleConflictError); two rules holding both
+// backends, or an extra the route kind or gateway cannot carry
+// (*UnsupportedError, matches rollout.ErrUnsupported); a header or sticky
+// rule that would take requests another rule wins today (*PrecedenceError),
+// or a header route that another rule shadows (*ShadowedError).
 //
-//	header         R's matches ∧ the header route's matches → canary
-//	sticky-canary  R's matches ∧ a ticket at most θ        → canary
-//	sticky-stable  R's matches ∧ a ticket above θ          → stable
-//	split          R's matches → the weights (tickets, or the mirror)
-//
-// Each owned rule is a copy of R (filters such as URLRewrite, timeouts)
-// with its own matches (R's, each with the extra's header conditions; a
-// rule without matches counts as PathPrefix "/") and backendRefs (copies of
-// R's refs with their filters). The split rule has R's matches exactly and
-// goes right before R, so it wins R's ties and takes exactly R's requests.
-//
-// # Shared routes
-//
-// The header and sticky rules rank above R in Gateway API's precedence
-// (more header matches), so they must take only requests R would have
-// taken: never one that another rule wins today, in this route or in
-// another route on the same listener with equally specific hostnames
-// (Config.PeerNamespaces says where the Router looks). A rule that shares
-// requests with them and ranks above R today must rank above them too: on
-// a tie in this route they go after that rule in the list (the only case
-// where they follow R); where no place is safe (that rule ranks between
-// R's match and theirs, loses ties as a newer route, or has a regular
-// expression path whose precedence is implementation-specific) SetRoutes
-// refuses with a *PrecedenceError naming it. A header route that such a
-// rule takes every request of can never reach the canary: SetRoutes
-// refuses it with a *ShadowedError, and Routes never reports it, also
-// when the shadowing rule is added after it was programmed. When a rule
-// added later makes programmed rules unsafe, SetWeights still moves the
-// weights and removes the owned rules in the same update.
-//
-// RulesAnnotation records what was
-// programmed and a sha256 of each owned rule. A rule is recognised as owned
-// when its name and hash agree (or its hash alone, on a CRD that prunes
-// rule names). A rule that carries an owned name with another content was
-// written by someone else: SetRoutes refuses with an
-// *OwnedRuleConflictError and never overwrites it, and Routes reports no
-// extras. Rules dropped by another writer (a GitOps tool restoring its
-// copy) make Routes report no extras, and the next SetRoutes writes them
-// again. SetWeights keeps the owned rules in step with the weights (the
-// sticky threshold, the mirror's fraction) in the same update; Weights and
-// SetWeights ignore owned rules when they read and check the weights.
-//
-// Refused before anything is written: more rules than Gateway API allows
-// (*RuleLimitError: 16 rules, 16 backendRefs per rule, 16 header matches
-// per match, 128 matches per route); a header of the extras that R's
-// matches already name, since only the first match of a header name
-// counts (*HeaderClashError; sticky sessions use Cookie); a
-// ResponseHeaderModifier of R that sets Set-Cookie, which would replace the
-// session ticket (*SetCookieClashError); two rules holding both backends,
-// or an extra the route kind or gateway cannot carry (*UnsupportedError,
-// matches rollout.ErrUnsupported); a header or sticky rule that would take
-// requests another rule wins today (*PrecedenceError), or a header route
-// that another rule shadows (*ShadowedError).
-//
-// # Header routes
-//
-// Requests that match every HeaderMatch go to the canary, whatever the
-// weight. Exact matches are Gateway API Core; RegularExpression matches
-// are implementation-specific (RE2 on most gateways, unanchored on some).
-// A Cookie match is a regular expression on the Cookie header, bounded by
-// cookie separators: (^|;\s*)name=value(;|$). GRPCRoutes take header routes
-// too (GRPCHeaderMatch); sticky sessions and mirrors on a GRPCRoute are
-// refused.
-//
-// # Mirrors
-//
-// MirrorPercent p copies p% of the requests the weight sends to the stable
-// side to the canary; the copies' answers are discarded. With
-// MirrorGatewayAPI the split rule carries a RequestMirror filter to the
-// canary with fraction p·(100-w)/10000 of all its requests (w the canary's
-// weight), which is p% of the stable side's share in expectation
-// (conformance Extended, see MirrorGatewayAPI). With MirrorTraefikService
-// the split rule's stable ref points at the TraefikService, which mirrors
-// p% of what it serves; it is written before the route, and deleted by
-// Routes once the routes that stopped pointing at it are accepted and
-// settled for that generation, not by SetRoutes: Traefik's CRD provider
-// may drop the TraefikService before its Gateway provider has the route
-// that no longer names it, and Traefik drops a router whose service is
-// missing, so its requests (say those with a stable ticket) would fall to
-// the rules after it. With sticky sessions the sticky-stable
-// rule mirrors p% of its requests; a session's first request (the one
-// that gets its ticket) is mirrored only with MirrorGatewayAPI.
-//
-// # Sticky sessions
-//
-// A new session gets a ticket, cookie <CookieName>=<Run>.<T>: the split
-// rule has one backendRef per ticket value T of Sticky.Grid, weighted by
-// its gap from the value below, each adding the ticket's Set-Cookie to the
-// response: a ResponseHeaderModifier add (conformance Extended, feature
-// HTTPRouteResponseHeaderModification; add, never set, so the
-// application's own cookies survive) on the backendRef, where Gateway API
-// leaves filters implementation-specific.
-// Tickets at most θ, the canary's weight, are on the canary and the others
-// on the stable side, in the split rule and in the sticky rules that route
-// every later request by its ticket. Tickets of another run match no
-// sticky rule: the session gets a new ticket.
-//
-// Tickets, not draws: if sessions on the canary stayed there while every
-// stable session were drawn again at each step i with that step's weight
-// w_i, the share on the canary after k steps would be 1-Π(1-w_i), above
-// the weight: steps of 10, 20 and 30% leave 1-0.9·0.8·0.7 = 49.6% of the
-// sessions on the canary at weight 30; drawn again on every request, a
-// session crosses over almost at once. A ticket is drawn once, independently
-// of time, so at every step the share of sessions on the canary is θ in
-// expectation; as θ grows the set of canary tickets only grows, so no
-// session flips back to the stable side while the rollout goes forward;
-// an abort lowers θ with the weight, and at weight 0 every session is on
-// the stable side. A client that drops the cookie gets a new ticket on each
-// request, on the canary with probability θ.
-//
-// # Permissions
-//
-// Besides get and update on the routes: a header route or sticky sessions
-// list the routes of their kind in Config.PeerNamespaces (every namespace
-// by default: a ClusterRole with list on httproutes and grpcroutes), and a
-// refusal names the missing permission (*PeerListError); a MirrorGatewayAPI mirror reads
-// every parent Gateway and its GatewayClass (get on gateways and on the
-// cluster-scoped gatewayclasses, so a ClusterRole); MirrorTraefikService
-// needs get, create, update and delete on traefikservices (traefik.io).
+// Permissions beyond get and update on the routes: header routes and
+// sticky sessions list the routes of their kind in Config.PeerNamespaces
+// (*PeerListError names a missing one); a MirrorGatewayAPI mirror gets
+// Gateways and GatewayClasses; MirrorTraefikService needs get, create,
+// update and delete on traefikservices. See docs/design/gateway.md for the
+// layout, shared routes, header routes, mirrors and sticky sessions.
 func (r *Router) SetRoutes(ctx context.Context, rs rollout.Routes) error {
 	return r.setRoutes(ctx, rs, nil)
 }

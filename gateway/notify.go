@@ -20,44 +20,24 @@ type subscription struct {
 	wake func()
 }
 
-// Notify implements rollout.Notifier: it watches each managed route, by
-// name (a field selector metadata.name=<name> in the route's namespace, so
-// RBAC needs watch on those resourceNames only), and calls wake on every
-// event of a route that changes what Weights reports: its spec (another
-// writer's weights) and its status, which is how the data plane reports
-// that it has accepted the weights. Events of the Router's own writes and
-// changes of annotations alone (the AnnotationStore's state) wake nobody.
-// With a SettleDelay, the event that shows a generation accepted starts
-// the settling and the wake comes when it ends (no event marks it), as
-// it does when Weights is the first to see the acceptance.
+// Notify implements rollout.Notifier: it watches each managed route by name
+// (a field selector metadata.name=<name>, so RBAC needs watch on those
+// resourceNames only) and calls wake on every event that changes what
+// Weights reports: the route's spec (another writer's weights) and its
+// status (the data plane accepting them). Events of the Router's own writes
+// and of annotations alone wake nobody. With a SettleDelay, the wake comes
+// when the settling ends.
 //
-// Each watch is re-established when the server closes it, resuming from
-// the last resourceVersion seen (a watch that cannot resume reports the
-// route again, one extra wake), with a backoff while the API server
-// refuses or ends watches at once, until the last subscription's ctx
-// ends; then every goroutine Notify started returns promptly, and wake is
-// not called again once ctx has ended (Notify tracks each subscription
-// with rollout.TrackNotify, the last one until the watch's goroutine has
-// returned: a Runner's Run returns after them). An event of another
-// object (a server that ignored the field selector) is dropped.
-//
-// Reads from the watch. The watch of a route is shared by every live
-// subscription (the first opens it, the last to end closes it; Counts
-// reports one watch per route), and while one is live the Router reads
-// the route from what that watch delivered instead of the API server:
-// Weights, Routes, Claim, and the read of every read-modify-write
-// (SetWeights, SetRoutes, Release). A read reports the newest version
-// known: the watch's, or the answer to the Router's own last write (or
-// GET) until the watch delivers that version or a later one, so it never
-// reports a version older than the Router's own write. Another writer's
-// change is seen once the watch delivered it; a write based on a version
-// the watch has not replaced yet loses the optimistic-concurrency race
-// (409), and its retry reads the API server. The Router reads the API
-// server until the watch has delivered the route, while the watch is down
-// (between a watch ending and the next one opening), and once every
-// subscription has ended. A deleted route is reported not found from the
-// watch. The AnnotationStore built by NewAnnotationStore or
-// NewAnnotationStoreForClientset reads the API server.
+// Watches are re-established (resuming from the last resourceVersion, with
+// a backoff) until the last subscription's ctx ends; then every goroutine
+// Notify started returns promptly and wake is not called again (Notify
+// tracks each subscription with rollout.TrackNotify). The watch of a route
+// is shared by every live subscription, and while one is live the Router
+// reads the route from what it delivered (Weights, Routes, Claim and the
+// read of every read-modify-write), never a version older than its own last
+// write; a write on a stale version loses the optimistic-concurrency race
+// and its retry reads the API server. The AnnotationStore reads the API
+// server.
 //
 // Notify opens the first watch of every route before it returns, and
 // returns an error, watching nothing, when the server refuses one for good
@@ -65,7 +45,7 @@ type subscription struct {
 // Router was built by NewRouter with a client that is not a
 // client.WithWatch (build it with client.NewWithWatch, or use
 // NewRouterForClientset): the caller polls. A transient failure is retried
-// in the background.
+// in the background. See docs/design/gateway.md for reads from the watch.
 func (r *Router) Notify(ctx context.Context, wake func()) error {
 	// cancel stops the routes already watched when one is refused; the
 	// watches of a subscription that succeeds end with the caller's ctx.

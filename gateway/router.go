@@ -111,33 +111,23 @@ func (c *Config) Validate() error {
 }
 
 // Router is a rollout.TrafficRouter over Gateway API HTTPRoutes and
-// GRPCRoutes. It touches only the weights of its two backendRefs, in the
-// rules that hold both: other rules, backends, filters, matches, hostnames,
-// labels and annotations survive. Writes use optimistic concurrency
-// (resourceVersion), re-read and re-apply on a conflict with the caller's
-// context, and are skipped when the weights are already right. Each side is
-// a Backend named exactly (group, kind, name, namespace, port; never by
-// substring). In every rule that holds both backends, the Router writes both
-// weights: an omitted weight means 1 in Gateway API, never 0.
+// GRPCRoutes. It touches only the weights of its two backendRefs (each a
+// Backend named exactly: group, kind, name, namespace, port), writing both
+// in every rule that holds both (an omitted weight means 1, never 0): other
+// rules, backends, filters, matches, hostnames, labels and annotations
+// survive. Writes use optimistic concurrency (resourceVersion), re-read and
+// re-apply on a conflict with the caller's context, and are skipped when the
+// weights are already right. Besides the weights it owns one claim
+// annotation per rule it moves (ClaimAnnotation, see Claim), and the
+// AnnotationStore owns StateAnnotation: a GitOps tool that applies the route
+// should ignore the weights, annotations with prefix ClaimAnnotationPrefix
+// and StateAnnotation. A rule that holds both backends must split its
+// traffic between them alone, or SetWeights and Weights refuse it.
 //
-// Besides the two weights, the Router owns one annotation per rule it moves:
-// the claim ClaimAnnotation(namespace, A, B) (upshift.dev/claim-<16 hex
-// digits of the two backends>, either order), whose value names the
-// rollout.Owner that moves the rule (see Claim). Two rollouts on different
-// rules of one route hold a claim each. The AnnotationStore owns
-// StateAnnotation. A GitOps tool that applies the route should ignore the
-// backendRefs' weights, the annotations with prefix ClaimAnnotationPrefix,
-// and StateAnnotation.
-//
-// A rule that holds both backends must split its traffic between them
-// alone: another backendRef with a weight above 0 (or none, which means 1),
-// or a second ref to either side, is refused by SetWeights and by Weights
-// alike, so a rollout never counts weights whose real shares differ.
-//
-// The Router is also a rollout.RouteShaper: SetRoutes programs header
-// routes, mirrors and sticky sessions as rules it owns beside the user's
-// rule, and Routes reports them (see SetRoutes for the layout, the
-// refusals and the extra permissions).
+// The Router is also a rollout.RouteShaper (SetRoutes, Routes). It moves
+// traffic only: in the fixed capacity mode give rollout.Runner a
+// rollout.Deployer per backend (RevisionA, RevisionB), such as
+// serve/replicas', and the canary side is redeployed at weight 0.
 //
 // Errors: *RouteNotFoundError (matches rollout.ErrNotFound),
 // *BackendNotFoundError, *NoSharedRuleError and *ExtraBackendError (match
@@ -145,39 +135,11 @@ func (c *Config) Validate() error {
 // RouteStatus.Rejected, and an error matching rollout.ErrConflict when
 // conflicts outlast MaxConflictRetries.
 //
-// The Router moves traffic only. With a route and no capacity setters (the
-// fixed capacity mode) both backends stay provisioned, so a side gets its
-// new revision while it carries weight 0: set rollout.Runner's RevisionA and
-// RevisionB to a rollout.Deployer per backend, and the Runner asks the canary
-// side to deploy the canary revision only once every parent of the route
-// has accepted weight 0 for it, then waits until the side reports the
-// revision fully rolled out (rollout.RevisionStatus.Updated) before the
-// first weight moves onto it. Any Deployer fits: serve/replicas deploys a
-// revision's pod template on a Deployment or StatefulSet, and a function of
-// your own (a Helm upgrade, a call to your CI) works through a small type
-// with Deploy and Revision. A caller who redeploys by other means
-// implements only rollout.RevisionReader (rollout.RevisionFunc), and the
-// rollout waits until the side reports the revision. examples/gateway
-// deploys the canary image on the canary Deployment this way.
-//
-// While a Notify subscription is live, the Router reads the routes from
-// what their watches delivered, not from the API server (see Notify).
-//
-// The Router and the AnnotationStore need only get and update on the
-// managed routes, and Notify watch on the same names (never a list or a
-// watch of the collection); CreateOrAdopt additionally needs create on the
-// kinds it creates:
-//
-//	apiVersion: rbac.authorization.k8s.io/v1
-//	kind: Role
-//	metadata: {name: upshift-router, namespace: shop}
-//	rules:
-//	- apiGroups: ["gateway.networking.k8s.io"]
-//	  resources: ["httproutes", "grpcroutes"]
-//	  resourceNames: ["web", "web-grpc"]
-//	  verbs: ["get", "update", "watch"]
-//
+// RBAC: get and update on the managed routes by name, and watch for Notify
+// (never a list; CreateOrAdopt also needs create). While a Notify
+// subscription is live, the Router reads the routes from their watches.
 // Safe for concurrent use. Build it with NewRouter or NewRouterForClientset.
+// See docs/design/gateway.md for a Role and the fixed capacity mode.
 type Router struct {
 	cfg    Config
 	api    routes

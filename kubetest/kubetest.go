@@ -3,9 +3,6 @@
 // and those of an operator built on upshift (examples/operator and its
 // copies). It starts them through controller-runtime's envtest.
 //
-// A test package that needs the API server calls [Main] (or [MainRequired])
-// from its TestMain and [Get] from its tests:
-//
 //	func TestMain(m *testing.M) { os.Exit(kubetest.Main(m)) }
 //
 //	func TestSomething(t *testing.T) {
@@ -14,71 +11,23 @@
 //		...
 //	}
 //
-// The control plane is started lazily, once per test package (each package is
-// its own test binary), on the first call to [Get], and stopped by [Main] when
-// the tests are done. A package whose selected tests never call Get pays
-// nothing.
+// The control plane starts lazily, once per test package, on the first
+// [Get], and [Main] stops it when the tests are done. It runs the binaries
+// of [KubeVersion] in [AssetsDir] ($UPSHIFT_KUBE_ASSETS, else a cache that
+// upshift's hack/kube-binaries.sh fills), never what KUBEBUILDER_ASSETS,
+// TEST_ASSET_* or USE_EXISTING_CLUSTER name. When a binary is missing, Main
+// fails the package if [Required] (CI=true, UPSHIFT_REQUIRE_KUBE=1, or
+// [MainRequired] without UPSHIFT_REQUIRE_KUBE=0), else every test that
+// calls Get is skipped with a message saying how to get them. A control
+// plane that fails to start always fails the tests.
 //
-// # Getting the binaries
-//
-// The tests need the kube-apiserver and etcd binaries of Kubernetes
-// [KubeVersion] in [AssetsDir] ($UPSHIFT_KUBE_ASSETS when set, else
-// $HOME/.cache/upshift/kube/<KubeVersion>), and for a whole cluster also
-// kube-controller-manager, kube-scheduler and kwok. Either
-//   - build them with upshift's hack/kube-binaries.sh, from a checkout of
-//     upshift (bash hack/kube-binaries.sh): everything comes from the Go
-//     module proxy, it takes several minutes once, then the cache answers in
-//     well under a second; upshift's ./test.sh runs it; or
-//   - point UPSHIFT_KUBE_ASSETS at a directory holding those binaries of
-//     that release from elsewhere (for a bare API server, the directory
-//     that controller-runtime's setup-envtest prints will do:
-//     UPSHIFT_KUBE_ASSETS=$(setup-envtest use -p path 1.37.x)).
-//
-// KUBEBUILDER_ASSETS, TEST_ASSET_* and USE_EXISTING_CLUSTER are ignored: the
-// tests always run the binaries of AssetsDir, never whatever those name.
-//
-// # When the binaries are missing
-//
-// If a binary the package needs is absent from [AssetsDir] and [Required] is
-// true (CI=true or UPSHIFT_REQUIRE_KUBE=1 in the environment, or a TestMain
-// that calls [MainRequired] and no UPSHIFT_REQUIRE_KUBE=0), Main fails the
-// package before running any test, with a message saying how to get them.
-// Otherwise every test that calls Get is skipped with that message (visible
-// with go test -v or -json); tests that do not call Get run.
-//
-// A control plane that fails to start always fails the tests; it is never a
-// reason to skip.
-//
-// # What the environment is, and is not
-//
-// By default ([Main], [MainRequired]) it is a bare API server: no controller
-// manager, scheduler, kubelet or gateway controller runs. Nothing writes
-// route or Deployment status unless the test does, deleted namespaces are
-// never finalised, there is no garbage collection, and pods never start.
-//
-// A package whose TestMain calls [MainWith] with [Options].Cluster gets a
-// whole cluster instead ([ClusterOptions], [Env.Cluster]): the real
-// kube-controller-manager (Deployments, ReplicaSets, garbage collection,
-// namespaces, node lifecycle and eviction, pod garbage collection) and
-// kube-scheduler of [KubeVersion], and simulated nodes played by kwok. Pods
-// are scheduled, run and become Ready after a delay without a container
-// ever starting, and can be told by annotation to never become ready or to
-// crash in a loop; a test can stop the controller manager or lose a node
-// (such a test must not run in parallel, and starts it again in its
-// Cleanup). Deployments behave as in production: a ReplicaSet per pod
-// template, the rolling update's maxSurge and maxUnavailable, a status with
-// observedGeneration, replica counts and conditions, owner references
-// collected. The controllers own that status: a test never writes the
-// status of a Deployment, ReplicaSet or pod there. Other controllers
-// (StatefulSet, HorizontalPodAutoscaler, EndpointSlice, Job, ServiceAccount
-// tokens) do not run. There is still no gateway controller (tests play it,
-// see kubetest/gatewaytest), no kube-proxy and no Service routing: pods
-// have addresses from 127.0.0.0/8 that nothing listens on.
-//
-// In both, the ServiceAccount admission plugin is disabled, so
-// ServiceAccounts need no token Secret; tokens come from the TokenRequest
-// API. Authorization is RBAC; the [Env] clients act as a member of
-// system:masters.
+// By default the environment is a bare API server: no controllers,
+// scheduler, kubelet or gateway controller run, so nothing writes status
+// unless the test does. [MainWith] with [Options].Cluster gives a whole
+// cluster ([ClusterOptions], [Env.Cluster]): the real controller manager
+// and scheduler, and nodes simulated by kwok whose pods become Ready
+// without running. The [Env] clients act as system:masters. See
+// docs/design/kubetest.md for what each environment does and does not run.
 package kubetest
 
 import (

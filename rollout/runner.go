@@ -30,46 +30,19 @@ import (
 // A Runner holds no per-rollout state: one Runner may reconcile many
 // rollouts that share its adapters' configuration, and it is safe for
 // concurrent use when its adapters are. Its zero value is not usable: set
-// Strategy and the adapters; Validate reports what is missing.
+// Strategy and the adapters; Validate reports what is missing. An operator
+// whose objects each have their own route and workloads uses a Runner per
+// object (building adapters makes no request); either way, name the object
+// in the context (WithName).
 //
-// Many objects: the adapters name what they act on (a gateway Router its
-// routes, a serve/replicas Setter its workload), so an operator whose
-// rollout objects each have their own route and workloads uses a Runner per
-// object. They are cheap: building a Router, a Setter or a Deployer makes no
-// request. Keep them in a map keyed by the object's name, built at its first
-// reconcile and dropped when it is deleted, or build them in every
-// reconcile. Objects that share their adapters share one Runner,
-// concurrently. Either way, name the object in the context (WithName).
-//
-// With controller-runtime, give the adapters the manager's client
-// (gateway.NewRouter, replicas.ForClient): their reads then come from the
-// manager's informer cache, at no request, and the controller's watches of
-// the routes and workloads (Owns, or Watches mapped to the rollout object)
-// reconcile once the cache has the change that triggered them; set Watched.
-// Reads from a cache lag writes. A serve/replicas Setter reports what it
-// wrote until the cache shows it, so it never writes the same capacity or
-// revision again, and a Deployer confirms a refusal with the API server
-// before it aborts a rollout on a stale read; a Setter built anew in each
-// reconcile has no memory of its writes, and a read that the cache serves
-// before it has the last one costs a conflict and a retry, never a wrong
-// write. The gateway Router keeps no such memory: right after its write a
-// cached read may show the previous weights, and its next write conflicts
-// and is retried from a fresh read. Any write based on a stale read fails
-// with a conflict and is retried; one that outlasts the retries is
-// ErrConflict, and the Runner asks for the hop again. Notify needs a client
-// that can watch, which a manager's is not: in a controller the manager's
-// watches take its place.
-//
-// The RBAC of such an operator: get, list and watch on each kind the cache
-// reads (the Deployments, StatefulSets or scalable kind; the HTTPRoutes or
-// GRPCRoutes), in the namespaces the cache covers (list and watch of a
-// collection cannot be limited to resourceNames); update on the workloads
-// (and on <resource>/scale for a kind scaled through its scale subresource)
-// and on the routes (the Router and the AnnotationStore); and the verbs on
-// the rollout objects themselves (get, list, watch, and update on their
-// status). Without a cache (clientsets, or a client from
-// client.NewWithWatch) the adapters need only get, update and watch on the
-// names they manage.
+// With controller-runtime, give the adapters the manager's client: their
+// reads come from its cache, which lags writes, so a write based on a stale
+// read fails with a conflict and is retried (ErrConflict, and the hop asked
+// again, when that outlasts the retries); set Watched, since Notify needs a
+// client that can watch. RBAC then needs get, list and watch on each kind
+// the cache reads; without a cache, get, update and watch on the names the
+// adapters manage suffice. See docs/design/rollout.md for many objects,
+// cache-backed clients and the RBAC of an operator.
 type Runner struct {
 	Strategy strategy.Strategy
 	Router   TrafficRouter
@@ -778,74 +751,31 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 // Run drives one rollout to a terminal phase in this process: it loads the
 // state from Store (or starts from initial when nothing is saved), reconciles,
 // saves after every change, and waits for the requeue, a command or ctx.
-// Killed and restarted, it resumes where the Store says it was.
+// Killed and restarted, it resumes where the Store says it was. A HopStore
+// writing through the Runner's Router takes every weight hop with its state
+// in one write; other hops and commands are saved alone.
 //
-// A Store that is a HopStore writing through the Runner's Router (the
-// AnnotationStore that gateway.Router.AnnotationStore returns) takes every
-// weight hop with its state, in one write: a weight move costs one update
-// of the route, and no crash can separate the weights from the state that
-// asked for them (see HopStore). Other hops and commands are saved alone.
+// A state the Store refuses for what it is (ErrStateRefused) never holds a
+// walk back: a hop toward the stable side goes with a reduced form of the
+// state, or none, hops toward the canary wait until the whole state fits,
+// and the state reports Degraded (ReasonStateRefused); a rollout that ends
+// while only a reduced form is stored returns an error matching
+// ErrStateRefused. A ControlStore's strategy.Control is applied before
+// every reconcile. Commands are applied between reconciles to the state in
+// memory, at the Runner's clock, and saved at once; a state stamped by
+// another clock makes Run return strategy.ErrClockSkew with a terminal state.
 //
-// A state the Store refuses for what it is (ErrStateRefused: another tool
-// filled the route's annotations, and the state no longer fits) never
-// holds a walk back: a hop toward the stable side goes with a reduced form
-// of the state, or with none, and traffic returns to the stable side
-// whatever the store keeps; hops toward the canary wait until the whole
-// state fits (see HopStore). Meanwhile the state in memory reports
-// Degraded with reason ReasonStateRefused, naming the object and the
-// field; Run saves it whole at the next change once it fits, and in the
-// meantime reduced when that fits. A rollout that ends while only a
-// reduced form is stored is returned with an error matching
-// ErrStateRefused; one whose state fits nowhere is not returned before it
-// is stored, as below. A process killed while no form fits loses the
-// walk back's record: the next one starts from the state stored before,
-// which the route's weights have left behind.
-//
-// A Store that is a ControlStore (the gateway package's AnnotationStore)
-// also carries a strategy.Control: Run reads it before every reconcile and
-// applies it with strategy.State.Control, so a person steers a standalone
-// rollout as an operator's spec.control steers one (kubectl upshift pause,
-// abort... write it). It is read at every reconcile: while a rollout runs,
-// at least every poll interval (a paused rollout included); a request
-// written while Run waits on a finished state with a commands channel is
-// read once something wakes it.
-//
-// Commands (strategy.State.Resume, a closure calling Abort...) are applied
-// between reconciles to the state in memory, at the Runner's clock, which
-// every later reconcile starts from, and saved at once. A state stamped by
-// another clock (strategy.ErrClockSkew) is logged at every reconcile while
-// its stamps are ahead, and Run returns that error with a terminal state. A save that fails is retried every
-// RetryInterval until it succeeds: a command (like any state change) is never
-// dropped because one write failed, and Run does not return a terminal state
-// before it is stored. When ctx ends with a change still unsaved, Run returns
-// an error wrapping ErrUnsaved. A reconcile that fails because ctx ended
-// (an adapter's read or write cancelled) records nothing: Run returns the
-// state it had before that reconcile, and ctx's error.
-//
-// A finished state. When the state Run starts from is already finished
-// (terminal, or idle: nothing to roll out), Run reconciles it once and,
-// with a nil commands channel, returns it. With a commands channel it
-// waits for commands instead: each is applied and saved as above, and one
-// that starts a rollout (a closure calling Retarget with a new revision)
-// is run to its end, when Run returns; Run also returns when commands is
-// closed (the state, and a nil error) or ctx ends (ctx's error). While it
-// waits so, it polls nothing. A rollout that finishes while Run drives it
-// returns at once, leaving any command still queued for the next Run.
-//
-// Lifetime. Run subscribes to the adapters' notifications (Notifier) with
-// a context of its own, which it ends before it returns, and it waits
-// until every subscription whose Notify tracks it (TrackNotify: the
-// gateway Router, serve/replicas, serve/ray and the fakes all do) has
-// ended. So once Run has returned, no watch, poll or goroutine it started
-// is left and no wake of it is delivered, and a program may call Run again
-// and again without accumulating subscriptions.
-//
-// Waiting. Run takes every command and wake already pending before it
-// waits, and only then arms its requeue timer (Clock.AfterFunc), right
-// before it blocks; the timer is stopped when something else ends the
-// wait. With a manual clock (fake.Clock) a test therefore knows that a
-// pending timer of Run's means Run is blocked, or about to block, with
-// nothing to do until a command, a wake, ctx or the clock moves.
+// A failed save is retried every RetryInterval: no change is dropped, and
+// no terminal state is returned before it is stored; when ctx ends with a
+// change unsaved, Run returns an error wrapping ErrUnsaved. A reconcile that
+// fails because ctx ended records nothing: Run returns the state before it,
+// and ctx's error. On a finished state (terminal or idle) Run reconciles
+// once and returns, or, with a commands channel, waits for commands until
+// one starts a rollout (run to its end), commands is closed (nil error) or
+// ctx ends. Once Run has returned, no watch, poll or goroutine it started is
+// left and no wake of it is delivered, so Run may be called again and again.
+// With a manual clock, a pending requeue timer of Run's means Run is blocked
+// (or about to block) with nothing to do. See docs/design/rollout.md.
 func (r *Runner) Run(ctx context.Context, initial strategy.State, commands <-chan Command) (strategy.State, error) {
 	if err := r.Validate(); err != nil {
 		return initial, err

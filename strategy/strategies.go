@@ -16,59 +16,24 @@ import (
 //
 // The interface is open: a strategy of your own (often one that builds an
 // Incremental or a Canary from its own parameters and delegates Step to it,
-// see the Example) works with the Runner and Plan exactly as the ones here,
-// because everything they need is in the interface.
+// see the Example) works with the Runner and Plan exactly as the ones here.
 //
 // Every strategy only picks a target weight; one capacity-safe mover walks
 // there in hops that keep rules 1 to 5 of the package's invariants on
-// observed values: a weight hop toward the canary goes no further than the
-// canary's observed ready capacity, and one toward the stable no further
-// than the stable's; a hop is asked for only once the previous one is
-// observed applied (Observation.WeightApplied with the desired weight, each
-// side Settled at the desired capacity). A jump from 20 to 80 with MaxSurge
-// 20 becomes several capacity and weight hops. A side that settles below
-// what was asked (3 replicas at 40 percent ready at 33) does not stall the
-// walk: traffic follows the ready capacity and the mover asks for more.
-//
-// Capacity is spent only while it is needed: as soon as a weight moving
-// toward the canary is observed in force, the stable side shrinks to the
-// traffic it still carries, and while a timed pause or an interval runs the
-// canary grows to what the next weight needs, timed from how long it was
-// observed to take (State.Pace) so that it is ready when the wait ends.
-// Plan reports what a strategy spends (Timeline.SurgeCost) with the delays
-// its adapters have (PlanOptions.ReadyDelay, RouteDelay).
-//
-// Moving down (an abort, a rollback, a lower canary step) is the same walk
-// with the roles swapped: the stable side is scaled back up before traffic
-// returns to it. Since the stable side carries no more than its traffic
-// while the rollout goes forward, a walk back waits for it to grow first
-// (one ready delay); AbortEmergency does not wait. AbortEmergency is the one exception to rule 1: all traffic
-// goes to the stable side at once while it scales up. Rule 1 on the stable
-// side assumes a side scaled down to c percent reports Ready >= c once
-// settled, as a replica count rounded up gives. A backend that rounds down
-// can leave the stable side briefly short of its traffic after a
-// scale-down; the mover then keeps walking forward, which relieves it.
-//
-// A walk back does not wait for the data plane to accept its weight hops:
-// each moves traffic toward a stable side observed ready for it, so a parent
-// that rejects the route, or never reports on it, cannot freeze an abort. It
-// does wait for acceptance before scaling the canary below traffic it may
-// still receive. A route that already sends less to the canary than asked
-// is taken as it is, not written back up.
-//
-// Repairs (asking again for a hop that a lost write, another writer or a
-// lost state left undone) are checked against the world as observed now,
-// not trusted because they were once recorded: a weight is written back
-// only if both sides' observed ready capacity covers it, and a side is
-// scaled down only to at least the traffic the route may still send it. A
-// route whose weights are not a split of 100 (Observation.WeightInvalid) is
-// repaired the same way; until then, and while the data plane has not
-// accepted the route's weights (it may still route by older ones), no
-// repair scales a side down at all.
+// observed values: a weight hop goes no further than the receiving side's
+// observed ready capacity, and is asked for only once the previous one is
+// observed applied. Capacity is spent only while it is needed: the stable
+// side shrinks to its traffic once a weight is in force, and the canary
+// grows during a wait, just in time for the next weight (State.Pace).
+// Moving down (an abort, a rollback) is the same walk with the roles
+// swapped; a walk back does not wait for the data plane to accept its hops,
+// and AbortEmergency moves all traffic at once (the one exception to rule
+// 1). Repairs of hops left undone are checked against the world as observed
+// now, never trusted because they were once recorded.
 //
 // Step reports what holds a rollout up: see DefaultProgressDeadline for
 // deadlines, failing adapters and lost readiness, and Decision for when to
-// step again.
+// step again. See docs/design/strategy.md for the mover in full.
 type Strategy interface {
 	Step(s State, now time.Time) Decision
 	// Validate reports every problem with the strategy (an *InvalidError

@@ -513,48 +513,26 @@ type Target struct {
 // DeployTarget asks the canary side to run a revision. Set reports whether
 // there is anything to deploy.
 //
-// Revisions on sides: each physical side runs a revision, the stable side
-// the stable revision, the canary side the canary one. When the observation
-// reports what each side runs (Observation.Revisions, with
-// SideObservation.Revision and Updated; the Runner sets them from its RevisionA
-// and RevisionB), Step puts each revision on its side itself, with a
-// DeployTarget, and keeps rules 6 to 8 of the package's invariants:
+// When the observation reports what each side runs (Observation.Revisions,
+// with SideObservation.Revision and Updated; the Runner sets them from its
+// RevisionA and RevisionB), Step puts each revision on its side itself, with
+// a DeployTarget, and keeps rules 6 to 8 of the package's invariants: the
+// canary revision is deployed while its side carries weight 0 (and, with
+// capacity setters, is settled at capacity 0, which keeps an upgrade within
+// the surge budget), and no capacity or weight moves onto the canary until
+// it is observed running that revision, fully rolled out (Updated).
 //
-//   - 6: traffic only ever reaches a side observed running the revision its
-//     role should run (during the walk back after a Retarget the canary role
-//     still names the abandoned revision, which its side still runs);
-//   - 7: a side's revision changes only while it carries weight 0, observed
-//     on an accepted route, and, with capacity setters (the managed and
-//     replicas modes), while it is settled at capacity 0: the canary revision
-//     is deployed at zero (recorded in State.Desired.CanaryRevision and asked
-//     again if it does not appear), which is what keeps an upgrade within the
-//     surge budget; in the fixed mode the side stays provisioned and is
-//     redeployed while it carries weight 0;
-//   - 8: no capacity is added to the canary side and no weight moves onto it
-//     until it is observed running the canary revision, fully rolled out
-//     (Updated).
-//
-// A Retarget to a third revision walks the abandoned one out (weight, then
-// capacity), deploys the new one at zero, observes it, and only then ramps.
 // A canary side observed running another revision while it carries traffic
-// or capacity (someone redeployed it) is walked back, in any phase
-// (Completing included): the rollout aborts with ReasonRevisionChanged, and
-// Retry deploys the canary revision again. A walk back keeps a canary that
-// already holds less capacity than asked, as long as that covers its
-// traffic, rather than scaling a side of unknown revision back up. A stable
-// side observed running another revision than the stable one holds all
-// forward progress, with Degraded (ReasonStableRevisionMismatch); a walk
-// back still returns traffic to it, since it is where an abort goes and
-// holding would leave the traffic on the canary being aborted. A deploy that
-// never rolls out is bounded by the progress deadline like any other hop. At
-// success the roles swap, so a chain v1 -> v2 -> v3 -> v2 alternates between
-// the same two sides with no bookkeeping by the caller.
-//
-// The first revision is the one the caller creates the workload with: on the
-// zero State, Retarget(first) records it unobserved, and the first Step
-// adopts the side that runs it with all traffic (see State.Retarget).
-// Without revisions in the observation nothing is checked or deployed, and
-// the caller puts each revision on its side.
+// or capacity (someone redeployed it) is walked back: the rollout aborts
+// with ReasonRevisionChanged, and Retry deploys the canary revision again. A
+// stable side running another revision than the stable one holds all
+// forward progress with Degraded (ReasonStableRevisionMismatch), though a
+// walk back still returns traffic to it. A deploy that never rolls out is
+// bounded by the progress deadline. At success the roles swap, so a chain
+// v1 -> v2 -> v3 -> v2 alternates between the same two sides. Without
+// revisions in the observation nothing is checked or deployed, and the
+// caller puts each revision on its side. See docs/design/strategy.md for
+// Retargets and the first revision.
 type DeployTarget struct {
 	Set      bool   `json:"set"`
 	Revision string `json:"revision,omitempty"`

@@ -1,26 +1,18 @@
 // Command kubectl-upshift is the kubectl plugin of upshift: `kubectl
 // upshift get`, `pause`, `resume`, `promote`, `promote-full`, `abort`,
 // `retry`, `claims` (and `claims release`) and `plan`. Installed on the
-// PATH, kubectl finds it:
-//
-//	go install github.com/upshift-dev/upshift/cmd/kubectl-upshift@latest
-//	kubectl upshift get release/web --watch
-//
-// It reads any object whose status embeds a strategy.State (the path is
-// --state-path, .status.rollout by default), and routes whose state the
-// gateway package's AnnotationStore keeps in an annotation.
+// PATH (go install github.com/upshift-dev/upshift/cmd/kubectl-upshift@latest)
+// kubectl finds it. It reads any object whose status embeds a
+// strategy.State (--state-path, .status.rollout by default), and routes
+// whose state the gateway package's AnnotationStore keeps in an annotation.
 //
 // A control request counts as written only once the API server's answer
-// to the patch holds it: a field the resource's schema lacks is pruned by
-// the server (with a warning), and the command then fails at once naming
-// the field and the CRD, instead of waiting for a request that was never
-// stored.
-//
-// claims shows who holds the claims (rollout.ClaimedError) on the route
-// rules and workloads of a rollout and whether each holder still exists;
-// claims release removes the claims of a holder that is gone.
-//
-// Exit codes, for scripts:
+// to the patch holds it: a field the schema lacks is pruned (with a
+// warning), and the command fails at once naming the field and the CRD.
+// claims shows who holds the claims (rollout.ClaimedError) on a rollout's
+// route rules and workloads, and whether each holder still exists; claims
+// release removes those of a holder that is gone. See
+// docs/design/kubectl-upshift.md. Exit codes, for scripts:
 //
 //	0  done: get --watch saw the rollout succeed (or nothing to roll
 //	   out); a control request was applied

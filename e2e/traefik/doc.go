@@ -5,40 +5,19 @@
 // gateway Router and the rollout Runner move the weights.
 //
 // The package has no API; its tests run with the rest (./test.sh). Traefik
-// runs as root in a private mount namespace (unshare --mount) whose /etc/hosts
-// resolves the backends' FQDN EndpointSlice addresses to 127.0.0.1 and whose
-// /etc/resolv.conf names only 127.0.0.1, so it sends nothing off loopback.
+// runs as root in a private mount namespace (unshare --mount) whose
+// /etc/hosts and /etc/resolv.conf keep it on loopback. The traefik.io CRDs
+// are installed from the Traefik module of the binary's version, so that an
+// HTTPRoute may name a TraefikService as a backend (how a mirror reaches
+// Traefik). Backends name themselves and the path they received in every
+// answer and set a cookie of their own; simulated users keep cookie jars.
 //
-// The traefik.io CRDs (TraefikService and the others the kubernetesCRD
-// provider watches) are installed from the Traefik module of the binary's
-// version, which `go mod download -json github.com/traefik/traefik/v3@v3.7.13`
-// locates (hack/traefik.sh puts it in the module cache). With that provider
-// registered an HTTPRoute may name a TraefikService as a backend, which is how
-// a mirror reaches Traefik.
-//
-// Every backend answer names the backend (header X-Upshift-Backend and the
-// body) and the path it received (X-Upshift-Path), and sets a cookie of the
-// application's own (app=<backend>). Simulated users each keep a cookie jar
-// (net/http/cookiejar) and share one connection pool, so thousands of them
-// can be driven through Traefik at once.
-//
-// The traffic extras are first shown on routes written by hand, rule by rule:
-// header rules (Exact, and a Cookie regular expression) beside the weighted
-// rule, with the user's URLRewrite cloned; a TraefikService mirror with its
-// deterministic counter (exactly ⌊p·n⌋ or ⌈p·n⌉ copies of n requests); and a
-// RequestMirror filter, which Traefik answers with 500 while the route stays
-// Accepted (why the gateway Router checks the GatewayClass's
-// supportedFeatures before it writes one). Then whole Canary rollouts with a
-// header route, a mirror (the Router's TraefikService) and session affinity
-// run through the rollout Runner, on fake capacities, and the real gateway
-// Router (its owned rules) on the real route, while hundreds to thousands of
-// users keep sending requests: each request is checked against the routes
-// in effect while it was in flight (written, and reported applied with the
-// settle delay, before it was sent; the next write not begun before its
-// answer), and the capacity rule, with header-routed and mirrored requests
-// counted, against every state the Runner returns.
-//
-// Traefik serves its Prometheus metrics (per entry point, router and backend
-// service) on a loopback entry point of their own; tests read them directly
-// and through a real Prometheus (kubetest/promtest) scraping Traefik.
+// The traffic extras are first shown on routes written by hand, rule by
+// rule, then through whole Canary rollouts with a header route, a mirror and
+// session affinity, run by the rollout Runner and the real gateway Router
+// while hundreds to thousands of users send requests: each request is
+// checked against the routes in effect while it was in flight, and the
+// capacity rule against every state the Runner returns. Traefik's
+// Prometheus metrics are read directly and through kubetest/promtest. See
+// docs/design/e2e.md for the set-up and what each test shows.
 package traefik

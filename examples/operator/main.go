@@ -1,54 +1,31 @@
 // Command operator is an example Kubernetes operator built on upshift and
 // controller-runtime, meant to be copied as the start of your own. It
 // reconciles Releases (api/v1alpha1): each names two Deployments (sides A
-// and B) and the HTTPRoute in front of them, and a change of
-// spec.revision rolls the new revision out on the idle side with the
-// Release's strategy, moving the route's weights and the Deployments'
-// replicas in safe hops. The rollout's state lives in the Release's
-// status, so a restarted operator resumes where it stopped; several
-// replicas run with leader election. A status that someone else wipes or
-// restores is reconciled at once and adopted from the route and the
-// Deployments as they are, before anything moves; the operator's own
-// status writes reconcile nothing. A Release created over an application
-// that already serves, its spec naming a new revision, adopts the side
-// with all traffic as stable and rolls the revision out on the idle side.
+// and B) and the HTTPRoute in front of them, and a change of spec.revision
+// rolls the new revision out on the idle side with the Release's strategy,
+// moving the route's weights and the Deployments' replicas in safe hops.
+// The rollout's state lives in the Release's status, so a restarted
+// operator resumes where it stopped; several replicas run with leader
+// election. A wiped or restored status is adopted from the route and the
+// Deployments as they are. spec.analysis (rollout/analysis.Spec) judges
+// the canary from the Prometheus it names.
 //
-// spec.analysis (rollout/analysis.Spec) judges the canary from the
-// Prometheus it names: its checks are the rollout's health, its gates
-// answer the canary's gate steps; a gate step that names no declared gate
-// is refused.
-//
-// Each Release claims the route rule and the Deployments it moves (the
-// Release is the rollout.Owner): a second Release pointed at them is
-// refused, reports Degraded with reason Claimed naming the first, and
-// writes nothing. The finalizer operator.upshift.dev/claims keeps a
-// deleted Release until its claims are released; a claim of a Release
-// that is gone (or re-created with another UID) is taken over.
+// Each Release claims the route rule and the Deployments it moves: a
+// second Release pointed at them is refused, reports Degraded with reason
+// Claimed naming the first, and writes nothing. The finalizer
+// operator.upshift.dev/claims keeps a deleted Release until its claims are
+// released.
 //
 //	go run ./examples/operator -namespace shop -metrics-bind-address :8080
 //
 // -max-concurrent-reconciles (1 by default) reconciles that many Releases
-// at once, each by one worker at a time: an operator of hundreds of
-// Releases needs more than one (BenchmarkManyReleases measures 16).
-//
-// Reads come from the manager's cache: a reconcile reads the API server
-// only when the cache is behind the operator's own last write of the
-// Release. Writes are what the hops need: one Deployment update per
-// capacity hop, one route update per weight hop, the status when it
-// changes (a hop that only changes a side's capacity is written with the
-// next change), and Events for phase changes, aborts, commands and
-// errors (-hop-events adds one per hop).
-//
-// Shards. Past what one process holds, run several Deployments of the
-// operator, each with -release-selector naming its share of the Releases
-// by label (shard=a, shard=b, ...): each caches and reconciles only the
-// Releases its selector matches, and elects its own leader (a Lease per
-// selector, or -leader-election-id). Give every Release exactly one
-// shard's label: a Release that no selector matches is reconciled by no
-// one, and a Release relabelled into another shard is taken over there.
-//
-// Install config/crd and bind config/rbac/role.yaml to the operator's
-// ServiceAccount first; generate.sh regenerates both from the code.
+// at once. Reads come from the manager's cache; writes are what the hops
+// need (-hop-events adds an Event per hop). To shard, run several
+// Deployments of the operator, each with -release-selector naming its
+// share of the Releases by label, and give every Release exactly one
+// shard's label. Install config/crd and bind config/rbac/role.yaml to the
+// operator's ServiceAccount first; generate.sh regenerates both from the
+// code. See docs/design/examples.md for adoption, claims, writes and shards.
 package main
 
 import (

@@ -2,46 +2,25 @@
 // another with an incremental rollout, and deploys the new revision itself:
 // cluster A (side A) runs the old revision, cluster B (side B) gets the new
 // one from the Runner, at target_capacity 0, while the route sends it no
-// traffic. Once Ray reports the new config deployed on B, B's
-// target_capacity rises ahead of its traffic and A's falls behind it; at
-// the end B returns to a null target capacity and A sits at 0. It prints
-// every hop (the deploy included) with the capacities and ready shares it
-// observed.
-//
-// With no flags it runs against two in-process Ray Serve emulators
-// (package serve/ray/raytest):
+// traffic; then B's target_capacity rises ahead of its traffic and A's
+// falls behind it. It prints every hop with the capacities and ready
+// shares it observed.
 //
 //	go run ./examples/rayserve
 //	go run ./examples/rayserve -a http://blue-head:8265 -b http://green-head:8265 \
 //	    -config serve-v1.json -new-config serve-v2.json
 //
-// Each cluster is one side, through package serve/ray. The two revisions,
-// v1 and v2, are Serve configs (Ray's ServeDeploySchema as JSON): -config
-// is v1's, -new-config v2's; give both or neither. By default they are a
-// built-in pair of three deployments that differ in the Ranker's
-// user_config and in an environment variable of the application's
-// runtime_env. Their applications must differ: serve/ray tells revisions
-// apart by the application configs Ray reports as deployed.
-//
-// The emulators start as a caller would leave them: the program PUTs v1's
-// config to cluster A as it is (the workload the caller created), and
-// cluster B starts empty. With real clusters, cluster A must already run
-// the -config revision, its applications deployed exactly as in the file
-// (serve deploy, or a RayService), at any target capacity; cluster B must
-// be empty or at target_capacity 0, as an earlier upgrade leaves the old
-// cluster. The program checks both before it starts.
-//
-// The emulators refuse, and record, a PUT that changes the config of a
-// cluster already running one while it is not at target_capacity 0 or
-// while the route sends it traffic; the program exits 1 if there was any.
-//
-// For dashboards with token authentication pass -token; through the
-// Kubernetes API server's service proxy also pass -token-header
-// X-Ray-Authorization, since the API server keeps Authorization for
-// itself.
-//
-// The traffic split between the clusters is kept by an in-memory router;
-// in production that is your Gateway API route (package gateway).
+// With no flags it runs against two in-process Ray Serve emulators
+// (serve/ray/raytest) and a built-in pair of revisions. -config and
+// -new-config are the two revisions' Serve configs (give both or neither);
+// their applications must differ. With real clusters, cluster A must
+// already run the -config revision exactly, and cluster B be empty or at
+// target_capacity 0; the program checks both before it starts. The
+// emulators refuse and record a redeploy of a serving cluster, and the
+// program then exits 1. -token passes a dashboard token (with
+// -token-header X-Ray-Authorization through the API server's service
+// proxy). The traffic split is kept by an in-memory router; in production
+// that is your Gateway API route. See docs/design/examples.md.
 package main
 
 import (

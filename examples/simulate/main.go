@@ -1,71 +1,32 @@
 // Command simulate runs upshift rollouts on in-memory fakes and shows them
 // live: every hop with its time, phase, weights, capacities and ready
-// capacity, then a summary: the time taken against the Plan (which assumes
-// adapters that apply every hop at once), or for an aborted rollout when it
-// was aborted and how long walking back took, the deploys, and the simulated
-// traffic.
-//
-// Each side runs a revision: side A starts with v1. The Runner deploys each
-// rollout's revision on the canary side itself (the fake sides are its
-// RevisionA and RevisionB), at weight 0 and capacity 0: the deploy hop comes
-// first ("deploy v2 on side B"), then the line where the side is observed
-// running it fully rolled out, and only then do capacity and weight move.
-// The program exits 1 when a rollout ends in an unexpected phase, drops or
-// overloads requests, provisions more than 100 percent plus the strategy's
-// surge budget (-surge for incremental and canary, 100 for bluegreen), or
-// deploys on a side that serves traffic or holds capacity (the fake sides
-// record it).
-//
-// With no flags it runs an incremental upgrade from v1 to v2 (step 10,
-// interval 2s, MaxSurge 20) and then, on the same two sides, a canary to v3
-// with a timed pause and a manual pause that the program resumes. Simulated
-// time runs -speed times faster than the wall clock (0: as fast as
-// possible). -svg plots the last rollout: weights, capacities, pauses, each
-// deploy (a marker, shaded until rolled out) and the abort. -faults injects
-// route conflicts, failed capacity changes, a failed first attempt of each
-// deploy, slower replicas and deploys, and partial readiness.
-//
-// -analysis judges each canary by its success rate, as a controller would
-// with package rollout/analysis: every simulated request is recorded into
-// a fake.Metrics (a metrics backend that sees requests a second after
-// they happen), and an analysis.Analysis requires that at least 95% of the
-// canary's requests in a 3s window succeed, evaluated every second (the
-// Runner's health; the canary strategy also gets a gate of the same check
-// after its first step), tolerating one failed evaluation, with the
-// strategy's UnhealthyThreshold at 1 so that the analysis decides alone.
-// -canary-errors makes each rollout's new revision answer that share of its
-// requests with a 500: above 5% the analysis must abort the rollout by
-// itself (a rollout that succeeds then exits 1), below it the rollout must
-// succeed. Each summary then adds the requests sent and failed and, for an
-// abort, how long after the first failed request it came.
-//
-// Traffic extras: -sticky turns on sticky sessions (the strategies'
-// SessionAffinity) for -users simulated users with cookie jars; -header
-// name=value:PCT adds a header route step to the canary strategy, PCT
-// percent being both its declared ExpectedPercent and the true share of
-// requests (users) that carry the header; -mirror P adds a step that
-// copies P percent of the stable side's requests to the canary. Both steps
-// come before the canary's first weight. With any of them, each rollout
-// ends with a table of its steps: the weight, the share of sessions on
-// the canary beside what a re-draw model
-// would give (a session on the stable side drawn again at every step with
-// the step's weight as probability, 1-Π(1-w), which drifts above the
-// weight), the sessions that flipped from the canary to the stable side,
-// the mirrored copies, the header-routed requests, the canary's peak load
-// against its ready capacity and the extras the route applies; -svg plots
-// them too. The program exits
-// 1 when a session flips while the weight does not fall, when the share
-// of sessions on the canary strays from the weight beyond the Hoeffding
-// bound (probability 1e-6), or when mirrored copies find the canary
-// without ready capacity. The extras reach the route only through the
-// Runner (the strategy decides when each applies): a route that applies
-// none shows "no extras".
+// capacity, then a summary against the Plan, the deploys, and the simulated
+// traffic. The Runner deploys each revision on the canary side itself, at
+// weight 0 and capacity 0, before capacity and weight move.
 //
 //	go run ./examples/simulate
 //	go run ./examples/simulate -strategy canary -abort-at 15s -svg out.svg
 //	go run ./examples/simulate -strategy canary -sticky -users 5000 -header x-beta=1:5 -mirror 20
 //	go run ./examples/simulate -faults -speed 0
 //	go run ./examples/simulate -analysis -canary-errors 0.1
+//
+// With no flags it runs an incremental upgrade from v1 to v2 and then a
+// canary to v3 with a timed and a manual pause. -speed scales simulated
+// time (0: as fast as possible); -svg plots the last rollout; -faults
+// injects conflicts, failures, slow replicas and partial readiness;
+// -analysis judges each canary by its success rate with package
+// rollout/analysis, and -canary-errors makes the new revision fail that
+// share of requests; -sticky, -users, -header and -mirror turn on the
+// traffic extras and print a table of each rollout's steps.
+//
+// The program exits 1 when a rollout ends in an unexpected phase, drops or
+// overloads requests, provisions more than 100 percent plus the surge
+// budget, deploys on a side that serves traffic or holds capacity, or
+// succeeds with -canary-errors above 5%; with extras, also when a session
+// flips while the weight does not fall, the share of sessions on the
+// canary strays from the weight beyond the Hoeffding bound, or mirrored
+// copies find the canary without ready capacity. See
+// docs/design/examples.md for each flag and check.
 package main
 
 import (

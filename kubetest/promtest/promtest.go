@@ -1,9 +1,7 @@
 // Package promtest runs a real Prometheus server for upshift's tests, on
-// loopback, scraping the targets a test names.
-//
-// The binary is Prometheus 3.16.0, built from the Go module proxy by
-// hack/prometheus.sh into a cache outside the repository (see [Binary]);
-// ./test.sh builds it when missing and then runs every test.
+// loopback, scraping the targets a test names. hack/prometheus.sh builds
+// its binary into a cache outside the repository ([Binary]), as ./test.sh
+// does when it is missing; docs/design/kubetest.md names the release.
 //
 //	func TestSomething(t *testing.T) {
 //		prom := promtest.Start(t, promtest.Config{

@@ -21,12 +21,6 @@ import (
 // names the field of every problem; Build turns a valid Spec into an
 // *Analysis over a Source. In a custom resource, as its users write it:
 //
-//	type ReleaseSpec struct {
-//		// +optional
-//		Analysis *analysis.Spec `json:"analysis,omitempty"`
-//		...
-//	}
-//
 //	analysis:
 //	  prometheus: {address: http://prometheus.monitoring:9090}
 //	  checks:                       # the health, while traffic moves
@@ -36,18 +30,15 @@ import (
 //	  - name: smoke
 //	    checks:
 //	    - {name: p99, latency: {quantile: "0.99", max: 300ms}}
-//	    - name: restarts
-//	      query: {query: 'sum(increase(...[{{.Window}}]))', max: "0"}
 //	  policy: {interval: 10s, failureLimit: 1, minRequests: 20}
 //
 // The markers give bounds, exactly one kind per check, names unique in
 // their list, at most 16 checks and 16 gates, and CEL rules that compare
 // thresholds with double() (min at most max, a rate between 0 and 1).
-// Quote thresholds in YAML.
-//
-// The zero value declares nothing and is invalid: set Checks, Gates or
-// both. A Spec is a plain value: safe for concurrent reads, not for
-// concurrent writes.
+// Quote thresholds in YAML. The zero value declares nothing and is
+// invalid: set Checks, Gates or both. A Spec is a plain value: safe for
+// concurrent reads, not for concurrent writes. See docs/design/rollout.md
+// for the Go field that embeds it and a query check.
 //
 // +kubebuilder:object:generate=true
 // +kubebuilder:validation:XValidation:rule="(has(self.checks) && size(self.checks) > 0) || (has(self.gates) && size(self.gates) > 0)",message="set checks, gates or both",reason="FieldValueRequired"

@@ -427,28 +427,18 @@ func (c *Controller) ReadinessHandler() http.Handler {
 // Stopped); and registers an OnShutdown hook that calls Begin, so that
 // a Shutdown started by other code also fails readiness and refuses
 // new work. At Terminating the controller stops the listeners wrapped
-// by [Controller.Listener], lets the server's connections settle (below),
+// by Controller.Listener, lets the server's connections settle (below),
 // then calls srv.Shutdown with the rest of the grace period and srv.Close
 // if that runs out. Hijacked connections of a server that is not attached
 // are tracked when the hijacking handler runs behind the Middleware (not
 // exempt).
 //
-// Why Terminating settles connections before calling http.Server.Shutdown:
-// once Shutdown has begun, the server drops, unanswered, any request it
-// reads, on any connection, and it closes idle kept-alive connections at
-// once, under a client that may be sending on them. So the controller first
-// lets the connections of attached servers close by themselves: each
-// request on them gets the refusal with Connection: close. It waits until
-// all are closed, or for Config.RetryAfter at most (a refused client comes
-// back after Retry-After, possibly on a connection it kept), bounded by the
-// grace period, and then closes those still idle or never used (a
-// connection whose request the server has not begun to read by then counts
-// as never used; a server starved of CPU for that long can thus drop a
-// request). A client that picks an idle connection at that very instant
-// sees it closed: the race that any server's idle timeout has. Since every
-// response from Begin on asks the client to close, the only connections
-// left by then are those a client opened and never used, or kept unused
-// since before Begin (none in use survives an AcceptGrace).
+// Settling, because http.Server.Shutdown drops any request it reads and
+// closes idle connections under a client: every request gets the refusal
+// with Connection: close, and the controller waits until all connections
+// are closed, or Config.RetryAfter at most within the grace period, then
+// closes those still idle or never used. See docs/design/drain.md for why,
+// and for the races that remain.
 func (c *Controller) Attach(srv *http.Server) error {
 	if srv == nil {
 		return ErrNilServer

@@ -12,43 +12,23 @@ import (
 // srv.ServeTLS, which adds TLS on top. Wrap the TCP listener itself, not
 // a TLS listener built on it.
 //
-// Until Terminating, Accept passes connections through unchanged: the
-// listener stays open through Unready and Draining, and requests on new
-// connections get the Middleware's refusal. When the controller reaches
-// Terminating, before it shuts the servers down, it stops the listener:
-// the wrapper takes every connection waiting in the kernel's accept
-// queue, and every connection arriving after, and holds them unanswered
-// until no new one has arrived for Config.RetryAfter (a refused client
-// is expected back within Retry-After, so by then every such client is
-// waiting on a held connection and none is about to connect). Then it
-// closes ln and hands the held connections to the server, which answers
-// their requests with the refusal (503 + Retry-After + Connection:
-// close + "Upshift-Drain: refused"). A client whose connection the
-// kernel had accepted gets an answer it can retry, never a reset after
-// its request went out; one that connects after the close is refused
-// by the kernel before it sends anything. If connections keep arriving,
-// the listener closes anyway once half of what remains of the grace
-// period has passed (the other half is for settling and shutting
-// down); a connection completing its handshake in the instant of that
-// close can still be reset. Connections taken from the queue are
-// counted in Stats().AcceptedAtClose.
+// Until Terminating, Accept passes connections through unchanged. At
+// Terminating, before the servers shut down, the wrapper takes every
+// connection waiting in the kernel's accept queue, and every one arriving
+// after, and holds them until none has arrived for Config.RetryAfter (or
+// half of what remains of the grace period has passed); then it closes ln
+// and hands the held connections to the server, which refuses their
+// requests in a way clients retry. Connections taken from the queue are
+// counted in Stats().AcceptedAtClose. After the stop, Accept blocks until
+// the server closes the wrapper, then reports it closed, so Serve returns
+// http.ErrServerClosed; the port is free from the stop on.
 //
-// After the stop, Accept blocks until the server closes the wrapper
-// (http.Server.Shutdown does), then reports it closed, so Serve returns
-// http.ErrServerClosed. The port is free from the stop on, so a new
-// process can bind it while this one finishes.
-//
-// A Listener closed before the controller stopped it (http.Server.Close,
-// a Shutdown started elsewhere, or a Serve that failed) closes ln at
-// once, like an unwrapped listener. If ln has no SetDeadline method the
-// stop closes it without emptying the queue. Wrapping a listener once
-// the controller is Terminating stops it before Listener returns.
-//
-// A listener that is not wrapped is closed by http.Server.Shutdown after
-// the settling, and connections still in its accept queue then are reset:
-// clients cannot tell whether such a request was processed. Clients that
-// must ride through every restart also send non-idempotent requests with
-// an Idempotency-Key (serve/retry then retries them).
+// A Listener closed before the controller stopped it closes ln at once,
+// like an unwrapped listener. If ln has no SetDeadline method the stop
+// closes it without emptying the queue. Wrapping a listener once the
+// controller is Terminating stops it before Listener returns. An unwrapped
+// listener is closed by http.Server.Shutdown, resetting the connections
+// still in its accept queue. See docs/design/drain.md for the details.
 func (c *Controller) Listener(ln net.Listener) net.Listener {
 	c.init()
 	l := &listener{Listener: ln, c: c, stopped: make(chan struct{}), closed: make(chan struct{})}

@@ -28,55 +28,21 @@ var (
 // restarts) a fast poll of the cluster, one GET of the applications per
 // poll, the first Config.NotifyMinInterval after the write, the next ones
 // twice as far apart up to Config.NotifyMaxInterval. A poll that sees a
-// change calls every subscriber's wake and brings the interval back to the
-// minimum. The poll that sees the writes' goal is the last one until the
-// next write:
+// change of what the adapter reports calls every subscriber's wake and
+// brings the interval back to the minimum. The goal ends the polls until
+// the next write: after SetCapacity, the cluster at the target_capacity
+// written and the side settled there; after Deploy, the revision deployed
+// reported Updated. Goals of successive writes add up (a Deploy replaces
+// them all). A goal never reached is polled for every NotifyMaxInterval;
+// nothing is polled while nobody subscribes, nor while nothing was written.
 //
-//   - after SetCapacity, the cluster at the target_capacity written (null
-//     for a Steady request) and the side settled there (the
-//     CapacityStatus Capacity reports is Settled: every replica asked for
-//     runs, none starts or stops), which is what a Runner waits for before
-//     its next hop;
-//   - after Deploy, the revision deployed reported Updated (Revision).
-//
-// Writes whose goals the poller has not seen yet add up: a SetCapacity
-// right after a Deploy is polled for until both are seen; a later
-// SetCapacity replaces the capacity an earlier one waited for, and a
-// Deploy replaces every earlier goal (the config changed).
-//
-// With the defaults (50 ms, 2 s) a change the cluster shows at the n-th
-// GET after a write is seen at most 50+100+...+min(50*2^(n-1), 2000) ms
-// after it (sooner when earlier polls saw changes). A cluster that applies
-// a write at once costs one GET and nothing after it; one whose replicas
-// take a minute to start costs a GET every 2 s meanwhile, the rate of a
-// 2 s poll, and none once they run. A goal never reached (a side that
-// does not settle, a config someone else replaced) is polled for every
-// NotifyMaxInterval until the next write or until the subscribers leave.
-// Nothing is polled while nobody subscribes, nor while nothing was
-// written.
-//
-// A change is a change of what the adapter reports: the CapacityStatus
-// Capacity reports, the cluster's target_capacity, and the revision status
-// Revision reports for the revision this adapter last deployed or
-// recognised; not the bytes of the answer. Notify returns nil (an error
-// only for a nil wake); the subscription ends when ctx does: once its
-// last subscriber has left, the poller drops its pending poll and cancels
-// the one in flight, and a subscription counts as ended (rollout.TrackNotify,
-// which a Runner's Run waits for before it returns) only once no poll it
-// took part in is still running, so no GET and no wake of it follows.
-//
-// Each poll's answer is kept for the reads (Config.ReadMaxAge): the
-// reconcile a poll wakes uses the answer that poll got rather than
-// sending a GET of its own.
-//
-// The baseline of the first poll is the cluster as the write read it just
-// before the PUT, so the write itself (a new target capacity, a new config)
-// wakes the subscribers at the first poll. A GET that fails counts as no
-// change and not as the goal. The polls change nothing the adapter knows.
-// A Ray and its Deployer share one poller: the Runner subscribes to both
-// and each poll is one GET for all the subscribers, each woken on a
-// change. No goroutine waits between polls: each is a timer of
-// Config.Clock.
+// Notify returns nil (an error only for a nil wake); the subscription ends
+// when ctx does, and counts as ended (rollout.TrackNotify, which a Runner's
+// Run waits for) only once no poll it took part in is still running, so no
+// GET and no wake of it follows. A Ray and its Deployer share one poller,
+// and each poll's answer serves the reads (Config.ReadMaxAge). A GET that
+// fails counts as no change. No goroutine waits between polls: each is a
+// timer of Config.Clock. See docs/design/ray.md for what the polls cost.
 func (r *Ray) Notify(ctx context.Context, wake func()) error {
 	return r.poll.subscribe(ctx, wake)
 }

@@ -336,57 +336,24 @@ func errOrNull(err error) error {
 //     they are, as Capacity describes.
 //
 // With Config.Revisions set, the config is the one of the revision the
-// cluster runs, and Deployer returns the rollout.Deployer that changes it;
-// see Deployer.
+// cluster runs, and Deployer returns the rollout.Deployer that changes it.
 //
-// Reuse of answers. Ray Serve has no watch: every observation is a GET of
-// the applications. So that a Runner that reconciles often (woken by
-// the route's watch, by Notify, by its requeue) does not read each
-// cluster at every reconcile, Capacity, Observe and Deployer.Revision
-// use the most recent answer this value got to any GET of the
-// applications (a read's own, a poll of Notify's, the GET a write sends
-// before its PUT) while it is younger than Config.ReadMaxAge (2 s by
-// default) and this value has written nothing since, and send a GET
-// otherwise:
+// Ray Serve has no watch, so Capacity, Observe and Deployer.Revision reuse
+// the most recent answer this value got to a GET of the applications while
+// it is younger than Config.ReadMaxAge (2 s by default; negative turns the
+// reuse off) and this value has written nothing since: a read is at most
+// ReadMaxAge old, the adapter's own writes are never hidden (reads after a
+// PUT report a GET sent after it returned), writes decide on a GET of
+// their own, and errors are never kept.
 //
-//   - What a read reports is at most ReadMaxAge old, counted from the
-//     instant its GET was sent: like a poll at that interval, or an
-//     informer's lag. A change someone else makes (a replica that fails,
-//     a config another tool PUTs, a cluster that restarts) shows within
-//     ReadMaxAge.
-//   - The adapter's own writes are never hidden: once a SetCapacity or
-//     Deploy of this value (or of its Deployer) has sent a PUT, every read
-//     reports a GET sent after that PUT returned, whether it succeeded or
-//     failed (a failed PUT may have been applied); a GET sent before or
-//     during the PUT is not kept, even if its answer comes after it.
-//   - A write decides on a GET of its own: SetCapacity and Deploy read the
-//     cluster just before they write, never from a kept answer, and keep
-//     what they read for the next reads when they write nothing.
-//   - Errors are never kept: a GET that fails or whose answer does not
-//     decode returns its error and changes nothing kept.
-//   - The answer is this value's, shared by its Deployer and by every
-//     Runner and caller that uses the value (safe for concurrent use:
-//     callers that find no fresh answer at the same time each send a
-//     GET); another Ray value for the same dashboard keeps its own, and
-//     its writes are, for this one, someone else's. An older answer never
-//     replaces a younger one.
-//   - Within one reconcile (rollout.ReadOnce) Capacity and Revision see
-//     one answer, as before.
+// Ray rounds a deployment's capacity-adjusted replica count half up (70
+// percent of 3 replicas keeps 2), so the adapter writes the smallest
+// target_capacity whose replica counts reach ceil(n * asked / 100) for
+// every deployment: a side settled at c percent reports Ready >= c.
 //
-// A negative Config.ReadMaxAge turns the reuse off: every read is a GET.
-//
-// Rounding. Ray rounds a deployment's capacity-adjusted replica count half
-// up, so a cluster asked for 70 percent of 3 replicas keeps 2 (66 percent
-// ready) and would carry more traffic than it can serve. The adapter
-// therefore writes the smallest target_capacity at or above the one asked
-// whose replica counts, for every deployment of the managed applications,
-// reach ceil(n * asked / 100): a side settled at c percent reports Ready >= c,
-// which the strategy's scale-downs rely on. Capacity reports the percent
-// asked while the cluster holds that translation; the pairing lives in
-// memory, and after a restart the strategy's next SetCapacity (it re-asks
-// what it does not see) re-establishes it without a write.
-//
-// Build it with New; the zero value is not usable. Safe for concurrent use.
+// Build it with New; the zero value is not usable. Safe for concurrent use
+// (callers that find no fresh answer at the same time each send a GET).
+// See docs/design/ray.md for the reuse of answers and the rounding.
 type Ray struct {
 	mu sync.Mutex
 	// asked pairs the percent last asked with the target_capacity written.
@@ -556,39 +523,25 @@ func (r *Ray) current() *serveConfig {
 // reads the cluster first (a GET of its own, never a reused answer) and
 // writes nothing when the applied config already has that target capacity
 // and the managed applications as configured: the comparison is with what
-// the cluster reports, never with what this process sent last, so a
-// cluster that restarted or was changed by hand is written again. A
-// request out of range, and a 400 from Ray, are permanent errors; see
-// HTTPError.
+// the cluster reports, never with what this process sent last. A request
+// out of range, and a 400 from Ray, are permanent errors; see HTTPError.
 //
 // With Config.Revisions set it writes the config of the revision the
 // cluster runs, never another: the one this adapter last deployed or
 // recognised (Deployer.Revision), which the cluster must still run (or, a
 // cluster that lost its config, run nothing).
 //
-// A cluster that runs a config of no revision the adapter knows (someone
-// else redeployed it, or the adapter has not recognised it yet) may always
-// lose capacity, never gain it. A request at or below the cluster's
-// target_capacity (null counts as 100; Steady only when it is null
-// already) is written with the config the cluster runs left as it is: the
-// PUT carries every live application's deployed_app_config and the
-// proxy_location, http_options and grpc_options, all as the GET just
-// reported them, with the new target_capacity (Ray's PUT replaces the
-// whole declarative config, so a body with only target_capacity, or with
-// a revision's config, would redeploy the cluster). The adapter then
-// knows no revision until Deploy or Revision. On such a cluster the
-// target capacity written is rounded up as for a known revision, but never
-// above the cluster's own, and 0 on a cluster with no live application
-// writes nothing. A request that would raise the capacity writes nothing
-// and returns an error matching ErrUnknownRevision, not marked permanent:
-// the next Revision may recognise the cluster's config. So does a request
-// to lower it when the config cannot be written back as it runs (an
-// application Ray reports without a deployed_app_config, or with one naming
-// another application). The applications of such a PUT are sorted by name;
-// Ray does not report the cluster's logging_config, and the PUT carries
-// none, which Ray's dashboard takes as leaving it as it is. Like every write
-// here, the PUT is not conditional: a config someone writes between the GET
-// and the PUT is replaced by the one the GET reported.
+// A cluster that runs a config of no revision the adapter knows may always
+// lose capacity, never gain it: a lower request is written with the config
+// the cluster runs left as it is (every live application's
+// deployed_app_config and the cluster-wide options, as the GET reported
+// them), after which the adapter knows no revision until Deploy or
+// Revision. A request that would raise the capacity writes nothing and
+// returns an error matching ErrUnknownRevision, not marked permanent (the
+// next Revision may recognise the config); so does a request to lower it
+// when the config cannot be written back as it runs. Like every write
+// here, the PUT is not conditional: a config someone writes between the
+// GET and the PUT is replaced. See docs/design/ray.md for the details.
 func (r *Ray) SetCapacity(ctx context.Context, req rollout.CapacityRequest) error {
 	if err := req.Validate(); err != nil {
 		return rollout.Permanent(fmt.Errorf("ray: %w", err))
@@ -663,37 +616,29 @@ func deployedAs(d *instanceDetails, a appConfig) bool {
 
 // Capacity reports the managed applications' capacity, ready capacity,
 // settledness and health, derived from one answer to a GET of
-// {Dashboard}/api/serve/applications/?api_type=declarative (its own, or
-// a fresh one the adapter already has: see Ray's reuse of answers): target_capacity
-// and, for every managed application, its status and message, and for each
-// of its deployments the status, message, num_replicas or
-// autoscaling_config, target_num_replicas and the state of every replica.
+// {Dashboard}/api/serve/applications/?api_type=declarative (its own, or a
+// fresh one the adapter already has: see Ray's reuse of answers).
 //
-// Ray's status RUNNING says little about capacity: an application is
-// RUNNING while its deployments scale up to a new target capacity. Capacity
-// counts replicas instead, against the targets Ray derives from the target
-// capacity (CapacityAdjusted: n * capacity / 100 rounded half up, at least 1
-// unless the capacity or n is 0, n itself for null):
+// Ray's status RUNNING says little about capacity (an application is
+// RUNNING while its deployments scale up), so Capacity counts replicas
+// against the targets Ray derives from the target capacity
+// (CapacityAdjusted):
 //
-//   - A deployment's full count is its num_replicas, or for an autoscaling
-//     deployment its min_replicas: the floor Ray scales by target_capacity.
-//     (While the target capacity rises, Ray's floor for a deployment with
-//     initial_replicas is initial_replicas scaled, which is never lower; the
-//     adapter counts against min_replicas either way.)
-//   - Its ready share is min(RUNNING replicas, capacity-adjusted target) over
-//     the full count, in percent rounded down. Ten replicas at 25% aim for 3
-//     and, with 3 running, are 30% ready; three replicas at 40% aim for 1:
-//     33%. Replicas above the target (stopping, or added by the autoscaler
-//     under load) are not counted, so the share never exceeds what Ray's
-//     rounding grants.
-//   - An application is as ready as its least ready deployment, and the side
-//     as its least ready application. A missing application is 0% ready; a
-//     cluster running none of them holds nothing (capacity 0, settled).
-//   - Settled: every application RUNNING, every deployment HEALTHY with no
+//   - a deployment's ready share is min(RUNNING replicas, capacity-adjusted
+//     target) over its full count (num_replicas, or min_replicas when it
+//     autoscales), in percent rounded down: three replicas at 40% aim for
+//     1, 33% ready; replicas above the target are not counted;
+//   - an application is as ready as its least ready deployment, and the
+//     side as its least ready application; a missing application is 0%
+//     ready, and a cluster running none of them holds nothing (capacity 0,
+//     settled);
+//   - settled: every application RUNNING, every deployment HEALTHY with no
 //     replica starting or stopping and as many RUNNING replicas as Ray's
-//     target_num_replicas, which agrees with the capacity-adjusted target.
-//   - Health: an application or deployment DEPLOY_FAILED or UNHEALTHY makes
-//     the side unhealthy, with Ray's messages.
+//     target_num_replicas;
+//   - an application or deployment DEPLOY_FAILED or UNHEALTHY makes the
+//     side unhealthy, with Ray's messages.
+//
+// See docs/design/ray.md for the fields read and the arithmetic.
 func (r *Ray) Capacity(ctx context.Context) (rollout.CapacityStatus, error) {
 	o, err := r.Observe(ctx)
 	return o.CapacityStatus, err

@@ -32,33 +32,18 @@ func RevisionMap(m map[string]json.RawMessage) func(revision string) (json.RawMe
 // the Ray it came from, whose SetCapacity then writes that revision's
 // config. Get it with (*Ray).Deployer. Safe for concurrent use.
 //
-// Deploy is KubeRay's pending-cluster pattern: the new config lands on a
-// cluster at target_capacity 0, and the Runner asks for it only while the
-// side carries weight 0 and is at capacity 0; a serving cluster is never
-// redeployed. The revision a cluster runs is observed, not remembered:
-// Revision compares the config Ray reports as deployed, exactly, with the
-// configs of the revision the side's role should run and of the one this
-// adapter last deployed or recognised; a config that differs in one field
-// is not the revision. SetCapacity writes the config of the revision the
-// cluster runs, never another's. That revision lives in memory; after a
-// restart the Runner's next Revision, which it always calls before applying
-// anything, recognises it again. While it is unknown, SetCapacity only takes
-// capacity away, and Capacity observes every application the cluster runs.
-//
-// Someone else may PUT a Serve config onto a cluster (the Ray CLI, the
-// dashboard's API, a GitOps tool): then Revision reports "" and the strategy
-// walks the side back (a redeployed canary aborts with reason
-// RevisionChanged); see Ray.SetCapacity for what it may still write there.
-// The Runner's Retry then deploys the canary revision again at
-// target_capacity 0 (Deploy accepts a cluster at 0 whatever it runs).
-//
-// Ray reports each application's config as submitted, but not the
-// cluster-wide fields (proxy_location, http_options, grpc_options,
-// logging_config), so revisions are told apart by their applications: two
-// revisions that differ only in cluster-wide fields read as the same. A
-// revision may name other applications than the previous one: the PUT
-// replaces the cluster's whole declarative set, and the applications of the
-// previous revision are deleted.
+// Deploy is KubeRay's pending-cluster pattern: the Runner asks for it only
+// while the side carries weight 0 and is at capacity 0, and a serving
+// cluster is never redeployed (Deploy accepts a cluster at 0 whatever it
+// runs). The revision a cluster runs is observed, not remembered: Revision
+// compares the config Ray reports as deployed, exactly, with the configs of
+// the revision the side's role should run and of the one this adapter last
+// deployed or recognised; after a restart the Runner's next Revision
+// recognises it again. Someone else's PUT makes Revision report "" and the
+// strategy walks the side back. Revisions are told apart by their
+// applications only (Ray does not report the cluster-wide fields), and a
+// revision that names other applications deletes the previous ones. See
+// docs/design/ray.md for the details.
 type Deployer struct{ r *Ray }
 
 var _ rollout.Deployer = (*Deployer)(nil)

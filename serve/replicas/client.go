@@ -33,35 +33,19 @@ import (
 // Setter and its Deployers behave as those of the clientset constructors.
 // Notify needs a client.WithWatch (client.NewWithWatch); with any other
 // client it returns an error, and the caller polls (rollout.Runner.Run
-// does). Its watch goes to the API server, not through a cache: with a
-// cache-backed client, watch the kind through the manager instead, whose
-// events come once the cache has the change.
+// does). Its watch goes to the API server, not through a cache.
 //
-// # Cache-backed clients
-//
-// A manager's client reads from its informer cache, so a read may lag the
-// Setter's own writes, and other writers' (the workload's controller
-// writing status) by the time the cache takes to hear of them. The Setter
-// keeps what each of its writes returned, and while the cache still shows
-// a version that one of its writes replaced it reports the written one:
-// Capacity and Revision report what was just written, and SetCapacity and
-// Deploy do not write again what is already in place. Other writers'
-// changes are seen when the cache has them; a reconcile that the manager
-// triggers from its watch of the kind (Owns, Watches) reads a cache that
-// already has the change that triggered it. A write based on a stale read
-// fails with a conflict and is retried from a fresh read, as with any
-// client, and Deploy confirms a refusal against the API server (it writes
-// back the workload it read, unchanged: a no-op write that conflicts when
-// the read was stale) before it reports the Permanent *DeployRefusedError.
-//
-// RBAC: a cache lists and watches the kind in the namespaces it covers,
-// so it needs get, list and watch on the kind, which resourceNames cannot
-// narrow to one workload; the Setter needs update on the workload (and,
-// for a kind scaled through its scale subresource, on <resource>/scale).
-// Without a cache, get, update (and watch, for Notify) on the workload's
-// name suffice, as for the clientset constructors. A controller-runtime
-// client reads unstructured objects from the API server, not its cache,
-// unless client.CacheOptions.Unstructured is set.
+// With a cache-backed client, reads may lag writes: the Setter keeps what
+// each of its writes returned and reports that until the cache catches up,
+// so it never writes again what is already in place; a write on a stale
+// read conflicts and is retried from a fresh read, and Deploy confirms a
+// refusal against the API server before it reports the Permanent
+// *DeployRefusedError. RBAC: a cache needs get, list and watch on the kind
+// (resourceNames cannot narrow it), and the Setter update on the workload
+// (and on <resource>/scale for a scaled kind); without a cache, get,
+// update and watch on the workload's name suffice. Unstructured objects
+// are read from the API server unless client.CacheOptions.Unstructured is
+// set. See docs/design/replicas.md for cache-backed clients.
 func ForClient(c client.Client, obj client.Object, full int32) (*Setter, error) {
 	if c == nil || obj == nil || reflect.ValueOf(obj).IsNil() {
 		return nil, fmt.Errorf("%w: ForClient: the client and the object are required", ErrInvalid)

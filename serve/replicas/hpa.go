@@ -73,9 +73,8 @@ func (e *AutoscalerError) Is(target error) bool { return target == ErrInvalid }
 
 // Autoscale makes a and b, the Setters of a rollout's two sides, follow the
 // HorizontalPodAutoscaler (autoscaling/v2) of each side instead of
-// fighting it: an HPA writes spec.replicas through /scale too, so a Setter
-// that wrote it as well would fight it. cs reads and updates the
-// HorizontalPodAutoscalers, whatever client the Setters use
+// fighting it (an HPA writes spec.replicas through /scale too). cs reads
+// and updates the HorizontalPodAutoscalers, whatever client the Setters use
 // (AutoscaleClient takes a controller-runtime client). Call it once, before
 // the Setters are used; it makes no request. It fails, matching ErrInvalid,
 // for a nil client or Setter, the same Setter twice, a Setter already
@@ -87,69 +86,18 @@ func (e *AutoscalerError) Is(target error) bool { return target == ErrInvalid }
 //	b := replicas.ForDeployment(cs, replicas.Workload{Namespace: ns, Name: "web-b"})
 //	err := replicas.Autoscale(cs, a, b, replicas.AutoscaleConfig{})
 //
-// One HorizontalPodAutoscaler per side: each workload keeps its own, found
-// among the namespace's by spec.scaleTargetRef (or named in
-// AutoscaleConfig), with the same metrics (a copy whose scaleTargetRef
-// names the other workload). Its scaleTargetRef never changes, so each HPA
-// always measures the pods of one side and a GitOps tool sees one object
-// per workload. A single HPA moved to whichever side is stable is not
-// supported: a side with no HPA, two HPAs on one workload, or a named HPA
-// that targets another workload fail with a Permanent *AutoscalerError
-// naming spec.scaleTargetRef (one HPA named for both sides names
-// AutoscaleConfig.B). The metrics should be per pod (CPU or memory
-// utilization, a per-pod average), so that each side's HPA sizes it for
-// the traffic it gets.
-//
-// The full count is what the HPAs desire for the whole service, decided
-// when a capacity is set, from each side that has replicas: a side whose
-// HPA upshift leaves alone (the stable side at the start, any side in its
-// steady state) asks for its HPA's status.desiredReplicas once the HPA has
-// seen its current spec (its status.observedGeneration), else for its
-// replicas; a side whose bounds upshift holds at a share p of a full count
-// asks for that count, raised to the smallest count whose share p covers
-// the replicas its HPA scaled it to above that share. The full count is
-// the largest of these. So within a rollout it only grows, and only when an
-// HPA asks for more replicas than its side's share (more load): capacities
-// never thrash, and a drop in load is followed once the rollout ends and
-// each HPA owns its count again.
-//
-// A side at capacity p (1..99, or 100 before the steady state) gets
-// ceil(full * p / 100) replicas through its HPA's bounds: spec.minReplicas
-// is that count, and spec.maxReplicas that count too when the side is being
-// lowered (so the HPA has no room to keep the replicas it had, which a
-// scale-down stabilization window would otherwise hold), else the share p
-// of the HPA's original maximum, so the HPA can add replicas for more load.
-// spec.replicas is left to the HPA, except that the Setter writes it to
-// leave 0 (the HPA controller does not scale a target at 0 replicas), after
-// it set the bounds. At capacity 0 the Setter writes spec.replicas 0 first
-// and then puts the HPA's original bounds back: an HPA cannot have
-// maxReplicas 0 (nor minReplicas 0 without a feature gate), and one whose
-// target is at 0 replicas does nothing, so the idle side's HPA waits,
-// unchanged, until the side is scaled up again. The steady state puts the
-// original bounds back too and the HPA owns the count, with nothing left
-// pinned. So does a side left alone at capacity 100 when the other side
-// reaches 0 (an abort, a walk back: no steady state is asked of the stable
-// side), recorded steady.
-//
-// The original bounds are recorded in BoundsAnnotation on the HPA when the
-// Setter first moves them, and removed when they are put back; the capacity
-// and the full count it was set for are recorded on the workload
-// (CapacityAnnotation and upshift.dev/full-replicas). A restarted controller
-// reads them all back and sets the same bounds.
-//
-// Capacity reports p once the HPA's minimum is the side's count and the
-// workload is within the bounds; replicas the HPA added above the share
-// count as ready up to p only (the full count takes them up at the next
-// capacity change). The surge budget, stable + canary <= 100% + MaxSurge in
-// replicas, holds against the full count while the HPAs scale: a side
-// exceeds its share only by what its HPA added for more load, which raises
-// the full count by at least as much (each side's count rounds up, so the
-// pair may exceed the budget by one replica, as without an autoscaler). The
-// full count given to ForDeployment and the others is used only when
-// neither side has replicas. In the steady state the share is 100 and ready
-// is counted against the replicas the HPA scaled from. RBAC: get, list (to
-// find an HPA by scaleTargetRef) and update on horizontalpodautoscalers,
-// and watch with a cache-backed client.
+// Each workload keeps its own HPA, with the same per-pod metrics, found by
+// spec.scaleTargetRef (or named in AutoscaleConfig); a side with none, or
+// with two, fails with a Permanent *AutoscalerError. The full count is what
+// the HPAs desire for the whole service; within a rollout it only grows. A
+// side at capacity p gets ceil(full * p / 100) replicas through its HPA's
+// bounds (minReplicas, and maxReplicas while it is lowered), so the HPA can
+// still add replicas for more load; at capacity 0 and in the steady state
+// the original bounds return, recorded meanwhile in BoundsAnnotation. The
+// surge budget holds against the full count while the HPAs scale (but for
+// one replica of rounding). RBAC: get, list and update on
+// horizontalpodautoscalers, and watch with a cache-backed client. See
+// docs/design/replicas.md for the full count, the bounds and Capacity.
 func Autoscale(cs kubernetes.Interface, a, b *Setter, cfg AutoscaleConfig) error {
 	if cs == nil {
 		return fmt.Errorf("%w: Autoscale: the clientset is nil", ErrInvalid)

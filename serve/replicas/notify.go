@@ -13,50 +13,30 @@ import (
 var _ rollout.Notifier = (*Deployer)(nil)
 
 // Notify implements rollout.Notifier: it watches the workload by name (a
-// field selector metadata.name=<name> in its namespace: the typed
-// clientset for a Deployment or a StatefulSet, the dynamic client for
-// ForScalable, the client.WithWatch for ForClient), so RBAC needs watch on
-// that resourceName only, and calls
-// wake on every event that changes what the Setter or its Deployers report
-// (the capacity asked, the ready share, settled, failing, the revision and
-// whether it rolled out; see reportChanged): not on a status write that
-// changes none of them, nor on the Setter's (or its Deployers') own
-// writes: the wake comes when the workload's controller answers them.
+// field selector metadata.name=<name>, through the Setter's client, or the
+// client.WithWatch for ForClient), so RBAC needs watch on that
+// resourceName only, and calls wake on every event that changes what the
+// Setter or its Deployers report (the capacity asked, the ready share,
+// settled, failing, the revision and whether it rolled out), not on the
+// Setter's or its Deployers' own writes: the wake comes when the
+// workload's controller answers them.
 //
-// One watch. The Setter and its Deployers share one watch of the
-// workload: the first subscription (a Notify of the Setter or of any of
-// its Deployers) opens it, every change wakes every live subscription, and
-// the last one to end closes it; Counts reports one watch per workload.
-//
-// The watch is re-established when the server closes it, resuming from the
-// last resourceVersion seen (a watch that cannot resume reports the
-// workload again, one extra wake), with a backoff while the API server
-// refuses or ends watches at once, until the last subscription's ctx
-// ends; then the goroutine Notify started returns promptly, and wake is
-// not called again once ctx has ended (Notify tracks each subscription
-// with rollout.TrackNotify, the last one until the watch's goroutine has
-// returned: a Runner's Run returns after it). An event of another object
-// (a server that ignored the field selector) is dropped.
-//
-// Reads from the watch. While a subscription is live, the Setter and its
-// Deployers read the workload from what the watch delivered instead of the
-// API server (Capacity, Revision, and the read of SetCapacity, Deploy,
-// Claim and Release), with the lag handled as for a cache-backed client
-// (see ForClient): a read reports the answer to their own last write
-// until the watch delivers that version or a later one, so it never
-// reports a version older than their own write; another writer's change
-// is seen once the watch delivered it; a write based on a version the
-// watch has not replaced yet conflicts, and its retry reads the API
-// server. They read the API server until the watch has delivered the
-// workload, while the watch is down, and once every subscription has
-// ended.
+// The Setter and its Deployers share one watch of the workload (Counts
+// reports one per workload), re-established with a backoff until the last
+// subscription's ctx ends; then the goroutine Notify started returns
+// promptly and wake is not called again (Notify tracks each subscription
+// with rollout.TrackNotify). While a subscription is live they read the
+// workload from what the watch delivered (Capacity, Revision, and the read
+// of SetCapacity, Deploy, Claim and Release), never a version older than
+// their own last write; a write on a stale version conflicts and its retry
+// reads the API server.
 //
 // Notify opens the first watch before it returns, and returns an error
 // when the server refuses it for good (Forbidden without watch on the
 // workload's name), or when ForClient was given a client that is not a
 // client.WithWatch (a manager's client; build one with
 // client.NewWithWatch): the caller polls. A transient failure is retried in
-// the background.
+// the background. See docs/design/replicas.md for the watch in full.
 func (s *Setter) Notify(ctx context.Context, wake func()) error {
 	if s == nil || s.watch == nil {
 		return fmt.Errorf("%w: Notify: the Setter is nil or not built by ForDeployment, ForStatefulSet, ForScalable or ForClient", ErrInvalid)

@@ -10,33 +10,21 @@
 //	da, err := a.Deployer(image) // and db from b
 //	r := &rollout.Runner{Strategy: strat, Router: router, A: a, B: b, RevisionA: da, RevisionB: db}
 //
-// Entry points, in the order a caller meets them:
-//   - [ForDeployment] and [ForStatefulSet] (the typed clientset),
-//     [ForScalable] (any kind with a scale subresource, through the dynamic
-//     client) or [ForClient] (a controller-runtime client, a manager's
-//     cached one included) build a [Setter];
-//   - [Setter.Deployer] with a [TemplateFunc] ([Image] sets a container's
-//     image; [Identity] when a revision's meaning can change under its name)
-//     builds the side's Deployer;
-//   - [Autoscale] (or [AutoscaleClient]) links the two sides' Setters to
-//     their HorizontalPodAutoscalers, which they then follow;
-//   - with no traffic router, strategy.CapacityReplicas moves two Setters
-//     like a rolling update: traffic follows ready pods, bounded by
-//     MaxSurge and MaxUnavailable.
+// [ForDeployment], [ForStatefulSet], [ForScalable] (any kind with a scale
+// subresource) or [ForClient] (a controller-runtime client) build a
+// [Setter]; [Setter.Deployer] with a [TemplateFunc] ([Image], [Identity])
+// builds its Deployer; [Autoscale] makes the Setters follow
+// HorizontalPodAutoscalers; with no traffic router,
+// strategy.CapacityReplicas moves two Setters like a rolling update.
 //
-// Rules:
-//   - a revision is deployed only at 0 replicas ([Deployer.Deploy]) and
-//     recognised from the live pod template, never from an annotation
-//     ([Deployer.Revision]), so a TemplateFunc must set, not add;
-//   - upshift owns spec.replicas, its annotations and the template fields
-//     the TemplateFunc sets: tell a GitOps tool to ignore them ([Setter]);
-//   - Setters and Deployers claim their workload for one rollout
-//     ([ClaimAnnotation]) and watch it by name ([Setter.Notify]), so RBAC
-//     needs get, update and watch on that name only (see [ForClient] for a
-//     cache);
-//   - a Setter and its Deployers share one watch of their workload, and
-//     while it is subscribed they read the workload from what it delivered,
-//     not from the API server ([Setter.Notify]; [Setter.Counts]).
+// Rules: a revision is deployed only at 0 replicas and recognised from the
+// live pod template, never from an annotation, so a TemplateFunc must set,
+// not add; upshift owns spec.replicas, its annotations and the template
+// fields the TemplateFunc sets (tell a GitOps tool to ignore them:
+// [Setter]); Setters and Deployers claim their workload for one rollout
+// ([ClaimAnnotation]) and watch it by name, so RBAC needs get, update and
+// watch on that name only; they share one watch, and read from it while
+// subscribed ([Setter.Notify]). See docs/design/replicas.md.
 package replicas
 
 import (
@@ -117,25 +105,16 @@ type status struct {
 // owner (rollout.OwnerFrom), before anything is written. Release removes
 // the claim.
 //
-// What upshift writes on a workload that a Setter and its Deployer manage,
-// and a GitOps tool should be told to ignore (an Argo CD
-// ignoreDifferences, a Flux ignore rule):
-//
-//   - spec.replicas (capacity);
-//   - the annotations upshift.dev/capacity (CapacityAnnotation: the
-//     capacity asked, in percent, or "steady") and upshift.dev/full-replicas
-//     (the replica count at 100 percent) on the workload's metadata;
-//   - upshift.dev/claim (ClaimAnnotation) on the workload's metadata;
-//   - the annotation upshift.dev/revision (RevisionAnnotation) on the
-//     workload's metadata and on its pod template: the revision the last
-//     Deploy wrote, a hint;
-//   - the fields of the pod template the TemplateFunc sets (with Image, the
-//     container's image), written only by Deploy: at 0 replicas, or with
-//     FixedCapacity while the side carries no traffic.
-//
-// A GitOps tool that also writes those template fields fights the rollout:
-// the Deployer sees its writes as another revision, and a rollout that
-// observes one on the canary side walks it back.
+// A GitOps tool should ignore what upshift writes on the workload:
+// spec.replicas; the annotations upshift.dev/capacity (CapacityAnnotation),
+// upshift.dev/full-replicas and upshift.dev/claim (ClaimAnnotation) on its
+// metadata; upshift.dev/revision (RevisionAnnotation, a hint) on its
+// metadata and pod template; and the template fields the TemplateFunc sets,
+// which only Deploy writes (at 0 replicas, or with FixedCapacity while the
+// side carries no traffic). A tool that also writes those template fields
+// fights the rollout: the Deployer sees another revision, and a rollout
+// that observes one on the canary side walks it back. See
+// docs/design/replicas.md for the list in full.
 type Setter struct {
 	ref  string
 	name string // the workload's

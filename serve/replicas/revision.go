@@ -259,37 +259,27 @@ func (s *Setter) refuse(ctx context.Context, w *liveWorkload, refused *DeployRef
 
 // Revision reports the revision the workload runs, read from its live pod
 // template, and whether it is fully rolled out, as kubectl rollout status
-// judges it: the controller has observed the current generation (so its
-// status counts the pods of the ReplicaSet, or the revision, of the
-// current template), and every pod the spec asks for runs the current
-// template and is available, with no other pod left. It waits longer than
-// kubectl where pods the spec no longer asks for are still there: while a
-// Deployment's status.replicas is above spec.replicas (a scale-down the
-// ReplicaSet has not yet reported done, which kubectl calls rolled out as
-// soon as updatedReplicas covers status.replicas) and while
-// status.terminatingReplicas counts pods still stopping (kubectl does not
-// read it). For a StatefulSet the
-// current revision is also the update revision (a partitioned rolling
-// update is not Updated until the partition is 0); a paused Deployment is
-// never Updated. At 0 replicas, Updated means the controller has observed
-// the template and no pod is left.
+// judges it: the controller has observed the current generation, and every
+// pod the spec asks for runs the current template and is available, with
+// no other pod left. It waits longer than kubectl while a Deployment's
+// status.replicas is above spec.replicas or status.terminatingReplicas
+// counts pods still stopping. For a StatefulSet the current revision is
+// also the update revision (a partitioned rolling update is not Updated
+// until the partition is 0); a paused Deployment is never Updated. At 0
+// replicas, Updated means the controller has observed the template and no
+// pod is left.
 //
 // The template runs a revision when the TemplateFunc of that revision,
-// applied to a copy of it, changes nothing the API server would keep: a
-// field the TemplateFunc sets must hold the same value in the live
-// template, and a field it leaves unset may hold whatever the server
-// defaulted it to (imagePullPolicy, terminationMessagePath, a port's
-// protocol...), so defaulting never hides a revision. Two revisions are
+// applied to a copy of it, changes nothing the API server would keep
+// (fields the server defaulted never hide a revision). Two revisions are
 // tried: expect, the one the side's role should run, then the one
 // RevisionAnnotation records (a hint). The first that the template runs
 // is reported; when it runs neither, Revision is "": the workload runs
 // something the Deployer does not recognise (another writer changed its
-// template, leaving the annotation), which the Runner treats as another
-// revision than its role's (walked back if it carries traffic or
-// capacity, and deployed again at zero; on the stable side, a hold). So
-// the workload of the first revision, created by the caller with no
-// annotation, runs expect when the TemplateFunc of expect leaves its
-// template as it is.
+// template), which the Runner treats as another revision than its role's.
+// So the workload of the first revision, created with no annotation, runs
+// expect when the TemplateFunc of expect leaves its template as it is.
+// See docs/design/replicas.md for the details.
 func (d *Deployer) Revision(ctx context.Context, expect string) (rollout.RevisionStatus, error) {
 	if err := d.check(); err != nil {
 		return rollout.RevisionStatus{}, err

@@ -1,14 +1,9 @@
 // Package retry provides an http.RoundTripper that lets clients ride
 // through a server restart: it retries what is safe to retry, waits as
 // the server asks, gives up in bounded time, and never repeats a request
-// that may already have taken effect.
-//
-// It is the client half of a graceful upgrade. The server half is
-// serve/drain, whose refusals ("503 + Upshift-Drain: refused") this
-// package recognises; the header name and values are duplicated here as
-// constants ([MarkerHeader]) rather than imported.
-//
-// # Usage
+// that may already have taken effect. It is the client half of a graceful
+// upgrade; the server half is serve/drain, whose refusals ("503 +
+// Upshift-Drain: refused") it recognises by value ([MarkerHeader]).
 //
 //	client := &http.Client{Transport: &retry.Transport{
 //		Budget: sharedBudget,              // one *retry.Budget per process
@@ -17,11 +12,8 @@
 //	req, _ := http.NewRequestWithContext(ctx, "POST", url, bytes.NewReader(body))
 //	req.Header.Set(retry.IdempotencyKeyHeader, orderID) // lets a POST be retried after a reset
 //	res, err := client.Do(req)
-//	var rerr *retry.Error
-//	if errors.As(err, &rerr) { log.Printf("gave up after %d attempts: %v", rerr.Attempts, err) }
 //
-// # Rules
-//
+// Rules:
 //   - A response other than 503 is returned as it is, never retried.
 //   - A drain refusal, and an error before anything was sent, are retried
 //     whatever the method; any other 503 or error only for a request that
@@ -34,6 +26,5 @@
 //   - A body is replayed from req.GetBody; the caller's request is never
 //     modified.
 //
-// Time comes from Transport.Clock and jitter from Transport.Jitter;
-// tests pass a clock that records the waits and a seeded generator.
+// Time comes from Transport.Clock and jitter from Transport.Jitter.
 package retry

@@ -204,63 +204,31 @@ func (t *Transport) Validate() error {
 // first committed response, or a nil response and an *Error. It closes
 // req.Body, as every RoundTripper must.
 //
-// An attempt's outcome is one of:
-//
-//   - a response other than 503: committed. It is returned as is, even a
-//     500, and never retried. Once headers have arrived, nothing that
-//     happens while reading the body causes a retry.
-//   - a 503 with "Upshift-Drain: refused": the server did no work. Retried
-//     whatever the method.
-//   - any other 503 (no marker, or "Upshift-Drain: cancelled"): retried
-//     only for requests that are safe to repeat (below), or for every
-//     request if RetryPlain503 is set. Otherwise the 503 is returned to the
-//     caller.
-//   - an error before a connection was obtained (dial errors, connection
-//     refused, DNS failures other than "no such host"): nothing was sent.
-//     Retried whatever the method. What counts is the last connection the
-//     base transport looked for (httptrace GetConn and GotConn): net/http,
-//     finding a kept-alive connection closed before it wrote anything,
-//     dials another for the same request, and if that dial is refused
-//     nothing was sent either.
-//   - any other error (reset, EOF, timeout after the request went out): the
-//     server may have acted on it. Retried only for requests that are safe
-//     to repeat; otherwise the call ends with ErrNotSafe.
-//
-// A request is safe to repeat when its method is idempotent (GET, HEAD,
-// OPTIONS, TRACE, PUT, DELETE) or it carries an idempotency key that is not
-// blank (see IdempotencyKeyHeader), by which the server promises to
-// deduplicate. Unknown hosts and rejected certificates end the call at once
-// (ErrPermanent).
+// A response other than 503 is committed: returned as is, even a 500, and
+// never retried, whatever happens while its body is read. A 503 with
+// "Upshift-Drain: refused" (the server did no work) and an error before a
+// connection was obtained (nothing was sent) are retried whatever the
+// method. Any other 503 is retried only for a request safe to repeat (or
+// any request with RetryPlain503), else returned; any other error (the
+// server may have acted) only for a request safe to repeat, else the call
+// ends with ErrNotSafe. A request is safe to repeat when its method is
+// idempotent (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or it carries a
+// non-blank IdempotencyKeyHeader, by which the server promises to
+// deduplicate. Unknown hosts and rejected certificates end the call at
+// once (ErrPermanent).
 //
 // Before retry n the wait is drawn uniformly from
-// [0, min(MaxDelay, BaseDelay*2^(n-1))) ("full jitter"). If the 503 carried
-// Retry-After (delta-seconds or any of the three HTTP-date forms, see
-// ParseRetryAfter) the wait is that value, capped by MaxRetryAfter, plus the
-// same jitter on top, so that a fleet told "1" does not return in the same
-// millisecond.
+// [0, min(MaxDelay, BaseDelay*2^(n-1))); after a Retry-After
+// (ParseRetryAfter) it is that value, capped by MaxRetryAfter, plus that
+// jitter. The call ends with an *Error wrapping one reason:
+// ErrAttemptsExhausted (MaxAttempts), ErrOutOfTime (the next attempt would
+// start after MaxElapsed or the context's deadline), ErrBackendUnreachable
+// (no HTTP response for DeadBackendTimeout), ErrBudgetExhausted,
+// ErrNotReplayable (a retry without req.GetBody), or the context's error.
 //
-// The call ends with an *Error (wrapping one reason) when
-//
-//   - MaxAttempts attempts were made (ErrAttemptsExhausted);
-//   - the next attempt would start after MaxElapsed from the call's start,
-//     or after the request context's deadline (ErrOutOfTime): the
-//     transport gives up at once rather than sleep into the deadline;
-//   - attempts have produced no HTTP response at all for
-//     DeadBackendTimeout since the call began or the last response
-//     (ErrBackendUnreachable): a dead backend is given up on well before
-//     MaxElapsed, instead of being polled for many minutes;
-//   - the shared Budget refuses (ErrBudgetExhausted);
-//   - a retry needs the body again but the request has no GetBody
-//     (ErrNotReplayable);
-//   - the request context ends (the context's error).
-//
-// RoundTrip never modifies the caller's request. The first attempt sends it
-// as given (with a shallow clone if it needs a trace hook or drops a blank
-// idempotency-key header); every retry sends a shallow clone whose body
-// comes from req.GetBody, so the server sees identical bytes each time.
-// http.NewRequest sets GetBody for bytes.Reader, bytes.Buffer and
-// strings.Reader bodies. Every response that is not returned is read (up to
-// 64 KiB, so its connection can be reused) and closed.
+// RoundTrip never modifies the caller's request: retries send a shallow
+// clone whose body comes from req.GetBody. Every response not returned is
+// read (up to 64 KiB) and closed. See docs/design/retry.md for each case.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if req == nil {
 		return nil, &Error{Reason: ErrNilRequest}

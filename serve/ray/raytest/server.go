@@ -74,79 +74,31 @@ type Options struct {
 //
 //   - PUT /api/serve/applications/ takes a Serve config (ServeDeploySchema)
 //     and answers 200 with an empty body, or 400 with a text naming every
-//     problem: applications is required; application names and non-null
-//     route prefixes are unique; route prefixes start with "/" and do not
-//     end with one (but "/" itself); import_path is required; a deployment
-//     has a unique name, num_replicas a whole number >= 0 or "auto", an
-//     autoscaling_config with 0 <= min_replicas <= initial_replicas <=
-//     max_replicas (max at least 1), and not both; target_capacity is null
-//     or 0..100. Unknown fields are kept: deployed_app_config echoes each
-//     application as submitted. A config without logging_config keeps the
-//     cluster's, as Ray's dashboard applies one only when given.
+//     problem; unknown fields are kept, and deployed_app_config echoes each
+//     application as submitted;
 //   - GET /api/serve/applications/ (api_type declarative, imperative or
-//     none) answers the instance details: controller_info, proxy_location,
-//     http_options, grpc_options, proxies, deploy_mode, applications with
-//     their deployments and replicas, target_capacity, target_groups.
+//     none) answers the instance details: applications with their
+//     deployments and replicas, target_capacity and the rest;
 //   - DELETE /api/serve/applications/ shuts Serve down.
 //
-// The emulator runs no code: an application's deployments are those its
-// config lists (one deployment of one replica, named after the last part of
-// import_path, when it lists none). Each deployment aims for the target
-// Ray's controller gives it, computed as Ray computes it (the functions
-// named are Ray's, in python/ray/serve/_private):
-//
-//   - Every accepted PUT sets the target capacity direction, as
-//     calculate_target_capacity_direction does: for a config naming the
-//     same applications as the last one applied, a rise of target_capacity
-//     is UP, a fall DOWN, null to a number DOWN, a number to null none, and
-//     an unchanged value keeps the direction; for a first config (after a
-//     start or a DELETE) or one naming other applications, UP when
-//     target_capacity is a number, none when it is null.
-//   - A count n scales to the target capacity as
-//     get_capacity_adjusted_num_replicas scales it: n for null or 100, 0 for
-//     0 or n = 0, otherwise n * target_capacity (a float64 product) / 100 in
-//     Python's Decimal arithmetic, rounded half up, and at least 1.
-//   - A fixed deployment aims for num_replicas scaled.
-//   - An autoscaling deployment aims for its demand (SetDemand, 0 by
-//     default: what its policy decides, applied at once) within its bounds,
-//     as DeploymentAutoscalingState.apply_bounds clips a decision: at most
-//     max_replicas scaled, and at least initial_replicas scaled while the
-//     direction is UP and the deployment has initial_replicas, min_replicas
-//     scaled otherwise (get_num_replicas_lower_bound).
-//
-// Each poll moves replicas STARTING -> RUNNING and removes STOPPING ones
-// after the delays of Options; surplus replicas are stopped at once
-// when a PUT lowers a target. A deployment is UPDATING after its config
-// changed and UPSCALING or DOWNSCALING after a capacity change, HEALTHY
-// once it runs its target; an application is DEPLOYING while building or
-// while a deployment is UPDATING, RUNNING otherwise — also while
-// deployments scale, as Ray reports it.
-//
-// Running replicas can die. KillReplicas stops some, as Ray's controller
-// does with replicas that fail a health check (a crashed process, a lost
-// node): they are listed STOPPING and replacements start at once, RUNNING
-// after StartPolls. Until the deployment runs its target again, with
-// nothing starting or stopping, it is UNHEALTHY (DEPLOY_FAILED if it was
-// UPDATING) with status_trigger HEALTH_CHECK_FAILED, and its application
-// UNHEALTHY (DEPLOY_FAILED), with a message; then it is HEALTHY again
-// (status_trigger UNSPECIFIED) and the application RUNNING. A config
-// change to the deployment ends the failure as well, as in Ray. CrashLoop
-// keeps the replacements failing: none reaches RUNNING, and the deployment
-// stays UNHEALTHY.
-//
-// With Options.GuardRedeploys, a PUT that changes an application's
-// config on a cluster that is not at target_capacity 0, or that serves
-// traffic (ServingFunc), is refused with 400 and recorded as a violation.
+// The emulator runs no code. Each deployment aims for the target Ray's
+// controller gives it, computed as Ray computes it (the target capacity
+// direction, capacity-adjusted counts rounded half up, autoscaling
+// bounds). Each poll moves replicas STARTING -> RUNNING and removes
+// STOPPING ones after the delays of Options; KillReplicas and CrashLoop
+// make replicas fail as failed health checks do. With
+// Options.GuardRedeploys, a PUT that changes an application's config on a
+// cluster that is not at target_capacity 0, or that serves traffic
+// (ServingFunc), is refused with 400 and recorded as a violation.
 //
 // Test-only controls: FailDeployment, HealDeployment, KillReplicas,
 // CrashLoop, FailRequests, Hang, Garbage, RequireToken, SetDemand, Advance,
-// ServingFunc, PutByOther (another writer's PUT, which GuardRedeploys lets
-// through); inspection with TargetCapacity, TargetCapacityDirection,
-// LastPut, DeployedConfig, Deployment, AppStatus, Polls, Puts, Violations,
-// History.
-//
-// The zero value is a cluster with Serve not started that moves at once,
-// as New(Options{}) returns. Safe for concurrent use.
+// ServingFunc, PutByOther; inspection with TargetCapacity,
+// TargetCapacityDirection, LastPut, DeployedConfig, Deployment, AppStatus,
+// Polls, Puts, Violations, History. The zero value is a cluster with Serve
+// not started that moves at once, as New(Options{}) returns. Safe for
+// concurrent use. See docs/design/ray.md for the validation, Ray's
+// arithmetic and the states the emulator reports.
 type Server struct {
 	mu      sync.Mutex
 	opts    Options
