@@ -23,8 +23,6 @@ const maxDocLines = 30
 // maxDocLines in files whose owners shorten them under issue 36. The test
 // lets them be and fails once one is short, so that the list only shrinks.
 var docLengthPending = []string{
-	"strategy/commands.go State.Retarget",
-	"strategy/control.go State.Control",
 	"rollout/adapters.go HopStore",
 	"rollout/analysis/analysis.go package",
 	"rollout/analysis/analysis.go Analysis",
