@@ -12,7 +12,7 @@ import (
 	"testing"
 )
 
-// maxDocLines is the most lines a doc comment may take (issue 36): enough to
+// maxDocLines is the most lines a doc comment may take: enough to
 // say what a thing is or does, why, and what its caller must know (errors,
 // concurrency, idempotence, units, preconditions). Design narratives,
 // measured figures and long how-it-works explanations belong in
