@@ -128,7 +128,7 @@ func newRoute(kind string) (route, error) {
 // With own set (Config.APIReader), the client reads from an informer cache:
 // a get is resolved against the Router's own writes (ownwrite.Memory), and
 // the get after a conflict reads api, the API server. Lists come from the
-// client as they are, cache or not: they only place the owned rules among
+// client as they are, cache or not: they only place the extra rules among
 // the peer routes (peersOf), and another writer's change reaches them once
 // the cache has it, as with any reader.
 type crRoutes struct {

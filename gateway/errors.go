@@ -120,7 +120,7 @@ func withRoute(err error, ref RouteRef) error {
 	var bnf *BackendNotFoundError
 	var nsr *NoSharedRuleError
 	var ebe *ExtraBackendError
-	var orc *OwnedRuleConflictError
+	var orc *ExtraRuleConflictError
 	var rle *RuleLimitError
 	var hce *HeaderClashError
 	var sce *SetCookieClashError
@@ -158,21 +158,26 @@ func withRoute(err error, ref RouteRef) error {
 	return err
 }
 
-// OwnedRuleConflictError: a rule (or the mirror's TraefikService) carries a
-// name the Router gives its owned objects, but not the content the Router
+// ExtraRuleConflictError: a rule (or the mirror's TraefikService) carries a
+// name the Router gives what it adds for extras, but not the content the Router
 // recorded for it: another writer edited it, or wrote it. The Router never
 // overwrites it; SetRoutes refuses with this error and writes nothing.
 // Rule is the rule's index in spec.rules (-1 for the TraefikService); Name
 // is its name. Remove the object (or restore it) and the next SetRoutes
 // programs the extras again. It matches ErrInvalid and is
 // rollout.Permanent.
-type OwnedRuleConflictError struct {
+type ExtraRuleConflictError struct {
 	Route RouteRef
 	Rule  int
 	Name  string
 }
 
-func (e *OwnedRuleConflictError) Error() string {
+// OwnedRuleConflictError is ExtraRuleConflictError under its former name.
+//
+// Deprecated: use ExtraRuleConflictError.
+type OwnedRuleConflictError = ExtraRuleConflictError
+
+func (e *ExtraRuleConflictError) Error() string {
 	if e.Rule < 0 {
 		return fmt.Sprintf("gateway: %s: %s exists but was not written by this Router (or was edited since); it is left alone: delete it to let the Router write it", e.Route, e.Name)
 	}
@@ -180,7 +185,7 @@ func (e *OwnedRuleConflictError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
-func (e *OwnedRuleConflictError) Is(target error) bool { return target == ErrInvalid }
+func (e *ExtraRuleConflictError) Is(target error) bool { return target == ErrInvalid }
 
 // RuleLimitError: the extras need more than Gateway API allows in one
 // route: at most 16 rules, 16 backendRefs per rule, 16 header matches per
@@ -203,7 +208,7 @@ func (e *RuleLimitError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *RuleLimitError) Is(target error) bool { return target == ErrInvalid }
 
-// HeaderClashError: an owned rule would match a header that the user's
+// HeaderClashError: an extra rule would match a header that the user's
 // rule, or another match of the same extras, already matches. Gateway API
 // counts only the first match of a header name in a match, so the extra's
 // condition would be ignored. Field is the path of the clashing match
@@ -268,14 +273,14 @@ func (e *UnsupportedError) Error() string {
 // Is makes errors.Is(err, rollout.ErrUnsupported) true.
 func (e *UnsupportedError) Is(target error) bool { return target == rollout.ErrUnsupported }
 
-// PrecedenceError: an owned header or sticky rule cannot go into the route
+// PrecedenceError: an extra header or sticky rule cannot go into the route
 // without taking requests that another rule wins today under Gateway API's
 // precedence (see Router.SetRoutes). Rule is that rule's index in the
 // spec.rules of Other (the managed route itself when Other is Route, or
 // another route on the same listener and hostname) and OtherMatch its
-// match; Role is the owned rule and Match the match of the split rule it
+// match; Role is the extra rule and Match the match of the split rule it
 // copies. Reason says why no place in the list is safe. Nothing is written.
-// Give the rule more conditions than the owned rule (or fewer than the
+// Give the rule more conditions than the extra rule (or fewer than the
 // split rule), or drop the extra. It matches ErrInvalid and is
 // rollout.Permanent.
 type PrecedenceError struct {

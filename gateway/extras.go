@@ -59,17 +59,17 @@ var _ rollout.RouteShaper = (*Router)(nil)
 //
 // The user's rule (the one that holds both backends) keeps its content and
 // gets only its weights, so it remains the fallback. The extras are rules
-// the Router owns, named OwnedRuleName, copies of the user's rule with their
+// the Router owns, named ExtraRuleName, copies of the user's rule with their
 // own matches, placed by Gateway API's precedence so that they take only
 // the requests it would have taken, and recorded with a hash each in
-// RulesAnnotation. An owned rule that another writer edited is never
-// overwritten; owned rules another writer dropped are written again.
+// RulesAnnotation. An extra rule that another writer edited is never
+// overwritten; extra rules another writer dropped are written again.
 //
 // Refused before anything is written: more rules, refs or matches than
 // Gateway API allows (*RuleLimitError); a header the user's rule already
 // matches on (*HeaderClashError); a ResponseHeaderModifier of that rule
-// that sets Set-Cookie (*SetCookieClashError); an owned rule edited by
-// another writer (*OwnedRuleConflictError); two rules holding both
+// that sets Set-Cookie (*SetCookieClashError); an extra rule edited by
+// another writer (*ExtraRuleConflictError); two rules holding both
 // backends, or an extra the route kind or gateway cannot carry
 // (*UnsupportedError, matches rollout.ErrUnsupported); a header or sticky
 // rule that would take requests another rule wins today (*PrecedenceError),
@@ -110,12 +110,12 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 				return rollout.Permanent(err)
 			}
 		}
-		s := r.shapeFor(ref, rs)
+		s := r.askFor(ref, rs)
 		if s.peers, err = r.peersOf(ctx, ref, rt, rs.Extras); err != nil {
 			return err
 		}
 		peers[ref.key()] = s.peers
-		if _, err := r.shapeRoute(rt, s); err != nil {
+		if _, err := r.applyExtras(rt, s); err != nil {
 			return rollout.Permanent(withRoute(err, ref))
 		}
 		if mirror && !traefik && rt.http != nil {
@@ -132,13 +132,13 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 		}
 	}
 	for _, ref := range also.order(r.cfg.Routes) {
-		s, edit := r.shapeFor(ref, rs), also.on(ref)
+		s, edit := r.askFor(ref, rs), also.on(ref)
 		s.peers = peers[ref.key()]
 		err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
 			if err := r.checkWriter(ctx, ref, rt); err != nil {
 				return false, err
 			}
-			changed, err := r.shapeRoute(rt, s)
+			changed, err := r.applyExtras(rt, s)
 			if err != nil {
 				return false, rollout.Permanent(withRoute(err, ref))
 			}
@@ -160,10 +160,10 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 
 // Routes reports the weights and their acceptance as Weights does, and
 // the extras programmed: those RulesAnnotation records, when every route
-// has every owned rule exactly as SetRoutes would write it for the current
+// has every extra rule exactly as SetRoutes would write it for the current
 // weights (and, with MirrorTraefikService, the TraefikService with the
 // expected spec). Otherwise, say after another writer dropped or edited an
-// owned rule, it reports no extras (zero Extras, empty Canary), so the
+// extra rule, it reports no extras (zero Extras, empty Canary), so the
 // caller programs them again.
 //
 // With MirrorTraefikService, Routes deletes the Router's TraefikService
@@ -221,16 +221,16 @@ func (r *Router) programmed(ctx context.Context, ref RouteRef, rt route) (strate
 	if err != nil || !agree {
 		return "", none, false, nil
 	}
-	s := r.shapeFor(ref, rollout.Routes{Weights: rollout.Weights{A: wa, B: wb}, Canary: rec.Canary, Extras: rec.Extras})
+	s := r.askFor(ref, rollout.Routes{Weights: rollout.Weights{A: wa, B: wb}, Canary: rec.Canary, Extras: rec.Extras})
 	s.traefik = rec.MirrorService
 	if s.peers, err = r.peersOf(ctx, ref, rt, rec.Extras); err != nil {
 		return "", none, false, err
 	}
 	// A rule another writer added since (in this route or another on the
 	// same listener) may now shadow the header route or lose requests to
-	// an owned rule: then SetRoutes would refuse, and nothing is
+	// an extra rule: then SetRoutes would refuse, and nothing is
 	// reported programmed.
-	if changed, err := r.shapeRoute(rt.deepCopy(), s); err != nil || changed {
+	if changed, err := r.applyExtras(rt.deepCopy(), s); err != nil || changed {
 		return "", none, false, nil
 	}
 	if rec.MirrorService != "" {
@@ -242,29 +242,29 @@ func (r *Router) programmed(ctx context.Context, ref RouteRef, rt route) (strate
 	return rec.Canary, rec.Extras, true, nil
 }
 
-// setWeightsIn writes w into rt: with the owned rules rebuilt for w when
+// setWeightsIn writes w into rt: with the extra rules rebuilt for w when
 // rt holds every rule its record lists, or else into the user's rules
 // alone.
 func (r *Router) setWeightsIn(ctx context.Context, ref RouteRef, rt route, w rollout.Weights) (bool, error) {
 	rec := readRecord(rt.meta().Annotations, RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B))
 	roles, conflict := r.classifyRoute(ref, rt, rec)
 	if rec != nil && conflict == nil && complete(roles, rec) {
-		s := r.shapeFor(ref, rollout.Routes{Weights: w, Canary: rec.Canary, Extras: rec.Extras})
+		s := r.askFor(ref, rollout.Routes{Weights: w, Canary: rec.Canary, Extras: rec.Extras})
 		s.traefik = rec.MirrorService
 		peers, err := r.peersOf(ctx, ref, rt, rec.Extras)
 		if err != nil {
 			return false, err
 		}
 		s.peers = peers
-		changed, err := r.shapeRoute(rt, s)
+		changed, err := r.applyExtras(rt, s)
 		var pe *PrecedenceError
 		var se *ShadowedError
 		if errors.As(err, &pe) || errors.As(err, &se) {
-			// A rule added since makes the owned rules unsafe: the weights
-			// still move, and the owned rules go, so that they take no
+			// A rule added since makes the extra rules unsafe: the weights
+			// still move, and the extra rules go, so that they take no
 			// request another rule now wins (Routes reports no extras).
 			s.extras, s.traefik = strategy.TrafficExtras{}, ""
-			return r.shapeRoute(rt, s)
+			return r.applyExtras(rt, s)
 		}
 		return changed, err
 	}
@@ -279,17 +279,17 @@ func (r *Router) userRules(ref RouteRef, rt route) ruleRefs {
 	return userRefs(rt.rules(), roles)
 }
 
-func (r *Router) classifyRoute(ref RouteRef, rt route, rec *rulesRecord) ([]RuleRole, *OwnedRuleConflictError) {
-	id := ownedID(ref.Namespace, r.cfg.A, r.cfg.B)
+func (r *Router) classifyRoute(ref RouteRef, rt route, rec *rulesRecord) ([]RuleRole, *ExtraRuleConflictError) {
+	id := extrasID(ref.Namespace, r.cfg.A, r.cfg.B)
 	if rt.http != nil {
 		return classify(infosOf(&httpOps, rt.http.Spec.Rules), id, rec)
 	}
 	return classify(infosOf(&grpcOps, rt.grpc.Spec.Rules), id, rec)
 }
 
-func (r *Router) shapeFor(ref RouteRef, rs rollout.Routes) *shape {
-	s := &shape{
-		id:      ownedID(ref.Namespace, r.cfg.A, r.cfg.B),
+func (r *Router) askFor(ref RouteRef, rs rollout.Routes) *extrasAsk {
+	s := &extrasAsk{
+		id:      extrasID(ref.Namespace, r.cfg.A, r.cfg.B),
 		key:     RulesAnnotation(ref.Namespace, r.cfg.A, r.cfg.B),
 		ns:      ref.Namespace,
 		a:       &r.cfg.A,
@@ -308,11 +308,11 @@ func (r *Router) shapeFor(ref RouteRef, rs rollout.Routes) *shape {
 	return s
 }
 
-func (r *Router) shapeRoute(rt route, s *shape) (bool, error) {
+func (r *Router) applyExtras(rt route, s *extrasAsk) (bool, error) {
 	if rt.http != nil {
-		return shapeHTTP(rt.http, s)
+		return applyExtrasHTTP(rt.http, s)
 	}
-	return shapeGRPC(rt.grpc, s)
+	return applyExtrasGRPC(rt.grpc, s)
 }
 
 func (r route) deepCopy() route {

@@ -20,7 +20,7 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// TestExtrasOnKube: the owned rules pass the API server's validation of
+// TestExtrasOnKube: the extra rules pass the API server's validation of
 // the standard-channel CRDs, read back (with the defaults the API server
 // fills in) as programmed, are not written again, follow SetWeights, and
 // their removal gives back the stored route.
@@ -73,7 +73,7 @@ func TestExtrasOnKube(t *testing.T) {
 
 // TestExtrasLeastPrivilege: header routes and sticky sessions need the
 // routes' permissions and list on the routes of Config.PeerNamespaces (to
-// place the owned rules among theirs), and say so while they lack it; a
+// place the extra rules among theirs), and say so while they lack it; a
 // Gateway API mirror also needs get on the parent Gateways and on
 // GatewayClasses, and says so while it lacks them, writing nothing.
 func TestExtrasLeastPrivilege(t *testing.T) {

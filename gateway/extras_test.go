@@ -167,7 +167,7 @@ func viewOf(t *testing.T, c client.Client, rt *gwv1.HTTPRoute) goldenView {
 	return v
 }
 
-// userRule is the route's rule that is not owned (has no owned name).
+// userRule is the route's rule that is not owned (has no extra-rule name).
 func userRules(rt *gwv1.HTTPRouteRule) bool {
 	return rt.Name == nil || !strings.HasPrefix(string(*rt.Name), "upshift-")
 }
@@ -182,7 +182,7 @@ func withWeights(t testing.TB, wa, wb int32) []gwv1.HTTPRouteRule {
 
 // TestSetRoutesGolden programs each layout on the route and compares the
 // result with testdata/extras; the user's rules stay as they were but for
-// R's weights, every owned rule carries R's filters, Routes reports the
+// R's weights, every extra rule carries R's filters, Routes reports the
 // extras, a second SetRoutes writes nothing, and removing the extras gives
 // back the user's route exactly.
 func TestSetRoutesGolden(t *testing.T) {
@@ -226,19 +226,19 @@ func TestSetRoutesGolden(t *testing.T) {
 					user = append(user, *rule)
 					continue
 				}
-				roles = append(roles, gateway.RuleRole(strings.TrimPrefix(string(*rule.Name), "upshift-"+ownedHex()+"-")))
+				roles = append(roles, gateway.RuleRole(strings.TrimPrefix(string(*rule.Name), "upshift-"+extraHex()+"-")))
 			}
 			if diff := cmp.Diff(withWeights(t, 100-tc.weight, tc.weight), user); diff != "" {
 				t.Errorf("user rules (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.roles, roles); diff != "" {
-				t.Errorf("owned rules (-want +got):\n%s", diff)
+				t.Errorf("extra rules (-want +got):\n%s", diff)
 			}
-			// Owned rules sit right before R and carry R's filters.
+			// Extra rules sit right before R and carry R's filters.
 			for k := range roles {
 				rule := rt.Spec.Rules[R-len(roles)+k]
 				if userRules(&rule) {
-					t.Fatalf("rule %d is not owned: owned rules must sit right before R (rule %d)", R-len(roles)+k, R)
+					t.Fatalf("rule %d is not owned: extra rules must sit right before R (rule %d)", R-len(roles)+k, R)
 				}
 				if diff := cmp.Diff(rt.Spec.Rules[R].Filters, rule.Filters[:len(rt.Spec.Rules[R].Filters)]); diff != "" {
 					t.Errorf("%s: R's filters (-R +owned):\n%s", *rule.Name, diff)
@@ -293,7 +293,7 @@ func TestSetRoutesGolden(t *testing.T) {
 	}
 }
 
-func ownedHex() string {
+func extraHex() string {
 	return strings.TrimPrefix(gateway.ClaimAnnotation("shop", stable, canary), gateway.ClaimAnnotationPrefix)
 }
 
@@ -335,7 +335,7 @@ func TestSetWeightsMovesTheThreshold(t *testing.T) {
 	}
 }
 
-// TestForeignEdit: an owned rule edited by another writer makes Routes
+// TestForeignEdit: an extra rule edited by another writer makes Routes
 // report no extras, and SetRoutes refuses to overwrite it.
 func TestForeignEdit(t *testing.T) {
 	ctx := context.Background()
@@ -358,10 +358,10 @@ func TestForeignEdit(t *testing.T) {
 		t.Errorf("Routes reports %+v over an edited rule", st.Extras)
 	}
 	err = r.SetRoutes(ctx, routesAt(20, x))
-	var conflict *gateway.OwnedRuleConflictError
+	var conflict *gateway.ExtraRuleConflictError
 	if !errors.As(err, &conflict) || !rollout.IsPermanent(err) || conflict.Rule != 1 ||
-		conflict.Name != gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader) {
-		t.Fatalf("SetRoutes: %v (%T), want a permanent *OwnedRuleConflictError for rule 1", err, err)
+		conflict.Name != gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader) {
+		t.Fatalf("SetRoutes: %v (%T), want a permanent *ExtraRuleConflictError for rule 1", err, err)
 	}
 	if got := getHTTPRoute(t, c, webRef); got.ResourceVersion != edited.ResourceVersion {
 		t.Errorf("SetRoutes wrote the route after refusing")
@@ -380,7 +380,7 @@ func TestForeignEdit(t *testing.T) {
 }
 
 // TestGitOpsRestore: a GitOps tool puts its copy of the route back (the
-// owned rules gone, the annotation kept or not); Routes reports no extras
+// extra rules gone, the annotation kept or not); Routes reports no extras
 // and the next SetRoutes restores them.
 func TestGitOpsRestore(t *testing.T) {
 	ctx := context.Background()
@@ -404,7 +404,7 @@ func TestGitOpsRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !st.Extras.IsZero() || st.Canary != "" {
-			t.Errorf("keep=%v: Routes reports %q %+v without the owned rules", keepAnnotation, st.Canary, st.Extras)
+			t.Errorf("keep=%v: Routes reports %q %+v without the extra rules", keepAnnotation, st.Canary, st.Extras)
 		}
 		if err := r.SetRoutes(ctx, routesAt(20, x)); err != nil {
 			t.Fatal(err)
@@ -580,7 +580,7 @@ func TestGRPCRouteHeaderRoute(t *testing.T) {
 	exact := gwv1.GRPCHeaderMatchExact
 	methodExact := gwv1.GRPCMethodMatchExact
 	want := []gwv1.GRPCRouteRule{{
-		Name: ptr(gwv1.SectionName(gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader))),
+		Name: ptr(gwv1.SectionName(gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader))),
 		Matches: []gwv1.GRPCRouteMatch{{Method: &gwv1.GRPCMethodMatch{Type: &methodExact, Service: &svc},
 			Headers: []gwv1.GRPCHeaderMatch{{Type: &exact, Name: "x-beta", Value: "1"}}}},
 		BackendRefs: []gwv1.GRPCBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
@@ -783,7 +783,7 @@ func TestRouteGroupExtras(t *testing.T) {
 	for _, ref := range []gateway.RouteRef{webRef, ref2} {
 		rt := getHTTPRoute(t, c, ref)
 		header := rt.Spec.Rules[1]
-		if header.Name == nil || string(*header.Name) != gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader) ||
+		if header.Name == nil || string(*header.Name) != gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader) ||
 			header.BackendRefs[0].Name != gwv1.ObjectName(stable.Name) {
 			t.Errorf("%s: rule 1 is %v to %s, want the header rule to side A (%s)", ref, header.Name, header.BackendRefs[0].Name, stable.Name)
 		}

@@ -132,7 +132,7 @@ func (r *Router) upsertMirror(ctx context.Context, ref RouteRef, canary strategy
 	case err != nil:
 		return readError(ref, what, err)
 	case !ours(u):
-		return rollout.Permanent(&OwnedRuleConflictError{Route: ref, Rule: -1, Name: what})
+		return rollout.Permanent(&ExtraRuleConflictError{Route: ref, Rule: -1, Name: what})
 	case sameSpec(u.Object["spec"], spec):
 		return nil
 	}

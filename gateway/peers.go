@@ -11,7 +11,7 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// needsPeers reports whether extras add owned rules that rank above the
+// needsPeers reports whether extras add extra rules that rank above the
 // split rule (a header route or sticky sessions), which must be placed
 // among the other routes' rules too.
 func needsPeers(x strategy.TrafficExtras) bool {
@@ -33,7 +33,7 @@ func (e *PeerListError) Error() string {
 	if e.Namespace != "" {
 		where = "in namespace " + e.Namespace
 	}
-	msg := fmt.Sprintf("gateway: %s: listing %ss %s, to place the owned rules among other routes' rules: %v", e.Route, e.Route.kind(), where, e.Err)
+	msg := fmt.Sprintf("gateway: %s: listing %ss %s, to place the extra rules among other routes' rules: %v", e.Route, e.Route.kind(), where, e.Err)
 	if apierrors.IsForbidden(e.Err) {
 		msg += fmt.Sprintf(" (grant list on %ss there, or set Config.PeerNamespaces to the namespaces your Gateways admit routes from)", strings.ToLower(e.Route.kind()))
 	}
@@ -79,7 +79,7 @@ func (r *Router) peersOf(ctx context.Context, ref RouteRef, rt route, x strategy
 			for _, c := range r.cfg.Routes {
 				managed = managed || c.key() == pr.ref.key()
 			}
-			own := ownedPrefix(ownedID(m.Namespace, r.cfg.A, r.cfg.B))
+			own := extraRulePrefix(extrasID(m.Namespace, r.cfg.A, r.cfg.B))
 			refs := p.rules()
 			skip := func(i int, name *gwv1.SectionName) bool {
 				return managed && ((name != nil && strings.HasPrefix(string(*name), own)) || holdsBoth(refs[i], &r.cfg.A, &r.cfg.B, m.Namespace))

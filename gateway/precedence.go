@@ -8,7 +8,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
-// This file places the owned rules of SetRoutes by Gateway API's
+// This file places the extra rules of SetRoutes by Gateway API's
 // precedence. A request goes to the match that ranks first: for an
 // HTTPRoute an Exact path, then the longest PathPrefix, then a method, then
 // the most header matches, then the most query matches; for a GRPCRoute
@@ -17,7 +17,7 @@ import (
 // "namespace/name", then the first rule in list order. Across routes on
 // one listener, a more specific hostname wins before any of that.
 //
-// An owned header or sticky rule E copies each match M of the user's rule
+// An extra header or sticky rule E copies each match M of the user's rule
 // R and adds header conditions, so E ranks strictly above M and takes
 // every request it matches that R took. It must take no other: a rule X
 // that overlaps E (some request matches both) and ranks above M today must
@@ -316,7 +316,7 @@ type peerRoute struct {
 	rules []ruleSpec
 }
 
-// placement is what precedence needs to place the owned rules of one
+// placement is what precedence needs to place the extra rules of one
 // route.
 type placement struct {
 	// user is every user rule of the route, in order; r is the split rule.
@@ -328,7 +328,7 @@ type placement struct {
 	peers []peerRoute
 }
 
-// place returns the index of the user rule before which the owned rules
+// place returns the index of the user rule before which the extra rules
 // (each the split rule's matches, match for match, with conditions added)
 // go: r or later. A rule that ranks between a match of R and the owned
 // rule built on it, and that shares requests with it, is a
@@ -358,9 +358,9 @@ func (p *placement) place(owned []ruleSpec, roles []RuleRole) (int, error) {
 				}
 				switch c := compareRank(x.rank(), o.rank()); {
 				case c < 0:
-					return false, &PrecedenceError{Role: roles[k], Match: j, Reason: "it ranks above the split rule's match but below the owned rule's, so the owned rule would take requests it wins today"}
+					return false, &PrecedenceError{Role: roles[k], Match: j, Reason: "it ranks above the split rule's match but below the extra rule's, so the extra rule would take requests it wins today"}
 				case c == 0 && !beatsOnTie:
-					return false, &PrecedenceError{Role: roles[k], Match: j, Reason: "it ties with the owned rule, and its route loses ties to the managed route (newer, or later by namespace/name)"}
+					return false, &PrecedenceError{Role: roles[k], Match: j, Reason: "it ties with the extra rule, and its route loses ties to the managed route (newer, or later by namespace/name)"}
 				}
 				return covers(x, o), nil
 			}
@@ -444,7 +444,7 @@ func hostsIntersect(a, b string) bool {
 // competes reports whether a route with hostnames theirs competes on match
 // precedence with one with hostnames ours: for some host both match, with
 // hostnames equally specific. Elsewhere the more specific one takes every
-// request, the owned rules' as well as the split rule's.
+// request, the extra rules' as well as the split rule's.
 func competes(ours, theirs []gwv1.Hostname) bool {
 	if len(ours) == 0 {
 		ours = []gwv1.Hostname{""}

@@ -327,7 +327,7 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 	reqs := requests(stickyRun.Run)
 	var placed, behind, refused, shadowed int
 	defer func() {
-		t.Logf("%d programmed (%d with owned rules after the split rule), %d refused as unsafe, %d as shadowed", placed, behind, refused, shadowed)
+		t.Logf("%d programmed (%d with extra rules after the split rule), %d refused as unsafe, %d as shadowed", placed, behind, refused, shadowed)
 	}()
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
@@ -388,17 +388,17 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 		}
 		placed++
 		got := getHTTPRoute(t, c, webRef)
-		rIdx, ownedIdx := -1, -1
+		rIdx, extraIdx := -1, -1
 		for i := range got.Spec.Rules {
 			name := ruleName(&got.Spec.Rules[i])
 			switch {
 			case !strings.HasPrefix(name, "upshift-") && len(got.Spec.Rules[i].BackendRefs) == 2:
 				rIdx = i
-			case strings.HasPrefix(name, "upshift-") && !strings.HasSuffix(name, string(gateway.RoleSplit)) && ownedIdx < 0:
-				ownedIdx = i
+			case strings.HasPrefix(name, "upshift-") && !strings.HasSuffix(name, string(gateway.RoleSplit)) && extraIdx < 0:
+				extraIdx = i
 			}
 		}
-		if ownedIdx > rIdx {
+		if extraIdx > rIdx {
 			behind++
 		}
 		after := model(got)
@@ -410,7 +410,7 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 			}
 			return -1
 		}()])
-		prefix := strings.TrimSuffix(gateway.OwnedRuleName("shop", stable, canary, gateway.RoleSplit), string(gateway.RoleSplit))
+		prefix := strings.TrimSuffix(gateway.ExtraRuleName("shop", stable, canary, gateway.RoleSplit), string(gateway.RoleSplit))
 		reached := false
 		for i := range reqs {
 			q := &reqs[i]
@@ -423,7 +423,7 @@ func TestOwnedRulesTakeOnlyTheSplitRulesRequests(t *testing.T) {
 			if ar >= 0 {
 				aname = after[ar].ns + "/" + ruleName(&after[ar].rules[ai])
 			}
-			if aname == "shop/"+gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader) {
+			if aname == "shop/"+gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader) {
 				reached = true
 			}
 			if bname == "shop/"+split {

@@ -53,7 +53,7 @@ type Config struct {
 	// unlimited. Only MirrorTraefikService uses it.
 	MirrorMaxBodySize int64
 	// PeerNamespaces are the namespaces whose routes SetRoutes reads to
-	// place the owned header and sticky rules, since a route there that
+	// place the extra header and sticky rules, since a route there that
 	// attaches to the same listener with the same hostnames competes for
 	// the same requests (see SetRoutes). Nil means every namespace (list
 	// on httproutes and grpcroutes cluster-wide, so a ClusterRole); name
@@ -406,7 +406,7 @@ func apiError(err error, ref RouteRef) error {
 // leaves the group reported not accepted, and the next call converges it.
 // On a route that holds every rule SetRoutes programmed there, the owned
 // rules follow w in the same update (the sticky sessions' threshold, the
-// mirror's fraction), with the extras as they were programmed; owned rules
+// mirror's fraction), with the extras as they were programmed; extra rules
 // that another writer edited are left alone.
 func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 	return r.setWeights(ctx, w, nil)

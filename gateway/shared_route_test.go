@@ -72,13 +72,13 @@ func ruleNames(rt *gwv1.HTTPRoute) []string {
 	return out
 }
 
-// TestSharedRoute: where the owned rules go on a route that other teams
+// TestSharedRoute: where the extra rules go on a route that other teams
 // share, and what is refused (see Router.SetRoutes, "Shared routes").
 func TestSharedRoute(t *testing.T) {
-	hdr := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader)
-	sc := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleStickyCanary)
-	ss := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleStickyStable)
-	split := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleSplit)
+	hdr := gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader)
+	sc := gateway.ExtraRuleName("shop", stable, canary, gateway.RoleStickyCanary)
+	ss := gateway.ExtraRuleName("shop", stable, canary, gateway.RoleStickyStable)
+	split := gateway.ExtraRuleName("shop", stable, canary, gateway.RoleSplit)
 	xBeta := &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{{Name: "x-beta", Value: "1"}}}
 	both := strategy.TrafficExtras{HeaderRoute: xBeta, Sticky: stickyRun}
 	acme := sharedRule("acme", "/shop", "acme", "x-tenant", "acme")
@@ -93,7 +93,7 @@ func TestSharedRoute(t *testing.T) {
 		shadowed   *gateway.ShadowedError
 		precedence *gateway.PrecedenceError
 	}{
-		{name: "a tenant rule on the path after the split rule: the owned rules follow it",
+		{name: "a tenant rule on the path after the split rule: the extra rules follow it",
 			after: []gwv1.HTTPRouteRule{acme}, extras: both,
 			want: []string{split, "split", "acme", hdr, sc, ss}},
 		{name: "a tenant rule before the split rule: the usual layout",
@@ -105,23 +105,23 @@ func TestSharedRoute(t *testing.T) {
 		{name: "a rule on another path: no constraint",
 			after: []gwv1.HTTPRouteRule{sharedRule("admin", "/admin", "admin", "x-tenant", "acme")}, extras: both,
 			want: []string{hdr, sc, ss, split, "split", "admin"}},
-		{name: "a longer path with a header ranks above the owned rules: no constraint",
+		{name: "a longer path with a header ranks above the extra rules: no constraint",
 			after: []gwv1.HTTPRouteRule{sharedRule("cart", "/shop/cart", "cart", "x-tenant", "acme")}, extras: both,
 			want: []string{hdr, sc, ss, split, "split", "cart"}},
 		{name: "the header route is already sent elsewhere by an earlier rule: shadowed",
 			before: []gwv1.HTTPRouteRule{sharedRule("beta", "/shop", "elsewhere", "X-Beta", "1")}, extras: strategy.TrafficExtras{HeaderRoute: xBeta},
 			shadowed: &gateway.ShadowedError{Route: webRef, Other: webRef, Rule: 0, Match: 0}},
-		{name: "a rule with a query match ranks between the split rule's match and the owned rules'",
+		{name: "a rule with a query match ranks between the split rule's match and the extra rules'",
 			after: []gwv1.HTTPRouteRule{func() gwv1.HTTPRouteRule {
 				r := sharedRule("debug", "/shop", "debug")
 				r.Matches[0].QueryParams = []gwv1.HTTPQueryParamMatch{{Name: "debug", Value: "1"}}
 				return r
 			}()}, extras: strategy.TrafficExtras{HeaderRoute: xBeta},
 			precedence: &gateway.PrecedenceError{Route: webRef, Role: gateway.RoleHeader, Other: webRef, Rule: 1}},
-		{name: "an older route on the listener ties with the owned rules and wins the tie",
+		{name: "an older route on the listener ties with the extra rules and wins the tie",
 			peers: []client.Object{peerRoute("team", "acme", -time.Hour, "shop.example", "", acme)}, extras: both,
 			want: []string{hdr, sc, ss, split, "split"}},
-		{name: "a newer route on the listener ties with the owned rules and would lose its requests",
+		{name: "a newer route on the listener ties with the extra rules and would lose its requests",
 			peers:      []client.Object{peerRoute("team", "acme", time.Hour, "shop.example", "", acme)},
 			extras:     both,
 			precedence: &gateway.PrecedenceError{Route: webRef, Role: gateway.RoleHeader, Other: gateway.RouteRef{Kind: "HTTPRoute", Namespace: "team", Name: "acme"}}},
@@ -190,7 +190,7 @@ func TestSharedRoute(t *testing.T) {
 
 // TestShadowedLater: a rule another writer adds after the header route
 // was programmed, which takes all its requests, makes Routes report no
-// extras; the next weight write removes the owned rules with the weights,
+// extras; the next weight write removes the extra rules with the weights,
 // and SetRoutes refuses to put them back.
 func TestShadowedLater(t *testing.T) {
 	ctx := context.Background()
@@ -243,7 +243,7 @@ func TestSharedGRPCRoute(t *testing.T) {
 	}
 	split := grpcRule("split", gwv1.GRPCMethodMatch{Service: &svc}, "web")
 	split.BackendRefs = append(split.BackendRefs, gwv1.GRPCBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{Name: "web-canary", Port: ptr(gwv1.PortNumber(80))}, Weight: ptr(int32(0))}})
-	hdr := gateway.OwnedRuleName("shop", stable, canary, gateway.RoleHeader)
+	hdr := gateway.ExtraRuleName("shop", stable, canary, gateway.RoleHeader)
 	x := strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{{Name: "x-beta", Value: "1"}}}}
 	ref := gateway.RouteRef{Kind: gateway.KindGRPCRoute, Namespace: "shop", Name: "cart"}
 	for _, tc := range []struct {

@@ -12,7 +12,7 @@ import (
 	"github.com/upshift-dev/upshift/rollout"
 )
 
-// The extras programmed by the gateway Router (its owned rules, its
+// The extras programmed by the gateway Router (its extra rules, its
 // TraefikService) through Traefik, while simulated users keep sending
 // requests: the route writes and when each was reported applied are logged
 // by shaperLog, the requests by traffic, and each request is checked against

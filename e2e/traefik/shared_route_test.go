@@ -26,7 +26,7 @@ import (
 
 // Routes shared by several teams: other rules on the split rule's path,
 // with their own headers, before and after it, and rules on other paths.
-// The owned rules of the gateway Router must take only requests the split
+// The extra rules of the gateway Router must take only requests the split
 // rule would have taken; every request of another rule reaches that
 // rule's backend, through the whole rollout.
 
@@ -218,7 +218,7 @@ func readRoute(t *testing.T, w *world) *gwv1.HTTPRoute {
 }
 
 // ruleNames lists the rules of rt by name ("-" for an unnamed one), the
-// owned rules by role.
+// extra rules by role.
 func ruleNames(rt *gwv1.HTTPRoute) []string {
 	out := make([]string, len(rt.Spec.Rules))
 	for i, r := range rt.Spec.Rules {
@@ -254,13 +254,13 @@ func stickyOf(run string, grid ...int32) *strategy.Sticky {
 var betaHeader = &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{headerExact}}
 
 // TestSharedRouteTieSettledByPlacement: a tenant rule (/shop + x-tenant:
-// acme) listed after the split rule ties with the owned header and sticky
+// acme) listed after the split rule ties with the extra header and sticky
 // rules on Gateway API's precedence (one header match each), and Traefik
 // settles such ties by list order. With a header route on x-beta: 1 and
 // sticky sessions at weight 20, acme requests that carry x-beta: 1 or a
 // ticket reach acme, since the Router places its rules after the acme rule,
 // while the same requests without x-tenant follow the header route and the
-// tickets. Then the owned rules are moved by hand where they used to go,
+// tickets. Then the extra rules are moved by hand where they used to go,
 // right before the split rule: the acme requests reach the canary or the
 // stable side, and Routes reports no extras; SetRoutes puts them back.
 func TestSharedRouteTieSettledByPlacement(t *testing.T) {
@@ -301,11 +301,11 @@ func TestSharedRouteTieSettledByPlacement(t *testing.T) {
 		{what: "stable ticket", path: "/shop/x", cookie: tk("100"), want: nameStable},
 		{what: "x-beta + stable ticket", path: "/shop/x", header: beta, cookie: tk("100"), want: nameCanary},
 	}
-	served(t, w, "the owned rules served", append(owned, tenant...)...)
+	served(t, w, "the extra rules served", append(owned, tenant...)...)
 	const n = 40
 	checkProbes(t, w, n, append(tenant, owned...)...)
 
-	// Where the owned rules went before: all of them right before the
+	// Where the extra rules went before: all of them right before the
 	// user's rule, the acme rule last. Traefik gives the tie to the first
 	// rule listed.
 	rt := readRoute(t, w)
@@ -332,12 +332,12 @@ func TestSharedRouteTieSettledByPlacement(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !st.Extras.IsZero() {
-		t.Errorf("Routes reports extras %+v for owned rules that take the acme rule's requests", st.Extras)
+		t.Errorf("Routes reports extras %+v for extra rules that take the acme rule's requests", st.Extras)
 	}
 	// SetRoutes places them again.
 	applyRoutes(t, r, rs)
 	t.Logf("the route after SetRoutes: %v", ruleNames(readRoute(t, w)))
-	served(t, w, "the owned rules placed again", tenant...)
+	served(t, w, "the extra rules placed again", tenant...)
 	checkProbes(t, w, n, tenant...)
 }
 
@@ -349,7 +349,7 @@ func TestSharedRouteTieSettledByPlacement(t *testing.T) {
 // route is programmed and in force; another writer adds the rule before
 // it: Routes stops reporting the header route, X-Beta: 1 requests reach the
 // beta backend through Traefik, SetRoutes refuses the header route again,
-// and the next weight write removes the owned rules.
+// and the next weight write removes the extra rules.
 func TestShadowedHeaderRouteRefusedThroughTraefik(t *testing.T) {
 	w, b := newSharedWorld(t, nameBeta)
 	ctx := context.Background()
@@ -396,7 +396,7 @@ func TestShadowedHeaderRouteRefusedThroughTraefik(t *testing.T) {
 	useRules(t, w, []gwv1.HTTPRouteRule{shadow, splitRule(w)}, toBeta, plain)
 	checkShadowed("shadowed from the start")
 	if names := ruleNames(readRoute(t, w)); len(names) != 2 {
-		t.Errorf("owned rules written: %v", names)
+		t.Errorf("extra rules written: %v", names)
 	}
 	checkProbes(t, w, n, toBeta, plain)
 
@@ -425,7 +425,7 @@ func TestShadowedHeaderRouteRefusedThroughTraefik(t *testing.T) {
 	checkProbes(t, w, n, toBeta)
 	checkShadowed("shadowed by another writer")
 
-	// The next weight write drops the owned rules, and the weights move.
+	// The next weight write drops the extra rules, and the weights move.
 	if err := r.SetWeights(ctx, rollout.Weights{A: 80, B: 20}); err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ type routeSnap struct {
 	generation int64
 	// a and b are the weights of the route's own rule.
 	a, b int32
-	// roles are the owned rules, in order.
+	// roles are the extra rules, in order.
 	roles []gateway.RuleRole
 	// annotated: the route carries the Router's rules annotation.
 	annotated bool
@@ -48,12 +48,12 @@ func (s routeSnap) String() string {
 	return fmt.Sprintf("gen %d %d/%d %v annotated=%v mirrored=%v", s.generation, s.a, s.b, s.roles, s.annotated, s.mirrored)
 }
 
-// ownedRoles returns the roles of the owned rules of rt, in order, and the
-// index of the route's own rule (the one without an owned name).
-func ownedRoles(ns string, rt *gwv1.HTTPRoute) ([]gateway.RuleRole, int) {
+// extraRoles returns the roles of the extra rules of rt, in order, and the
+// index of the route's own rule (the one without an extra-rule name).
+func extraRoles(ns string, rt *gwv1.HTTPRoute) ([]gateway.RuleRole, int) {
 	names := map[string]gateway.RuleRole{}
 	for _, role := range []gateway.RuleRole{gateway.RoleHeader, gateway.RoleStickyCanary, gateway.RoleStickyStable, gateway.RoleSplit} {
-		names[gateway.OwnedRuleName(ns, backendA, backendB, role)] = role
+		names[gateway.ExtraRuleName(ns, backendA, backendB, role)] = role
 	}
 	var roles []gateway.RuleRole
 	user := -1
@@ -73,7 +73,7 @@ func ownedRoles(ns string, rt *gwv1.HTTPRoute) ([]gateway.RuleRole, int) {
 
 // snapshot summarises a generation of the route.
 func snapshot(ns string, rt *gwv1.HTTPRoute) routeSnap {
-	roles, user := ownedRoles(ns, rt)
+	roles, user := extraRoles(ns, rt)
 	s := routeSnap{generation: rt.Generation, roles: roles}
 	_, s.annotated = rt.Annotations[gateway.RulesAnnotation(ns, backendA, backendB)]
 	for _, r := range rt.Spec.Rules {
@@ -114,9 +114,9 @@ func (w *world) route() *gwv1.HTTPRoute {
 	return &rt
 }
 
-// ruleOf returns the owned rule with role, or nil.
+// ruleOf returns the extra rule with role, or nil.
 func (w *world) ruleOf(rt *gwv1.HTTPRoute, role gateway.RuleRole) *gwv1.HTTPRouteRule {
-	name := gateway.OwnedRuleName(w.ns, backendA, backendB, role)
+	name := gateway.ExtraRuleName(w.ns, backendA, backendB, role)
 	for i := range rt.Spec.Rules {
 		if r := &rt.Spec.Rules[i]; r.Name != nil && string(*r.Name) == name {
 			return r
@@ -129,7 +129,7 @@ func (w *world) ruleOf(rt *gwv1.HTTPRoute, role gateway.RuleRole) *gwv1.HTTPRout
 // weights left out.
 func userRuleWithoutWeights(t *testing.T, ns string, rt *gwv1.HTTPRoute) string {
 	t.Helper()
-	_, i := ownedRoles(ns, rt)
+	_, i := extraRoles(ns, rt)
 	if i < 0 {
 		t.Fatalf("the route has no rule of its own: %+v", rt.Spec.Rules)
 	}
@@ -144,7 +144,7 @@ func userRuleWithoutWeights(t *testing.T, ns string, rt *gwv1.HTTPRoute) string 
 	return string(raw)
 }
 
-// checkNoExtras checks that the route holds no owned rule and no rules
+// checkNoExtras checks that the route holds no extra rule and no rules
 // annotation.
 func (w *world) checkNoExtras(when string) {
 	w.t.Helper()
@@ -176,16 +176,16 @@ func headerOnly(a, b strategy.TrafficExtras) bool {
 		cmp.Equal(a.HeaderRoute, b.HeaderRoute)
 }
 
-// checkHeaderRule checks the owned header rule of the route: immediately
+// checkHeaderRule checks the extra header rule of the route: immediately
 // before the route's own rule, its matches those of the route's rule each
 // with the header route's matches, to the canary (side B); the route's
 // rule as it was created but for its weights.
 func (w *world) checkHeaderRule(when string, want []gwv1.HTTPHeaderMatch, user string) {
 	w.t.Helper()
 	rt := w.route()
-	roles, ui := ownedRoles(w.ns, rt)
+	roles, ui := extraRoles(w.ns, rt)
 	if diff := cmp.Diff([]gateway.RuleRole{gateway.RoleHeader}, roles); diff != "" {
-		w.t.Errorf("%s: owned rules (-want +got):\n%s", when, diff)
+		w.t.Errorf("%s: extra rules (-want +got):\n%s", when, diff)
 		return
 	}
 	h := w.ruleOf(rt, gateway.RoleHeader)
@@ -235,7 +235,7 @@ func extrasCanary(steps ...strategy.CanaryStep) *strategy.Canary {
 
 // TestHeaderRoute: a Canary whose steps set a header route before the
 // first weight step and another between two: at each step the route holds
-// the owned header rule before its own rule, which is unchanged but for
+// the extra header rule before its own rule, which is unchanged but for
 // its weights, and the status shows the extras; after the rollout nothing
 // of them is left.
 func TestHeaderRoute(t *testing.T) {
@@ -363,9 +363,9 @@ func TestSessionAffinity(t *testing.T) {
 			t.Fatalf("%s: status.rollout.observed.extras.sticky %+v", when, st)
 		}
 		rt := w.route()
-		roles, _ := ownedRoles(w.ns, rt)
+		roles, _ := extraRoles(w.ns, rt)
 		if diff := cmp.Diff([]gateway.RuleRole{gateway.RoleStickyCanary, gateway.RoleStickyStable, gateway.RoleSplit}, roles); diff != "" {
-			t.Fatalf("%s: owned rules (-want +got):\n%s", when, diff)
+			t.Fatalf("%s: extra rules (-want +got):\n%s", when, diff)
 		}
 		// The split rule hands out tickets: the ticket values up to the
 		// weight are on the canary, each ticket weighted by its gap from
@@ -497,9 +497,9 @@ func TestMirrorFeatures(t *testing.T) {
 	}
 	w.pausedAt("the mirror at 25", 25, strategy.TrafficExtras{}, mirrored)
 	rt := w.route()
-	roles, _ := ownedRoles(w.ns, rt)
+	roles, _ := extraRoles(w.ns, rt)
 	if diff := cmp.Diff([]gateway.RuleRole{gateway.RoleSplit}, roles); diff != "" {
-		t.Fatalf("owned rules (-want +got):\n%s", diff)
+		t.Fatalf("extra rules (-want +got):\n%s", diff)
 	}
 	var mirror *gwv1.HTTPRequestMirrorFilter
 	for _, f := range w.ruleOf(rt, gateway.RoleSplit).Filters {

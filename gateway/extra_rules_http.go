@@ -35,9 +35,9 @@ var httpOps = kindOps[gwv1.HTTPRouteRule]{
 	},
 }
 
-// shapeHTTP applies s to an HTTPRoute (see shapeRules).
-func shapeHTTP(rt *gwv1.HTTPRoute, s *shape) (bool, error) {
-	return shapeRules(&httpOps, &rt.ObjectMeta, &rt.Spec.Rules, s)
+// applyExtrasHTTP applies s to an HTTPRoute (see applyExtraRules).
+func applyExtrasHTTP(rt *gwv1.HTTPRoute, s *extrasAsk) (bool, error) {
+	return applyExtraRules(&httpOps, &rt.ObjectMeta, &rt.Spec.Rules, s)
 }
 
 // Gateway API defaults, filled in before a rule is hashed or compared.
@@ -163,7 +163,7 @@ func cookieRE(name string, values ...string) string {
 	return `(^|;\s*)` + regexp.QuoteMeta(name) + "=" + v + `(;|$)`
 }
 
-// headerMatch is one header condition of an owned rule.
+// headerMatch is one header condition of an extra rule.
 type headerMatch struct {
 	regex       bool
 	name, value string
@@ -325,9 +325,9 @@ const (
 	traefikServiceKind = "TraefikService"
 )
 
-// buildHTTP returns the owned rules for the user's rule r (see
+// buildHTTP returns the extra rules for the user's rule r (see
 // Router.SetRoutes for the layout).
-func buildHTTP(rules []gwv1.HTTPRouteRule, r int, s *shape) ([]gwv1.HTTPRouteRule, []RuleRole, error) {
+func buildHTTP(rules []gwv1.HTTPRouteRule, r int, s *extrasAsk) ([]gwv1.HTTPRouteRule, []RuleRole, error) {
 	R := &rules[r]
 	stable, canary := s.sides()
 	stRef, caRef := sideRef(R.BackendRefs, stable, s.ns), sideRef(R.BackendRefs, canary, s.ns)
@@ -393,7 +393,7 @@ func buildHTTP(rules []gwv1.HTTPRouteRule, r int, s *shape) ([]gwv1.HTTPRouteRul
 	}
 	owned := func(role RuleRole, matches []gwv1.HTTPRouteMatch, refs ...gwv1.HTTPBackendRef) gwv1.HTTPRouteRule {
 		c := R.DeepCopy()
-		c.Name = new(gwv1.SectionName(ownedPrefix(s.id) + string(role)))
+		c.Name = new(gwv1.SectionName(extraRulePrefix(s.id) + string(role)))
 		c.Matches = matches
 		c.BackendRefs = refs
 		defaultHTTPFilters(c.Filters)

@@ -29,9 +29,9 @@ var grpcOps = kindOps[gwv1.GRPCRouteRule]{
 	},
 }
 
-// shapeGRPC applies s to a GRPCRoute (see shapeRules): header routes only.
-func shapeGRPC(rt *gwv1.GRPCRoute, s *shape) (bool, error) {
-	return shapeRules(&grpcOps, &rt.ObjectMeta, &rt.Spec.Rules, s)
+// applyExtrasGRPC applies s to a GRPCRoute (see applyExtraRules): header routes only.
+func applyExtrasGRPC(rt *gwv1.GRPCRoute, s *extrasAsk) (bool, error) {
+	return applyExtraRules(&grpcOps, &rt.ObjectMeta, &rt.Spec.Rules, s)
 }
 
 var (
@@ -67,7 +67,7 @@ func canonGRPC(r *gwv1.GRPCRouteRule, withName bool) []byte {
 
 // buildGRPC returns the header rule for the user's rule r; sticky
 // sessions and mirrors are refused (see Router.SetRoutes).
-func buildGRPC(rules []gwv1.GRPCRouteRule, r int, s *shape) ([]gwv1.GRPCRouteRule, []RuleRole, error) {
+func buildGRPC(rules []gwv1.GRPCRouteRule, r int, s *extrasAsk) ([]gwv1.GRPCRouteRule, []RuleRole, error) {
 	switch {
 	case s.extras.Sticky != nil:
 		return nil, nil, &UnsupportedError{Extra: "sticky sessions", Reason: "a GRPCRoute cannot set a cookie on its responses portably"}
@@ -102,7 +102,7 @@ func buildGRPC(rules []gwv1.GRPCRouteRule, r int, s *shape) ([]gwv1.GRPCRouteRul
 		base = []gwv1.GRPCRouteMatch{{}}
 	}
 	c := R.DeepCopy()
-	c.Name = new(gwv1.SectionName(ownedPrefix(s.id) + string(RoleHeader)))
+	c.Name = new(gwv1.SectionName(extraRulePrefix(s.id) + string(RoleHeader)))
 	c.Matches = make([]gwv1.GRPCRouteMatch, len(base))
 	for j := range base {
 		base[j].DeepCopyInto(&c.Matches[j])

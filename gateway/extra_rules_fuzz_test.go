@@ -33,11 +33,11 @@ func fuzzR() gwv1.HTTPRouteRule {
 	}
 }
 
-// fuzzShape turns the fuzzer's bits into a SetRoutes request.
-func fuzzShape(flags, theta uint8) *shape {
+// fuzzAsk turns the fuzzer's bits into a SetRoutes request.
+func fuzzAsk(flags, theta uint8) *extrasAsk {
 	ns := "shop"
 	w := int32(theta % 101)
-	s := &shape{id: ownedID(ns, fuzzA, fuzzB), key: RulesAnnotation(ns, fuzzA, fuzzB), ns: ns, a: &fuzzA, b: &fuzzB,
+	s := &extrasAsk{id: extrasID(ns, fuzzA, fuzzB), key: RulesAnnotation(ns, fuzzA, fuzzB), ns: ns, a: &fuzzA, b: &fuzzB,
 		weights: rollout.Weights{A: 100 - w, B: w}, canary: strategy.SideB}
 	if flags&32 != 0 {
 		s.canary = strategy.SideA
@@ -59,7 +59,7 @@ func fuzzShape(flags, theta uint8) *shape {
 	if flags&8 != 0 {
 		s.extras.MirrorPercent = int32(theta%50) + 1
 		if flags&16 != 0 {
-			s.mirror, s.traefik = MirrorTraefikService, ownedPrefix(s.id)+"mirror"
+			s.mirror, s.traefik = MirrorTraefikService, extraRulePrefix(s.id)+"mirror"
 		}
 	}
 	return s
@@ -83,8 +83,8 @@ func stripped(rules []gwv1.HTTPRouteRule) []gwv1.HTTPRouteRule {
 	return out
 }
 
-// notOwned returns the rules classify does not recognise as owned.
-func notOwned(rt *gwv1.HTTPRoute, s *shape) ([]gwv1.HTTPRouteRule, []RuleRole) {
+// notExtra returns the rules classify does not recognise as owned.
+func notExtra(rt *gwv1.HTTPRoute, s *extrasAsk) ([]gwv1.HTTPRouteRule, []RuleRole) {
 	roles, _ := classify(infosOf(&httpOps, rt.Spec.Rules), s.id, readRecord(rt.Annotations, s.key))
 	var user []gwv1.HTTPRouteRule
 	var owned []RuleRole
@@ -104,7 +104,7 @@ func notOwned(rt *gwv1.HTTPRoute, s *shape) ([]gwv1.HTTPRouteRule, []RuleRole) {
 // the two weights of the rule that holds both backends), programming twice
 // changes nothing, and a refusal changes nothing.
 func FuzzOwnedRules(f *testing.F) {
-	id := ownedID("shop", fuzzA, fuzzB)
+	id := extrasID("shop", fuzzA, fuzzB)
 	for _, seed := range []string{
 		`[]`,
 		`[{"name":"admin","matches":[{"path":{"type":"Exact","value":"/admin"}}],"backendRefs":[{"name":"admin","port":80}]}]`,
@@ -131,9 +131,9 @@ func FuzzOwnedRules(f *testing.F) {
 		rt := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web",
 			Annotations: map[string]string{"user": "kept"}}, Spec: gwv1.HTTPRouteSpec{Rules: rules}}
 		orig := rt.DeepCopy()
-		s := fuzzShape(flags, theta)
+		s := fuzzAsk(flags, theta)
 
-		_, err := shapeHTTP(rt, s)
+		_, err := applyExtrasHTTP(rt, s)
 		if err != nil {
 			if diff := cmp.Diff(orig, rt); diff != "" {
 				t.Fatalf("a refusal (%v) changed the route (-before +after):\n%s", err, diff)
@@ -149,28 +149,28 @@ func FuzzOwnedRules(f *testing.F) {
 			}
 			return
 		}
-		kept, owned := notOwned(rt, s)
+		kept, owned := notExtra(rt, s)
 		if diff := cmp.Diff(stripped(orig.Spec.Rules), stripped(kept)); diff != "" {
 			t.Fatalf("programming %+v edited the user's rules (-before +after):\n%s", s.extras, diff)
 		}
 		for _, r := range owned {
 			if r == roleForeign {
-				t.Fatalf("a rule with an owned name survived as another writer's: %v", owned)
+				t.Fatalf("a rule with an extra-rule name survived as another writer's: %v", owned)
 			}
 		}
 		rec := readRecord(rt.Annotations, s.key)
 		if !s.extras.IsZero() && (!complete(append(owned, roleUser), rec) || len(owned) != len(rec.Rules)) {
-			t.Fatalf("owned rules %v are not what the record lists: %+v", owned, rec)
+			t.Fatalf("extra rules %v are not what the record lists: %+v", owned, rec)
 		}
 		if rt.Annotations["user"] != "kept" {
 			t.Fatalf("the user's annotation is gone: %v", rt.Annotations)
 		}
-		if changed, err := shapeHTTP(rt, s); err != nil || changed {
+		if changed, err := applyExtrasHTTP(rt, s); err != nil || changed {
 			t.Fatalf("programming again: changed=%v err=%v", changed, err)
 		}
 
 		s.extras = strategy.TrafficExtras{}
-		if _, err := shapeHTTP(rt, s); err != nil {
+		if _, err := applyExtrasHTTP(rt, s); err != nil {
 			t.Fatalf("removing the extras: %v", err)
 		}
 		if diff := cmp.Diff(stripped(orig.Spec.Rules), stripped(rt.Spec.Rules)); diff != "" {
@@ -180,36 +180,36 @@ func FuzzOwnedRules(f *testing.F) {
 			t.Fatalf("removal left the record")
 		}
 		for i := range rt.Spec.Rules {
-			if n := rt.Spec.Rules[i].Name; n != nil && strings.HasPrefix(string(*n), ownedPrefix(s.id)) {
+			if n := rt.Spec.Rules[i].Name; n != nil && strings.HasPrefix(string(*n), extraRulePrefix(s.id)) {
 				t.Fatalf("removal left rule %d %s", i, *n)
 			}
 		}
 	})
 }
 
-// TestPrunedRuleNames: on a CRD that drops rule names, owned rules are
+// TestPrunedRuleNames: on a CRD that drops rule names, extra rules are
 // recognised by their hash: Routes-style recognition finds them all, a
 // second SetRoutes writes nothing, and removal takes them off.
 func TestPrunedRuleNames(t *testing.T) {
-	s := fuzzShape(1|4|8, 20)
+	s := fuzzAsk(1|4|8, 20)
 	rt := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
 		Spec: gwv1.HTTPRouteSpec{Rules: []gwv1.HTTPRouteRule{fuzzR()}}}
-	if _, err := shapeHTTP(rt, s); err != nil {
+	if _, err := applyExtrasHTTP(rt, s); err != nil {
 		t.Fatal(err)
 	}
 	for i := range rt.Spec.Rules {
 		rt.Spec.Rules[i].Name = nil
 	}
-	_, owned := notOwned(rt, s)
+	_, owned := notExtra(rt, s)
 	want := []RuleRole{RoleHeader, RoleStickyCanary, RoleStickyStable, RoleSplit}
 	if diff := cmp.Diff(want, owned); diff != "" {
 		t.Fatalf("recognised (-want +got):\n%s", diff)
 	}
-	if changed, err := shapeHTTP(rt, s); err != nil || changed {
+	if changed, err := applyExtrasHTTP(rt, s); err != nil || changed {
 		t.Fatalf("programming again: changed=%v err=%v", changed, err)
 	}
 	s.extras = strategy.TrafficExtras{}
-	if _, err := shapeHTTP(rt, s); err != nil {
+	if _, err := applyExtrasHTTP(rt, s); err != nil {
 		t.Fatal(err)
 	}
 	if len(rt.Spec.Rules) != 1 {

@@ -19,11 +19,11 @@ import (
 // applies the route should ignore it, like the claims.
 const RulesAnnotationPrefix = "upshift.dev/rules-"
 
-// RuleRole is the part an owned rule plays; it ends the rule's name (see
-// OwnedRuleName). The zero value names no role.
+// RuleRole is the part an extra rule plays; it ends the rule's name (see
+// ExtraRuleName). The zero value names no role.
 type RuleRole string
 
-// The owned rules, in the order a Router lists them: the split rule goes
+// The extra rules, in the order a Router lists them: the split rule goes
 // right before the user's rule, the others where precedence.go places
 // them.
 const (
@@ -40,37 +40,44 @@ const (
 	RoleSplit RuleRole = "split"
 )
 
-// ownedID is the 16 hex digits that name a Router's owned objects in a
+// extrasID is the 16 hex digits that name a Router's extra objects in a
 // route of namespace ns: those of its claim (ClaimAnnotation).
-func ownedID(ns string, a, b Backend) string {
+func extrasID(ns string, a, b Backend) string {
 	return strings.TrimPrefix(ClaimAnnotation(ns, a, b), ClaimAnnotationPrefix)
 }
 
 // RulesAnnotation returns the annotation key in which the Router for
-// backends a and b records its owned rules in a route of namespace ns:
+// backends a and b records its extra rules in a route of namespace ns:
 // RulesAnnotationPrefix and the 16 hex digits of ClaimAnnotation. Its value
 // is JSON: {"canary": side, "extras": the strategy.TrafficExtras
 // programmed, "rules": [{"role", "sha256"}], "mirrorService": name}, the
-// sha256 of each owned rule's canonical JSON (its name left out, Gateway
+// sha256 of each extra rule's canonical JSON (its name left out, Gateway
 // API defaults filled in).
 func RulesAnnotation(ns string, a, b Backend) string {
-	return RulesAnnotationPrefix + ownedID(ns, a, b)
+	return RulesAnnotationPrefix + extrasID(ns, a, b)
 }
 
-// OwnedRuleName returns the name of the owned rule with role in a route of
+// ExtraRuleName returns the name of the extra rule with role in a route of
 // namespace ns, for backends a and b: "upshift-<16 hex digits>-<role>".
+func ExtraRuleName(ns string, a, b Backend, role RuleRole) string {
+	return extraRulePrefix(extrasID(ns, a, b)) + string(role)
+}
+
+// OwnedRuleName is ExtraRuleName under its former name.
+//
+// Deprecated: use ExtraRuleName.
 func OwnedRuleName(ns string, a, b Backend, role RuleRole) string {
-	return ownedPrefix(ownedID(ns, a, b)) + string(role)
+	return ExtraRuleName(ns, a, b, role)
 }
 
 // MirrorServiceName returns the name of the TraefikService that carries a
 // mirror (MirrorTraefikService) in namespace ns: "upshift-<16 hex
 // digits>-mirror".
 func MirrorServiceName(ns string, a, b Backend) string {
-	return ownedPrefix(ownedID(ns, a, b)) + "mirror"
+	return extraRulePrefix(extrasID(ns, a, b)) + "mirror"
 }
 
-func ownedPrefix(id string) string { return "upshift-" + id + "-" }
+func extraRulePrefix(id string) string { return "upshift-" + id + "-" }
 
 // rulesRecord is the value of the rules annotation.
 type rulesRecord struct {
@@ -105,7 +112,7 @@ func (r *rulesRecord) roleOf(hash string) (RuleRole, bool) {
 
 // readRecord returns the record under key, nil when there is none or it
 // does not decode (then no unnamed rule is recognised as owned, and a
-// rule with an owned name is another writer's).
+// rule with an extra-rule name is another writer's).
 func readRecord(annotations map[string]string, key string) *rulesRecord {
 	raw, ok := annotations[key]
 	if !ok {
@@ -128,20 +135,20 @@ type ruleInfo struct {
 // Roles classify the rules of a route.
 const (
 	roleUser    RuleRole = ""  // the user's rule
-	roleForeign RuleRole = "-" // an owned name with content that is not ours
+	roleForeign RuleRole = "-" // an extra-rule name with content that is not ours
 )
 
-// classify recognises the owned rules: a rule is the Router's when it
-// carries an owned name and the hash recorded for that role, or, in a
+// classify recognises the extra rules: a rule is the Router's when it
+// carries an extra-rule name and the hash recorded for that role, or, in a
 // route where no rule has a name (a CRD that prunes them), a recorded
-// hash. A rule with an owned name
+// hash. A rule with an extra-rule name
 // and another hash is another writer's: roleForeign, and the first such is
 // returned as a conflict. Every other rule is the user's.
-func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *OwnedRuleConflictError) {
-	prefix := ownedPrefix(id)
+func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *ExtraRuleConflictError) {
+	prefix := extraRulePrefix(id)
 	roles := make([]RuleRole, len(infos))
 	used := map[RuleRole]bool{}
-	var conflict *OwnedRuleConflictError
+	var conflict *ExtraRuleConflictError
 	// A route whose rules have names is on a CRD that keeps them: there an
 	// unnamed rule is the user's, whatever its content.
 	named := false
@@ -158,7 +165,7 @@ func classify(infos []ruleInfo, id string, rec *rulesRecord) ([]RuleRole, *Owned
 			}
 			roles[i] = roleForeign
 			if conflict == nil {
-				conflict = &OwnedRuleConflictError{Rule: i, Name: in.name}
+				conflict = &ExtraRuleConflictError{Rule: i, Name: in.name}
 			}
 		case !named && rec != nil:
 			if role, ok := rec.roleOf(in.hash); ok && !used[role] {
@@ -203,8 +210,8 @@ func sha(b []byte) string {
 	return hex.EncodeToString(s[:])
 }
 
-// shape is what one SetRoutes asks of one route.
-type shape struct {
+// extrasAsk is what one SetRoutes asks of one route.
+type extrasAsk struct {
 	id      string
 	key     string // the rules annotation
 	ns      string
@@ -222,23 +229,23 @@ type shape struct {
 }
 
 // sides returns the stable and the canary backends.
-func (s *shape) sides() (stable, canary *Backend) {
+func (s *extrasAsk) sides() (stable, canary *Backend) {
 	if s.canary == strategy.SideB {
 		return s.a, s.b
 	}
 	return s.b, s.a
 }
 
-func (s *shape) theta() int32 { return s.weights.Of(s.canary) }
+func (s *extrasAsk) theta() int32 { return s.weights.Of(s.canary) }
 
-// kindOps adapts shapeRules to a kind of route rule.
+// kindOps adapts applyExtraRules to a kind of route rule.
 type kindOps[T any] struct {
 	name  func(*T) *gwv1.SectionName
 	canon func(r *T, withName bool) []byte
 	refs  func([]T) ruleRefs
 	copy  func([]T) []T
-	// build returns the owned rules for the user's rule r of rules.
-	build  func(rules []T, r int, s *shape) ([]T, []RuleRole, error)
+	// build returns the extra rules for the user's rule r of rules.
+	build  func(rules []T, r int, s *extrasAsk) ([]T, []RuleRole, error)
 	limits func([]T) error
 	// spec is a rule's matches as precedence sees them.
 	spec func(*T) ruleSpec
@@ -255,13 +262,13 @@ func infosOf[T any](ops *kindOps[T], rules []T) []ruleInfo {
 	return out
 }
 
-// shapeRules rewrites rules and the annotations in m for s: the two
-// weights of the user's rule, the owned rules placed around it (none
+// applyExtraRules rewrites rules and the annotations in m for s: the two
+// weights of the user's rule, the extra rules placed around it (none
 // when s.extras is zero), and the record. A route that already is as s
 // asks (by canonical content, so defaults an API server fills in count as
 // equal) is not changed. It reports whether anything changed, and changes
 // nothing when it returns an error.
-func shapeRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *shape) (bool, error) {
+func applyExtraRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *extrasAsk) (bool, error) {
 	old := *rules
 	rec := readRecord(m.Annotations, s.key)
 	roles, conflict := classify(infosOf(ops, old), s.id, rec)
@@ -294,7 +301,7 @@ func shapeRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *sha
 		if n > 1 {
 			return false, &UnsupportedError{Extra: "traffic extras", Reason: fmt.Sprintf("%d rules hold both backends; extras need exactly one", n)}
 		}
-		owned, ownedRoles, err := ops.build(work, r, s)
+		owned, extraRoles, err := ops.build(work, r, s)
 		if err != nil {
 			return false, err
 		}
@@ -315,13 +322,13 @@ func shapeRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *sha
 		var split, extra []T
 		for k := range owned {
 			specs[k] = ops.spec(&owned[k])
-			if ownedRoles[k] == RoleSplit {
+			if extraRoles[k] == RoleSplit {
 				split = append(split, owned[k])
 			} else {
 				extra = append(extra, owned[k])
 			}
 		}
-		at, err := pl.place(specs, ownedRoles)
+		at, err := pl.place(specs, extraRoles)
 		if err != nil {
 			return false, err
 		}
@@ -345,7 +352,7 @@ func shapeRules[T any](ops *kindOps[T], m *metav1.ObjectMeta, rules *[]T, s *sha
 			next.Canary = strategy.SideA
 		}
 		for k := range owned {
-			next.Rules = append(next.Rules, ruleHash{Role: ownedRoles[k], SHA256: sha(ops.canon(&owned[k], false))})
+			next.Rules = append(next.Rules, ruleHash{Role: extraRoles[k], SHA256: sha(ops.canon(&owned[k], false))})
 		}
 	}
 	var val string
