@@ -140,7 +140,10 @@ func (in *Incremental) validate() field.ErrorList {
 func (in *Incremental) lookValid() bool {
 	return in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval.Duration > 0 &&
 		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
-		(in.MaxSurgePercent >= in.StepPercent || in.Capacity == CapacityFixed) &&
+		// A step may not outrun the surge, but in the Fixed mode, and with
+		// no surge at all (the Replicas mode, where MaxUnavailablePercent
+		// carries the move; optionsLookValid refuses 0 where it is not).
+		(in.MaxSurgePercent >= in.StepPercent || in.MaxSurgePercent == 0 || in.Capacity == CapacityFixed) &&
 		optionsLookValid(&in.Options, in.MaxSurgePercent)
 }
 
