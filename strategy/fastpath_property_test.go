@@ -14,9 +14,9 @@ import (
 // The allocation-free fast paths of validation (optionsLookValid, the
 // strategies' lookValid, State.valid without a reporter) restate the rules
 // of the full validators. These properties hold each to its full
-// counterpart on inputs drawn to be valid about as often as not, every
-// field near the bounds the validators test. Run them long with
-// go test ./strategy -run FastPath -rapid.checks=20000.
+// counterpart on inputs of which a good share (at least 15 in 100) are
+// valid, every field drawn near the bounds the validators test. Run them
+// long with go test ./strategy -run FastPath -rapid.checks=20000.
 
 // fpInt32 draws a value of [lo, hi] most of the time; otherwise one at a
 // bound (lo, hi or one of bounds), one below or one above it, or any int32.
@@ -55,7 +55,7 @@ func fpPick[T any](t *rapid.T, label string, bogus T, valid ...T) T {
 	return rapid.SampledFrom(valid).Draw(t, label)
 }
 
-// fpAffinity draws no session affinity half of the time, else one whose
+// fpAffinity draws no session affinity most of the time, else one whose
 // fields are each valid or not.
 func fpAffinity(t *rapid.T) *SessionAffinity {
 	if rapid.IntRange(0, 2).Draw(t, "affinity") != 2 {
