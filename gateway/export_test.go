@@ -28,3 +28,11 @@ func Cached(r *Router) bool {
 // StateRefused is how the AnnotationStore reads the API server's refusal
 // of a write that carried the state.
 var StateRefused = stateRefused
+
+// ClaimRecord, RulesRecord and RuleHash are what the Router writes in a
+// claim annotation and in the rules annotation.
+type (
+	ClaimRecord = claimRecord
+	RulesRecord = rulesRecord
+	RuleHash    = ruleHash
+)

@@ -30,7 +30,7 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/extras")
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/extras and testdata/json")
 
 var webRef = gateway.RouteRef{Namespace: "shop", Name: "web"}
 

@@ -186,9 +186,21 @@ type Notifier interface {
 }
 
 // Analyzer returns a verdict for a named gate (a metric query, a smoke
-// test...). VerdictPending means "ask again later". Optional.
+// test...). VerdictPending means "ask again later". Optional. An Analyzer
+// that decides from the rollout's state implements StateAnalyzer too; one
+// that only implements Analyze finds the state with StateFrom(ctx).
 type Analyzer interface {
 	Analyze(ctx context.Context, gate string) (strategy.Verdict, error)
+}
+
+// StateAnalyzer is an optional interface of an Analyzer that takes the
+// rollout's state as an argument: the Runner calls AnalyzeState, with the
+// state it observes for (the one its Reconcile was given; s.Gate is gate),
+// in preference to Analyze, and then puts no state in ctx. s is a copy,
+// but its slices are the Runner's: read them only. analysis.Analysis
+// implements it.
+type StateAnalyzer interface {
+	AnalyzeState(ctx context.Context, s strategy.State, gate string) (strategy.Verdict, error)
 }
 
 // AnalyzerFunc adapts a function to Analyzer.
@@ -200,9 +212,21 @@ func (f AnalyzerFunc) Analyze(ctx context.Context, gate string) (strategy.Verdic
 }
 
 // HealthChecker reports the canary's health when its CapacitySetter does not
-// (or there is none). Optional.
+// (or there is none). Optional. A HealthChecker that decides from the
+// rollout's state implements StateHealthChecker too; one that only
+// implements Health finds the state with StateFrom(ctx).
 type HealthChecker interface {
 	Health(ctx context.Context) (strategy.Health, string, error)
+}
+
+// StateHealthChecker is an optional interface of a HealthChecker that takes
+// the rollout's state as an argument: the Runner calls HealthState, with
+// the state it observes for (the one its Reconcile was given), in
+// preference to Health, and then puts no state in ctx. s is a copy, but
+// its slices are the Runner's: read them only. analysis.Analysis
+// implements it.
+type StateHealthChecker interface {
+	HealthState(ctx context.Context, s strategy.State) (strategy.Health, string, error)
 }
 
 // Store loads and saves the state of one rollout for standalone runs. Load

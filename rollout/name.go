@@ -35,12 +35,15 @@ func NameFrom(ctx context.Context) (types.NamespacedName, bool) {
 type stateKey struct{}
 
 // StateFrom returns the state of the rollout that a reconcile is observing
-// for, and whether there is one. The Runner puts it in the context it gives
-// its HealthChecker and its Analyzer, so that an analysis can tell which side
-// is the canary (State.StableSide), since when the rollout runs
+// for, and whether there is one: the compatibility path for a
+// HealthChecker or an Analyzer that only implements Health or Analyze. The
+// Runner puts it in the context it gives them, so that an analysis can tell
+// which side is the canary (State.StableSide), since when the rollout runs
 // (State.StartedAt) and since when the current gate waits
-// (State.StepStartedAt): what a metric query needs, kept in the state, so that
-// a restarted controller asks the same questions.
+// (State.StepStartedAt): what a metric query needs, kept in the state, so
+// that a restarted controller asks the same questions. One that implements
+// StateHealthChecker or StateAnalyzer gets the state as an argument
+// instead, and the Runner puts none in its context.
 func StateFrom(ctx context.Context) (strategy.State, bool) {
 	s, ok := ctx.Value(stateKey{}).(*strategy.State)
 	if !ok || s == nil {
@@ -50,8 +53,9 @@ func StateFrom(ctx context.Context) (strategy.State, bool) {
 }
 
 // WithState returns a context that carries s for StateFrom: for tests of a
-// HealthChecker or an Analyzer, and for callers that invoke them outside a
-// Runner.
+// HealthChecker or an Analyzer that only implements Health or Analyze, and
+// for callers that invoke one outside a Runner. One that implements
+// StateHealthChecker or StateAnalyzer takes s as an argument instead.
 func WithState(ctx context.Context, s strategy.State) context.Context {
 	return context.WithValue(ctx, stateKey{}, &s)
 }

@@ -549,18 +549,38 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 			so.Revision, so.Updated = rs.Revision, rs.Updated
 		}
 	}
-	if r.Health != nil || (s.Gate != "" && r.Analyzer != nil) {
-		ctx = context.WithValue(ctx, stateKey{}, s)
+	// The state is an argument of a StateHealthChecker and a StateAnalyzer;
+	// only a HealthChecker or an Analyzer without it reads it from the
+	// context (StateFrom), built once for both.
+	var sctx context.Context
+	withState := func() context.Context {
+		if sctx == nil {
+			sctx = context.WithValue(ctx, stateKey{}, s)
+		}
+		return sctx
 	}
 	if r.Health != nil {
-		h, msg, err := r.Health.Health(ctx)
+		var h strategy.Health
+		var msg string
+		var err error
+		if sh, ok := r.Health.(StateHealthChecker); ok {
+			h, msg, err = sh.HealthState(ctx, *s)
+		} else {
+			h, msg, err = r.Health.Health(withState())
+		}
 		if err != nil {
 			return obs, &AdapterError{Adapter: "health", Op: "read health", Err: err}
 		}
 		obs.Health, obs.HealthMessage = h, msg
 	}
 	if s.Gate != "" && r.Analyzer != nil {
-		v, err := r.Analyzer.Analyze(ctx, s.Gate)
+		var v strategy.Verdict
+		var err error
+		if sa, ok := r.Analyzer.(StateAnalyzer); ok {
+			v, err = sa.AnalyzeState(ctx, *s, s.Gate)
+		} else {
+			v, err = r.Analyzer.Analyze(withState(), s.Gate)
+		}
 		if err != nil {
 			return obs, &AdapterError{Adapter: "analyzer", Op: "analyze gate " + s.Gate, Err: err}
 		}

@@ -93,12 +93,27 @@ type Incremental struct {
 func (in Incremental) Validate() error { return toError(in.validate()) }
 
 func (in *Incremental) validate() field.ErrorList {
-	if in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval.Duration > 0 &&
-		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
-		(in.MaxSurgePercent >= in.StepPercent || in.Capacity == CapacityFixed) &&
-		optionsLookValid(&in.Options, in.MaxSurgePercent) {
+	if in.lookValid() {
 		return nil // the common case, without allocating
 	}
+	return in.validateAll()
+}
+
+// lookValid is the allocation-free fast path of validateAll: true only if
+// validateAll finds nothing, and for every such Incremental without
+// SessionAffinity (fastpath_property_test.go holds both).
+func (in *Incremental) lookValid() bool {
+	return in.StepPercent >= 1 && in.StepPercent <= 100 && in.Interval.Duration > 0 &&
+		in.MaxSurgePercent >= 0 && in.MaxSurgePercent <= 100 &&
+		// A step may not outrun the surge, but in the Fixed mode, and with
+		// no surge at all (the Replicas mode, where MaxUnavailablePercent
+		// carries the move; optionsLookValid refuses 0 where it is not).
+		(in.MaxSurgePercent >= in.StepPercent || in.MaxSurgePercent == 0 || in.Capacity == CapacityFixed) &&
+		optionsLookValid(&in.Options, in.MaxSurgePercent)
+}
+
+// validateAll reports every problem with the options.
+func (in *Incremental) validateAll() field.ErrorList {
 	var errs field.ErrorList
 	if e := validPercent(field.NewPath("incremental", "stepPercent"), in.StepPercent, 1); e != nil {
 		errs = append(errs, e)
@@ -142,7 +157,12 @@ func validateSurge(root string, surge int32, mode CapacityMode) field.ErrorList 
 	return nil
 }
 
-// optionsLookValid is the allocation-free fast path of Options.validate.
+// optionsLookValid is the allocation-free fast path of Options.validate
+// together with validateSurge's lower bound for the capacity mode (the
+// callers check its upper bound, or pass 100): true only if
+// Options.validate finds nothing, and, for surge in 0..100 and no
+// SessionAffinity, exactly when neither finds anything
+// (fastpath_property_test.go holds both).
 func optionsLookValid(o *Options, surge int32) bool {
 	return o.SessionAffinity == nil && (o.Capacity == CapacityManaged && surge >= 1 || o.Capacity == CapacityFixed ||
 		o.Capacity == CapacityReplicas && surge+o.MaxUnavailablePercent >= 1) &&
@@ -194,10 +214,13 @@ func (b BlueGreen) Validate() error { return toError(b.validate()) }
 
 func (b *BlueGreen) validate() field.ErrorList {
 	if optionsLookValid(&b.Options, 100) {
-		return nil
+		return nil // the common case, without allocating
 	}
-	return b.Options.validate("blueGreen", 100)
+	return b.validateAll()
 }
+
+// validateAll reports every problem with the options.
+func (b *BlueGreen) validateAll() field.ErrorList { return b.Options.validate("blueGreen", 100) }
 
 // Step decides the next hop. See Strategy.
 func (b BlueGreen) Step(s State, now time.Time) Decision {
@@ -311,6 +334,8 @@ type Canary struct {
 // Validate reports every problem with the options at once, or nil.
 func (c Canary) Validate() error { return toError(c.validate()) }
 
+// stepsLookValid is the allocation-free check of the steps in lookValid;
+// it leaves header route and mirror steps to validateAll.
 func (c *Canary) stepsLookValid() bool {
 	if len(c.Steps) > 64 {
 		return false
@@ -318,7 +343,7 @@ func (c *Canary) stepsLookValid() bool {
 	for i := range c.Steps {
 		st := &c.Steps[i]
 		if st.SetHeaderRoute != nil || st.SetMirror != nil {
-			return false // checked in full by validate
+			return false // checked in full by validateAll
 		}
 		switch {
 		case st.SetWeight != nil && st.Pause == nil && st.Gate == nil:
@@ -341,10 +366,23 @@ func (c *Canary) stepsLookValid() bool {
 }
 
 func (c *Canary) validate() field.ErrorList {
-	if c.stepsLookValid() && c.MaxSurgePercent >= 0 && c.MaxSurgePercent <= 100 &&
-		optionsLookValid(&c.Options, c.MaxSurgePercent) {
-		return nil
+	if c.lookValid() {
+		return nil // the common case, without allocating
 	}
+	return c.validateAll()
+}
+
+// lookValid is the allocation-free fast path of validateAll: true only if
+// validateAll finds nothing, and for every such Canary without
+// SessionAffinity, header route or mirror steps (fastpath_property_test.go
+// holds both).
+func (c *Canary) lookValid() bool {
+	return c.stepsLookValid() && c.MaxSurgePercent >= 0 && c.MaxSurgePercent <= 100 &&
+		optionsLookValid(&c.Options, c.MaxSurgePercent)
+}
+
+// validateAll reports every problem with the options.
+func (c *Canary) validateAll() field.ErrorList {
 	var errs field.ErrorList
 	for i := range c.Steps {
 		st := &c.Steps[i]

@@ -255,9 +255,9 @@ func (e *FieldError) Error() string { return "analysis: " + e.Field + ": " + e.R
 // replica, computes the same verdict (successful evaluations are cached in
 // memory, which changes nothing but the number of queries). Only instants
 // whose window lies inside the rollout count (after State.StartedAt for
-// health, after the gate step's start for a gate, both read from
-// rollout.StateFrom), so the canary side's metrics from before the rollout
-// never weigh in.
+// health, after the gate step's start for a gate, both from the state
+// HealthState and AnalyzeState are given), so the canary side's metrics
+// from before the rollout never weigh in.
 //
 // The verdict of a check from its evaluations is Judge's; several checks
 // combine to the worst (Fail, then Inconclusive, then Pending, then Pass).
@@ -266,17 +266,12 @@ func (e *FieldError) Error() string { return "analysis: " + e.Field + ": " + e.R
 // aside); more in a row is inconclusive. The verdict's message names the
 // newest error whenever the newest evaluations failed.
 //
-// A source that does not answer: all the queries of one judgement (one
-// Health or Analyze call: every check at every instant not cached) share
-// one deadline, Policy.Timeout (5s by default), on the Analysis' Clock. The
-// first query that finds the source unavailable (its error matches
-// ErrUnavailable: unreachable, a transport timeout, a server error without
-// an answer; or the deadline passed) ends the querying: the evaluations not
-// yet measured are query errors, not sent. The outage is remembered until
-// the next evaluation instant: a reconcile before it sends nothing and
-// judges at once. So a Prometheus that accepts connections and never
-// answers costs a reconcile at most one timeout, once per Interval, and an
-// abort or another object on the same worker does not wait behind it.
+// A source that does not answer costs a judgement (one call: every check
+// at every instant not cached) at most Policy.Timeout, and the first query
+// that finds it unavailable (ErrUnavailable) ends the querying until the
+// next evaluation instant (see Policy.Timeout): a Prometheus that never
+// answers costs a reconcile at most one timeout per Interval, and an abort
+// or another object on the same worker does not wait behind it.
 type Analysis struct {
 	// Source runs the queries.
 	Source Source
@@ -402,18 +397,27 @@ func render(text string, v *Vars) (string, error) {
 	return b.String(), nil
 }
 
-// Health judges the Checks: rollout.HealthChecker. Pass is Healthy, Fail
+// Health is HealthState with the state the context carries
+// (rollout.StateFrom): rollout.HealthChecker, the compatibility path for a
+// caller that puts the state in the context (rollout.WithState) rather than
+// calling HealthState. Without one it is an error.
+func (a *Analysis) Health(ctx context.Context) (strategy.Health, string, error) {
+	s, ok := rollout.StateFrom(ctx)
+	if !ok {
+		return strategy.HealthUnknown, "", errors.New("analysis: no rollout state in the context (rollout.WithState)")
+	}
+	return a.HealthState(ctx, s)
+}
+
+// HealthState judges the Checks for the rollout in state s:
+// rollout.StateHealthChecker, which the Runner calls. Pass is Healthy, Fail
 // is Unhealthy (the strategy's UnhealthyThreshold and UnhealthyAction then
 // apply: set the threshold to 1 to act on the analysis' own limits), and
 // anything else is Inconclusive, which holds a canary that has traffic
 // without aborting it: no data, a source that is down, too few requests.
 // An inconclusive health does not hold for ever: the strategy counts the
 // hold toward its progress deadline (see strategy.HealthInconclusive).
-func (a *Analysis) Health(ctx context.Context) (strategy.Health, string, error) {
-	s, ok := rollout.StateFrom(ctx)
-	if !ok {
-		return strategy.HealthUnknown, "", errors.New("analysis: no rollout state in the context (rollout.WithState)")
-	}
+func (a *Analysis) HealthState(ctx context.Context, s strategy.State) (strategy.Health, string, error) {
 	if len(a.Checks) == 0 || s.Phase == strategy.PhaseAborting || s.Phase.Terminal() || s.StartedAt.IsZero() {
 		return strategy.HealthUnknown, "", nil
 	}
@@ -430,16 +434,25 @@ func (a *Analysis) Health(ctx context.Context) (strategy.Health, string, error) 
 	return strategy.HealthInconclusive, msg, nil
 }
 
-// Analyze judges the checks of a gate: rollout.Analyzer. A gate without
-// checks is an error (a typo in a gate's name must not pass it). A verdict
-// other than Pass or Fail stays Pending until Policy.Count evaluations of
-// the gate are in; then no data (or a source down) is Inconclusive, which
-// pauses the gate (strategy.ReasonGateInconclusive).
+// Analyze is AnalyzeState with the state the context carries
+// (rollout.StateFrom): rollout.Analyzer, the compatibility path for a
+// caller that puts the state in the context (rollout.WithState) rather than
+// calling AnalyzeState. Without one it is an error.
 func (a *Analysis) Analyze(ctx context.Context, gate string) (strategy.Verdict, error) {
 	s, ok := rollout.StateFrom(ctx)
 	if !ok {
 		return strategy.VerdictPending, errors.New("analysis: no rollout state in the context (rollout.WithState)")
 	}
+	return a.AnalyzeState(ctx, s, gate)
+}
+
+// AnalyzeState judges the checks of a gate for the rollout in state s:
+// rollout.StateAnalyzer, which the Runner calls. A gate without checks is
+// an error (a typo in a gate's name must not pass it). A verdict other
+// than Pass or Fail stays Pending until Policy.Count evaluations of the
+// gate are in; then no data (or a source down) is Inconclusive, which
+// pauses the gate (strategy.ReasonGateInconclusive).
+func (a *Analysis) AnalyzeState(ctx context.Context, s strategy.State, gate string) (strategy.Verdict, error) {
 	checks, ok := a.Gates[gate]
 	if !ok {
 		return strategy.VerdictPending, fmt.Errorf("analysis: no checks for gate %q", gate)

@@ -199,10 +199,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.addFinalizer(ctx, &rel); err != nil {
 		return ctrl.Result{}, err
 	}
-	runner, means, err := r.runnerFor(&rel)
-	if err != nil {
-		return ctrl.Result{}, r.invalid(ctx, &rel, err)
+	gen := r.runnerFor(&rel)
+	if gen.err != nil {
+		return ctrl.Result{}, r.invalid(ctx, &rel, gen.err)
 	}
+	runner, means := gen.runner, gen.meanings
 	// The rollout moves revision identities (see revisions.go): the spec's
 	// revision as its image template renders it.
 	current := meaning(&rel.Spec)
@@ -219,7 +220,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, a := range applied {
 		r.recordControl(&rel, a)
 	}
-	next, requeue, rerr := runner.ReconcileAt(context.WithValue(ctx, storedKey{}, &stored), state, now)
+	next, requeue, rerr := r.stepRunner(gen, stored).ReconcileAt(ctx, state, now)
 	if rerr != nil {
 		// The Runner's state already carries the error (Degraded,
 		// counted toward the progress deadline) and requeue is the retry.
@@ -342,14 +343,15 @@ func (r *Reconciler) invalid(ctx context.Context, rel *v1alpha1.Release, err err
 	return nil
 }
 
-// runnerFor returns the Runner of the Release's current generation, and
-// what its Deployers' TemplateFunc knows of the revision identities.
-func (r *Reconciler) runnerFor(rel *v1alpha1.Release) (*rollout.Runner, *meanings, error) {
+// runnerFor returns the Runner of the Release's current generation (or
+// why its spec builds none), with what its Deployers' TemplateFunc knows
+// of the revision identities. Nothing of it changes once built.
+func (r *Reconciler) runnerFor(rel *v1alpha1.Release) *cachedRunner {
 	key := client.ObjectKeyFromObject(rel)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c := r.runners[key]; c != nil && c.uid == rel.UID && c.generation == rel.Generation {
-		return c.runner, c.meanings, c.err
+		return c
 	}
 	c := &cachedRunner{uid: rel.UID, generation: rel.Generation, release: rel.DeepCopy(), meanings: &meanings{}}
 	c.runner, c.err = r.newRunner(c.release, c.meanings)
@@ -357,7 +359,16 @@ func (r *Reconciler) runnerFor(rel *v1alpha1.Release) (*rollout.Runner, *meaning
 		r.runners = map[types.NamespacedName]*cachedRunner{}
 	}
 	r.runners[key] = c
-	return c.runner, c.meanings, c.err
+	return c
+}
+
+// stepRunner is the Runner of one reconcile: the generation's, with the
+// Observer of that reconcile, which compares with stored, the state as
+// stored in the status (see observer).
+func (r *Reconciler) stepRunner(gen *cachedRunner, stored strategy.State) *rollout.Runner {
+	step := *gen.runner
+	step.Observer = r.observer(gen.release, stored)
+	return &step
 }
 
 func (r *Reconciler) forget(key types.NamespacedName) {
@@ -395,8 +406,9 @@ func (r *Reconciler) newRunner(rel *v1alpha1.Release, means *meanings) (*rollout
 	if err != nil {
 		return nil, fmt.Errorf("spec.route: %w", err)
 	}
+	// Its Observer is set for each reconcile (stepRunner).
 	runner := &rollout.Runner{Strategy: strat, Router: router, Clock: r.Clock, Watched: true,
-		Observer: r.observer(rel), Owner: ownerOf(rel), OwnerGone: r.releaseGone} // finalizer.go
+		Owner: ownerOf(rel), OwnerGone: r.releaseGone} // finalizer.go
 	fixed := strat.Shared().Capacity == strategy.CapacityFixed
 	a, b, err := r.sides(rel, fixed, means)
 	if err != nil {
@@ -517,20 +529,15 @@ func (r *Reconciler) recordControl(rel *v1alpha1.Release, a strategy.Applied) {
 	r.Recorder.Eventf(rel, nil, typ, "Control"+a.Command, "Control", "%s", note)
 }
 
-// storedKey is the context key of the state as stored in the status,
-// for the Observer.
-type storedKey struct{}
-
 // observer records a Kubernetes Event for every phase change, abort and
-// error (and hop, with HopEvents), and the metrics of every reconcile.
-func (r *Reconciler) observer(rel *v1alpha1.Release) rollout.Observer {
+// error (and hop, with HopEvents), and the metrics of every reconcile of
+// rel whose state was stored as stored in the status: each Event compares
+// with it rather than with the state the Runner was given, which has the
+// spec's commands applied, since an abort or a pause is a change of this
+// reconcile too.
+func (r *Reconciler) observer(rel *v1alpha1.Release, stored strategy.State) rollout.Observer {
 	return rollout.ObserverFunc(func(ctx context.Context, e rollout.Event) {
-		if stored, ok := ctx.Value(storedKey{}).(*strategy.State); ok {
-			// Compare with the state as stored, before the spec's
-			// commands: an abort or a pause is a change of this
-			// reconcile too.
-			e.Before = *stored
-		}
+		e.Before = stored
 		r.Metrics.reconciled(rel.Namespace, rel.Name, e)
 		for _, h := range e.Applied {
 			if !r.HopEvents {

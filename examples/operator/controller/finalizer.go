@@ -57,8 +57,8 @@ func (r *Reconciler) finalize(ctx context.Context, rel *v1alpha1.Release) error 
 	if !controllerutil.ContainsFinalizer(rel, Finalizer) {
 		return nil
 	}
-	if runner, _, err := r.runnerFor(rel); err == nil {
-		if err := runner.Release(ctx); err != nil {
+	if gen := r.runnerFor(rel); gen.err == nil {
+		if err := gen.runner.Release(ctx); err != nil {
 			return err
 		}
 	}
