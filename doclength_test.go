@@ -7,7 +7,6 @@ import (
 	"go/token"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
@@ -18,15 +17,6 @@ import (
 // measured figures and long how-it-works explanations belong in
 // docs/design/, which a comment may point to in one line.
 const maxDocLines = 30
-
-// docLengthPending names doc comments, as "file identifier", still over
-// maxDocLines in files whose owners shorten them under issue 36. The test
-// lets them be and fails once one is short, so that the list only shrinks.
-var docLengthPending = []string{
-	"rollout/adapters.go HopStore",
-	"rollout/analysis/analysis.go package",
-	"rollout/analysis/analysis.go Analysis",
-}
 
 // TestDocLength holds every doc comment of every module's non-test Go files
 // (package, declaration, type and value spec, struct field and interface
@@ -109,14 +99,7 @@ func TestDocLength(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, key := range order {
-		if !slices.Contains(docLengthPending, key) {
-			t.Error(long[key])
-		}
-	}
-	for _, key := range docLengthPending {
-		if _, ok := long[key]; !ok {
-			t.Errorf("%s: no longer over %d lines (or gone): remove it from docLengthPending", key, maxDocLines)
-		}
+		t.Error(long[key])
 	}
 }
 

@@ -258,62 +258,29 @@ type ControlStore interface {
 	LoadControl(ctx context.Context) (strategy.Control, error)
 }
 
-// HopStore is a Store that keeps the state on the object the Router
-// moves, and so can write a route hop and the state that records it in one
-// update: the weights (or the routes, with their extras) and the state land
-// together or not at all, so a crash, a lost connection or a conflict can
-// never leave weights on the route without the state that asked for them,
-// and each weight hop costs one write instead of two. The gateway
-// package's Router.AnnotationStore returns one (the state in an annotation
-// of the route the weights are in); fake.Router.Store another.
+// HopStore is a Store that keeps the state on the object the Router moves,
+// so that a weight hop and the state that records it land in one update,
+// or not at all: no crash, lost connection or conflict leaves weights on
+// the route without the state that asked for them, and a weight hop costs
+// one write instead of two. gateway's Router.AnnotationStore returns one,
+// fake.Router.Store another; a Store of your own whose routes live in the
+// same object implements it the same way.
 //
 // Run uses it for every weight hop when Moves reports that the store writes
-// through the Runner's Router: after the capacity increases, SaveWeights
-// (or SaveRoutes, when the state has extras, as the Router would be asked
-// with SetWeights or RouteShaper.SetRoutes) writes the route with the
-// decision's state; the capacity decreases and the deploy follow, and a
-// reconcile whose only change was that hop writes nothing more. Hops that
-// move no weight (capacity, deploy) and commands are saved with Save, once,
-// as with any Store. ReconcileAt, which saves nothing, never uses it.
-//
-// The contract of each write is the Router's (the same checks, refusals,
-// claims and errors, the same "nothing written when nothing changes") plus
-// the state's: a write refused for any reason writes neither, and a route
-// that already holds the weights still gets the state. A Store of your own
-// whose routes live in the same object (a custom resource whose spec holds
-// the weights and whose status the state) implements it the same way.
+// through the Runner's Router (SaveWeights, or SaveRoutes when the state
+// has extras); other hops and commands are saved with Save. ReconcileAt
+// never uses it. Each write has the Router's contract (checks, refusals,
+// claims, nothing written when nothing changes) plus the state's: a write
+// refused for any reason writes neither.
 //
 // A write refused because of the state itself (the object would exceed
-// what its API accepts with it: the annotations of a route past the API
-// server's 256 KiB, say, after another tool filled them) returns an error
-// matching ErrStateRefused (a *StateRefusedError naming the object and the
-// field), from Save, SaveWeights and SaveRoutes alike, and only for such a
-// reason: the same write without the state is then expected to go
-// through. Run relies on that to keep a walk back from waiting on its
-// bookkeeping:
-//
-//   - a hop that moves traffic toward the stable side (lower canary weight
-//     than the route holds, extras dropped, an abort or a rollback) whose
-//     write is refused so is written again with a reduced form of its
-//     state (without the volatile fields of strategy.Changed, then also
-//     without the conditions, which every Step sets again), and if that is
-//     refused too, as the weights alone through the Router: the traffic
-//     goes back whatever the store can keep. The state then stays in
-//     memory, Run keeps walking back on what it observes, saves it with
-//     Save as soon as it fits, and reports it Degraded with reason
-//     ReasonStateRefused meanwhile;
-//   - a hop that moves traffic toward the canary is never written without
-//     its whole state: it fails with the refusal, nothing is written, and
-//     the rollout reports it (Degraded, ObservationFailed) until the state
-//     fits again or its progress deadline passes.
-//
-// A restarted process finds on the route the state of the walk back in
-// its reduced form, and goes on walking back. Only a state that no form
-// fits leaves the route with weights below what its stored state records:
-// that needs the reduced state to be larger than the previous full one
-// (with its conditions and observation) plus the room left, and Run
-// reports it Degraded and retries the save at every reconcile until it
-// fits.
+// what its API accepts) returns an error matching ErrStateRefused (a
+// *StateRefusedError naming the object and the field), and only then. Run
+// then writes a hop back toward the stable side with a reduced state, or
+// the weights alone, so that a walk back never waits on its bookkeeping
+// (Degraded, ReasonStateRefused, until the state fits); a hop toward the
+// canary is never written without its whole state. docs/design/rollout.md
+// has the whole sequence.
 type HopStore interface {
 	Store
 	// SaveWeights writes w, as the Router's SetWeights would, and s, in one

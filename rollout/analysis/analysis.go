@@ -1,19 +1,16 @@
 // Package analysis judges a canary from metrics: success rate, latency, or
 // any query, evaluated once per interval over a window, with explicit
 // limits (failures, consecutive successes, consecutive query errors, a
-// minimum request count). An [Analysis] is a rollout.HealthChecker
-// ([Analysis.Health]), checked at every reconcile while traffic moves, and a
-// rollout.Analyzer ([Analysis.Analyze]), answering gate steps.
+// minimum request count). An [Analysis] is a rollout.HealthChecker and a
+// rollout.Analyzer (gate steps), and takes the rollout's state as an
+// argument through rollout.StateHealthChecker and rollout.StateAnalyzer.
 //
 // Where the numbers come from is a [Source]: the Prometheus one lives in the
 // module github.com/upshift-dev/upshift/rollout/analysis/prometheus (so that
 // importing this package adds no dependency), and fake.Metrics measures the
-// fakes' own traffic.
-//
-// Build an Analysis from checks ([SuccessRate], [LatencyQuantile], or a
-// [Check] with its own query, whose templates see [Vars]) and a [Policy], or
-// from a [Spec]; give it to the Runner as Health and Analyzer. See the
-// package example and that of [Spec.Build].
+// fakes' own traffic. Build an Analysis from checks ([SuccessRate],
+// [LatencyQuantile], or a [Check] with its own query, whose templates see
+// [Vars]) and a [Policy], or from a [Spec] embedded in a CRD spec.
 //
 // Rules:
 //   - evaluations are aligned to Policy.Interval and read again from the
@@ -24,14 +21,7 @@
 //   - a source that does not answer costs a reconcile at most one
 //     Policy.Timeout per interval.
 //
-// # In a CRD
-//
-// [Spec] declares an Analysis the way an operator's users write it, embedded
-// in a CRD spec like upshift's strategies (see strategy.Options): JSON tags,
-// kubebuilder markers, durations as metav1.Duration strings ("1m30s") and
-// thresholds as [Decimal] strings ("0.99"). [Spec.Validate] names the field
-// of every problem, the markers' included; [Spec.Build] returns the
-// Analysis over a Source.
+// docs/design/rollout.md has [Spec]'s rules in a CRD.
 package analysis
 
 import (
