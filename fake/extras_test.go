@@ -236,14 +236,14 @@ func TestInterceptRouteShaper(t *testing.T) {
 	r := fake.NewRouter(nil)
 	calls := 0
 	ir := fake.InterceptRouter(r, fake.RouterFuncs{
-		SetRoutes: func(ctx context.Context, next rollout.RouteShaper, rt rollout.Routes) error {
+		SetRoutes: func(ctx context.Context, next rollout.ExtrasRouter, rt rollout.Routes) error {
 			calls++
 			return next.SetRoutes(ctx, rt)
 		},
 	})
-	rs, ok := ir.(rollout.RouteShaper)
+	rs, ok := ir.(rollout.ExtrasRouter)
 	if !ok {
-		t.Fatal("an intercepted Router is not a RouteShaper")
+		t.Fatal("an intercepted Router is not an ExtrasRouter")
 	}
 	if err := rs.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 90, B: 10}, Canary: strategy.SideB, Extras: strategy.TrafficExtras{MirrorPercent: 5}}); err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestInterceptRouteShaper(t *testing.T) {
 			st.Weights = halve(st.Weights)
 			return st, err
 		},
-	}).(rollout.RouteShaper)
+	}).(rollout.ExtrasRouter)
 	x := strategy.TrafficExtras{Sticky: sticky}
 	if err := wi.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 80, B: 20}, Canary: strategy.SideB, Extras: x}); err != nil {
 		t.Fatal(err)
@@ -276,11 +276,11 @@ func TestInterceptRouteShaper(t *testing.T) {
 		t.Errorf("read through a weights interceptor: %+v, %v", st, err)
 	}
 	plain := fake.InterceptRouter(fake.InterceptRouter(r, fake.RouterFuncs{}), fake.RouterFuncs{})
-	if _, ok := plain.(rollout.RouteShaper); !ok {
-		t.Error("a wrapped wrapper lost RouteShaper")
+	if _, ok := plain.(rollout.ExtrasRouter); !ok {
+		t.Error("a wrapped wrapper lost ExtrasRouter")
 	}
-	if _, ok := fake.InterceptRouter(weightsOnly{r}, fake.RouterFuncs{}).(rollout.RouteShaper); ok {
-		t.Error("a router without SetRoutes became a RouteShaper")
+	if _, ok := fake.InterceptRouter(weightsOnly{r}, fake.RouterFuncs{}).(rollout.ExtrasRouter); ok {
+		t.Error("a router without SetRoutes became an ExtrasRouter")
 	}
 }
 

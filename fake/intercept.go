@@ -11,7 +11,7 @@ import (
 // func passes the call through, so the zero value intercepts nothing. The
 // wrapper is as safe for concurrent use as the wrapped router and the funcs.
 //
-// SetRoutes and Routes intercept a rollout.RouteShaper's calls; they are
+// SetRoutes and Routes intercept a rollout.ExtrasRouter's calls; they are
 // used only when the wrapped router is one. Without them, SetWeights and
 // Weights see the weights of those calls too: a SetRoutes call goes
 // through SetWeights (its next writes the weights it is given with the
@@ -22,51 +22,51 @@ import (
 type RouterFuncs struct {
 	SetWeights func(ctx context.Context, next rollout.TrafficRouter, w rollout.Weights) error
 	Weights    func(ctx context.Context, next rollout.TrafficRouter) (rollout.RouteStatus, error)
-	SetRoutes  func(ctx context.Context, next rollout.RouteShaper, r rollout.Routes) error
-	Routes     func(ctx context.Context, next rollout.RouteShaper) (rollout.RoutesStatus, error)
+	SetRoutes  func(ctx context.Context, next rollout.ExtrasRouter, r rollout.Routes) error
+	Routes     func(ctx context.Context, next rollout.ExtrasRouter) (rollout.RoutesStatus, error)
 }
 
-// InterceptRouter wraps next with funcs. When next is a rollout.RouteShaper
+// InterceptRouter wraps next with funcs. When next is a rollout.ExtrasRouter
 // (as a Router is) the wrapper is one too.
 func InterceptRouter(next rollout.TrafficRouter, funcs RouterFuncs) rollout.TrafficRouter {
-	if rs, ok := next.(rollout.RouteShaper); ok {
-		return &interceptedShaper{interceptedRouter{next: next, f: funcs}, rs}
+	if rs, ok := next.(rollout.ExtrasRouter); ok {
+		return &interceptedExtrasRouter{interceptedRouter{next: next, f: funcs}, rs}
 	}
 	return &interceptedRouter{next: next, f: funcs}
 }
 
-type interceptedShaper struct {
+type interceptedExtrasRouter struct {
 	interceptedRouter
-	shaper rollout.RouteShaper
+	extras rollout.ExtrasRouter
 }
 
-func (r *interceptedShaper) SetRoutes(ctx context.Context, rt rollout.Routes) error {
+func (r *interceptedExtrasRouter) SetRoutes(ctx context.Context, rt rollout.Routes) error {
 	switch {
 	case r.f.SetRoutes != nil:
-		return r.f.SetRoutes(ctx, r.shaper, rt)
+		return r.f.SetRoutes(ctx, r.extras, rt)
 	case r.f.SetWeights != nil:
-		return r.f.SetWeights(ctx, &routesVia{RouteShaper: r.shaper, write: rt}, rt.Weights)
+		return r.f.SetWeights(ctx, &routesVia{ExtrasRouter: r.extras, write: rt}, rt.Weights)
 	}
-	return r.shaper.SetRoutes(ctx, rt)
+	return r.extras.SetRoutes(ctx, rt)
 }
 
-func (r *interceptedShaper) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
+func (r *interceptedExtrasRouter) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
 	switch {
 	case r.f.Routes != nil:
-		return r.f.Routes(ctx, r.shaper)
+		return r.f.Routes(ctx, r.extras)
 	case r.f.Weights != nil:
-		via := &routesVia{RouteShaper: r.shaper}
+		via := &routesVia{ExtrasRouter: r.extras}
 		st, err := r.f.Weights(ctx, via)
 		return rollout.RoutesStatus{RouteStatus: st, Canary: via.read.Canary, Extras: via.read.Extras}, err
 	}
-	return r.shaper.Routes(ctx)
+	return r.extras.Routes(ctx)
 }
 
 // routesVia is the next router a weights interceptor gets for a SetRoutes
 // or Routes call: SetWeights writes the weights with the call's extras,
 // Weights reads Routes and keeps what it read.
 type routesVia struct {
-	rollout.RouteShaper
+	rollout.ExtrasRouter
 	write rollout.Routes
 	read  rollout.RoutesStatus
 }
@@ -74,11 +74,11 @@ type routesVia struct {
 func (v *routesVia) SetWeights(ctx context.Context, w rollout.Weights) error {
 	rt := v.write
 	rt.Weights = w
-	return v.RouteShaper.SetRoutes(ctx, rt)
+	return v.ExtrasRouter.SetRoutes(ctx, rt)
 }
 
 func (v *routesVia) Weights(ctx context.Context) (rollout.RouteStatus, error) {
-	st, err := v.RouteShaper.Routes(ctx)
+	st, err := v.ExtrasRouter.Routes(ctx)
 	v.read = st
 	return st.RouteStatus, err
 }

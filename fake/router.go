@@ -69,7 +69,7 @@ func (h *history) add(clock *Clock, op, arg string, err error) {
 
 func (h *history) count(op string) int { return h.ok[op] }
 
-// Router is an in-memory rollout.TrafficRouter and rollout.RouteShaper: a
+// Router is an in-memory rollout.TrafficRouter and rollout.ExtrasRouter: a
 // route whose spec holds the weights and the extras (a header route, a
 // mirror, sticky sessions) last set, and whose data plane accepts them after
 // a Lag. Applied and AppliedRoutes report what the data plane routes by,
@@ -110,7 +110,7 @@ type Router struct {
 
 var (
 	_ rollout.TrafficRouter = (*Router)(nil)
-	_ rollout.RouteShaper   = (*Router)(nil)
+	_ rollout.ExtrasRouter  = (*Router)(nil)
 	_ rollout.Notifier      = (*Router)(nil)
 )
 

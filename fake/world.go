@@ -242,7 +242,7 @@ func NewWorld(opts WorldOptions) (*World, error) {
 					}
 					return next.SetWeights(ctx, wt)
 				},
-				SetRoutes: func(ctx context.Context, next rollout.RouteShaper, rt rollout.Routes) error {
+				SetRoutes: func(ctx context.Context, next rollout.ExtrasRouter, rt rollout.Routes) error {
 					if err := fails.next("route weights and extras"); err != nil {
 						return err
 					}

@@ -1,5 +1,5 @@
 // Package gateway moves traffic with Gateway API routes: [Router] is a
-// rollout.TrafficRouter and rollout.RouteShaper over one or more HTTPRoutes
+// rollout.TrafficRouter and rollout.ExtrasRouter over one or more HTTPRoutes
 // and GRPCRoutes that an operator already owns, [AnnotationStore] keeps a
 // rollout's state (and its strategy.Control, [ControlAnnotation]) on a
 // route, and the builders ([BuildGateway], [BuildHTTPRoute],

@@ -49,7 +49,7 @@ const (
 	FeatureRequestPercentageMirror = "HTTPRouteRequestPercentageMirror"
 )
 
-var _ rollout.RouteShaper = (*Router)(nil)
+var _ rollout.ExtrasRouter = (*Router)(nil)
 
 // SetRoutes writes the weights and the traffic extras (a header route, a
 // mirror, sticky sessions) into every managed route, each route in one

@@ -124,7 +124,7 @@ func (c *Config) Validate() error {
 // and StateAnnotation. A rule that holds both backends must split its
 // traffic between them alone, or SetWeights and Weights refuse it.
 //
-// The Router is also a rollout.RouteShaper (SetRoutes, Routes). It moves
+// The Router is also a rollout.ExtrasRouter (SetRoutes, Routes). It moves
 // traffic only: in the fixed capacity mode give rollout.Runner a
 // rollout.Deployer per backend (RevisionA, RevisionB), such as
 // serve/replicas', and the canary side is redeployed at weight 0.

@@ -131,11 +131,11 @@ func TestRunnerValidateNeedsARouteShaper(t *testing.T) {
 	weightsOnly := struct{ rollout.TrafficRouter }{fake.NewRouter(clock)}
 	r := &rollout.Runner{Strategy: extrasCanary, Router: weightsOnly, A: fake.NewCapacity(clock, fake.CapacityOptions{}),
 		B: fake.NewCapacity(clock, fake.CapacityOptions{})}
-	if err := r.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "RouteShaper") {
+	if err := r.Validate(); !errors.Is(err, rollout.ErrInvalid) || !strings.Contains(err.Error(), "ExtrasRouter") {
 		t.Fatalf("Validate: %v", err)
 	}
 	r.Router = fake.NewRouter(clock)
 	if err := r.Validate(); err != nil {
-		t.Fatalf("Validate with a RouteShaper: %v", err)
+		t.Fatalf("Validate with an ExtrasRouter: %v", err)
 	}
 }

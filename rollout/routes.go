@@ -7,13 +7,13 @@ import (
 	"github.com/upshift-dev/upshift/strategy"
 )
 
-// ErrUnsupported is matched by the error of a RouteShaper asked for an extra
+// ErrUnsupported is matched by the error of an ExtrasRouter asked for an extra
 // its data plane does not offer (a mirror on a gateway without request
 // mirroring, sticky sessions on a route kind that cannot set a cookie). The
 // error names the feature and is marked Permanent: nothing is written.
 var ErrUnsupported = errors.New("rollout: unsupported")
 
-// Routes is what a RouteShaper programs in one update: the weights, and the
+// Routes is what an ExtrasRouter programs in one update: the weights, and the
 // extras (a header route, a mirror, sticky sessions) pointed at the canary's
 // physical side. With sticky sessions the canary's weight is also the
 // sessions' threshold: a ticket at most Weights.Of(Canary) goes to the
@@ -27,7 +27,7 @@ type Routes struct {
 	Extras strategy.TrafficExtras
 }
 
-// RoutesStatus is what a RouteShaper reports: the route's weights and
+// RoutesStatus is what an ExtrasRouter reports: the route's weights and
 // acceptance, and the extras programmed.
 type RoutesStatus struct {
 	RouteStatus
@@ -40,15 +40,20 @@ type RoutesStatus struct {
 	Extras strategy.TrafficExtras
 }
 
-// RouteShaper is a TrafficRouter that also programs the extras of a canary:
+// ExtrasRouter is a TrafficRouter that also programs the extras of a canary:
 // header routes, mirrored requests and sticky sessions. The Runner uses it
 // instead of SetWeights whenever the state holds extras or the router
 // reports some, so weights and extras always travel in one update.
 // Implementations are idempotent and safe for concurrent use; SetRoutes
 // returns an error matching ErrUnsupported (Permanent) for an extra the data
 // plane does not offer, before writing anything.
-type RouteShaper interface {
+type ExtrasRouter interface {
 	TrafficRouter
 	SetRoutes(ctx context.Context, r Routes) error
 	Routes(ctx context.Context) (RoutesStatus, error)
 }
+
+// RouteShaper is ExtrasRouter under its former name.
+//
+// Deprecated: use ExtrasRouter.
+type RouteShaper = ExtrasRouter

@@ -159,8 +159,8 @@ func (r *Runner) Validate() error {
 			errs = append(errs, fmt.Errorf("%w runner: A and B capacity setters are required in the replicas capacity mode", ErrInvalid))
 		}
 	}
-	if _, ok := r.Router.(RouteShaper); r.Router != nil && !ok && strategy.UsesExtras(r.Strategy) {
-		errs = append(errs, fmt.Errorf("%w runner: the strategy asks for header routes, mirrors or sticky sessions; Router must be a RouteShaper", ErrInvalid))
+	if _, ok := r.Router.(ExtrasRouter); r.Router != nil && !ok && strategy.UsesExtras(r.Strategy) {
+		errs = append(errs, fmt.Errorf("%w runner: the strategy asks for header routes, mirrors or sticky sessions; Router must be an ExtrasRouter", ErrInvalid))
 	}
 	if err := r.Owner.Validate(); err != nil {
 		errs = append(errs, err)
@@ -492,9 +492,9 @@ func (r *Runner) observe(ctx context.Context, s *strategy.State, now time.Time) 
 	if r.Router != nil {
 		var rs RouteStatus
 		var err error
-		if shaper, ok := r.Router.(RouteShaper); ok {
+		if xr, ok := r.Router.(ExtrasRouter); ok {
 			var st RoutesStatus
-			st, err = shaper.Routes(ctx)
+			st, err = xr.Routes(ctx)
 			rs = st.RouteStatus
 			if err == nil && (st.Canary == canarySide || st.Extras.IsZero()) {
 				// Extras pointed at the stable side are not the canary's:
@@ -656,7 +656,7 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 			w = Weights{A: v, B: 100 - v}
 		}
 		hop := Hop{Kind: HopWeight, Role: "canary", Side: stableSide.Other(), Value: v, Weights: w}
-		shaper, shapes := r.Router.(RouteShaper)
+		xr, isXR := r.Router.(ExtrasRouter)
 		extras := d.Extras || !d.State.DesiredExtras.IsZero() || !d.State.Observed.Extras.IsZero()
 		if extras {
 			hop.Kind, hop.Extras = HopRoutes, *d.State.DesiredExtras.DeepCopy()
@@ -670,13 +670,13 @@ func (r *Runner) apply(ctx context.Context, log logr.Logger, before *strategy.St
 		case r.Router == nil:
 			return applied, &AdapterError{Adapter: "router", Op: op, Hop: hop.String(),
 				Err: Permanent(fmt.Errorf("%w runner: no router", ErrInvalid))}
-		case extras && !shapes:
+		case extras && !isXR:
 			return applied, &AdapterError{Adapter: "router", Op: "set routes", Hop: hop.String(),
-				Err: Permanent(fmt.Errorf("%w runner: the router programs no extras (not a RouteShaper)", ErrUnsupported))}
+				Err: Permanent(fmt.Errorf("%w runner: the router programs no extras (not an ExtrasRouter)", ErrUnsupported))}
 		case extras:
 			rs := Routes{Weights: w, Canary: stableSide.Other(), Extras: hop.Extras}
 			op = "set routes"
-			alone = func() error { return shaper.SetRoutes(ctx, rs) }
+			alone = func() error { return xr.SetRoutes(ctx, rs) }
 			if hw != nil {
 				write = func(st strategy.State) error { return hw.store.SaveRoutes(ctx, rs, st) }
 			}

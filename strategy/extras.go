@@ -249,7 +249,7 @@ func (x TrafficExtras) String() string {
 
 // UsesExtras reports whether s asks a router for extras: a header route or
 // mirror step, or session affinity. A router that programs them
-// (rollout.RouteShaper) is then required.
+// (rollout.ExtrasRouter) is then required.
 func UsesExtras(s Strategy) bool {
 	if s == nil {
 		return false

@@ -193,7 +193,7 @@ type Options struct {
 	InitialPollInterval metav1.Duration `json:"initialPollInterval,omitzero"`
 	// Keeps each client session on one side while the weight moves (see
 	// SessionAffinity). Needs a router that programs extras
-	// (rollout.RouteShaper); not in the Replicas capacity mode.
+	// (rollout.ExtrasRouter); not in the Replicas capacity mode.
 	// +optional
 	SessionAffinity *SessionAffinity `json:"sessionAffinity,omitempty"`
 }

@@ -118,7 +118,7 @@ func TestRunnerHeaderRouteThroughTraefik(t *testing.T) {
 	w := newWorld(t)
 	rewriteApp(t, w)
 	const settle, users, withHeader = 2 * time.Second, 600, 200
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
+	log := &shaperLog{ExtrasRouter: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
 	pop := headerUsers(t, w.proxy.url, users, withHeader)
 	tr := &traffic{pop: pop}
 	loadCtx, stop := context.WithCancel(context.Background())
@@ -164,7 +164,7 @@ func TestRunnerMirrorThroughTraefik(t *testing.T) {
 	f := &faults{}
 	w := newWorldWith(t, startBackend(t, nameStable), startFaultyBackend(t, nameCanary, f))
 	const settle = 2 * time.Second
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorTraefikService)}
+	log := &shaperLog{ExtrasRouter: w.shaper(t, settle, gateway.MirrorTraefikService)}
 	pop := newPopulation(t, 997, 16)
 	var stableN, canaryN atomic.Int64
 	var mu sync.Mutex
@@ -237,7 +237,7 @@ func TestRunnerMirrorThroughTraefik(t *testing.T) {
 func TestRunnerStickyThroughTraefik(t *testing.T) {
 	w := newWorld(t)
 	const settle, users = 2 * time.Second, 2000
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
+	log := &shaperLog{ExtrasRouter: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
 	pop := newPopulation(t, users, 16)
 	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, users), forward: true}
 	tr := &traffic{pop: pop, seen: check.seen}

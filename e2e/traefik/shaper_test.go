@@ -37,16 +37,16 @@ type routesWrite struct {
 	routes      rollout.Routes
 }
 
-// shaperLog wraps a RouteShaper (the Runner's router) and logs every update
+// shaperLog wraps an ExtrasRouter (the Runner's router) and logs every update
 // and when it was first reported applied.
 type shaperLog struct {
-	rollout.RouteShaper
+	rollout.ExtrasRouter
 	mu     sync.Mutex
 	writes []routesWrite
 }
 
 func (l *shaperLog) SetRoutes(ctx context.Context, rs rollout.Routes) error {
-	return l.record(rs, func() error { return l.RouteShaper.SetRoutes(ctx, rs) })
+	return l.record(rs, func() error { return l.ExtrasRouter.SetRoutes(ctx, rs) })
 }
 
 func (l *shaperLog) SetWeights(ctx context.Context, w rollout.Weights) error {
@@ -56,7 +56,7 @@ func (l *shaperLog) SetWeights(ctx context.Context, w rollout.Weights) error {
 		rs.Canary, rs.Extras = l.writes[n-1].routes.Canary, l.writes[n-1].routes.Extras
 	}
 	l.mu.Unlock()
-	return l.record(rs, func() error { return l.RouteShaper.SetWeights(ctx, w) })
+	return l.record(rs, func() error { return l.ExtrasRouter.SetWeights(ctx, w) })
 }
 
 func (l *shaperLog) record(rs rollout.Routes, write func() error) error {
@@ -73,7 +73,7 @@ func (l *shaperLog) record(rs rollout.Routes, write func() error) error {
 }
 
 func (l *shaperLog) Routes(ctx context.Context) (rollout.RoutesStatus, error) {
-	st, err := l.RouteShaper.Routes(ctx)
+	st, err := l.ExtrasRouter.Routes(ctx)
 	if err == nil && st.Accepted {
 		l.mu.Lock()
 		if n := len(l.writes); n > 0 && l.writes[n-1].applied.IsZero() {

@@ -586,7 +586,7 @@ func TestSharedRouteThroughTraefik(t *testing.T) {
 	shopWant := func(u *user) (string, string) { return shop[u.id].kind, shop[u.id].want }
 
 	const settle = 2 * time.Second
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorTraefikService)}
+	log := &shaperLog{ExtrasRouter: w.shaper(t, settle, gateway.MirrorTraefikService)}
 	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, sticky), forward: true}
 	retickets := &reticket{held: map[int]string{}}
 	foreign := &foreignCheck{checked: map[string]int{}, wrong: map[string]int{}}

@@ -25,7 +25,7 @@ import (
 func TestStickyStateWipedThroughTraefik(t *testing.T) {
 	w := newWorld(t)
 	const settle, users = 2 * time.Second, 1000
-	log := &shaperLog{RouteShaper: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
+	log := &shaperLog{ExtrasRouter: w.shaper(t, settle, gateway.MirrorGatewayAPI)}
 	pop := newPopulation(t, users, 16)
 	check := &stickyCheck{base: w.proxy.url, everCanary: make([]bool, users), forward: true}
 	tr := &traffic{pop: pop, seen: check.seen}

@@ -250,7 +250,7 @@ func passThrough(after func(n int, r *fake.Router)) func(rollout.TrafficRouter, 
 	return func(next rollout.TrafficRouter, _ strategy.Side) rollout.TrafficRouter {
 		n := 0
 		return fake.InterceptRouter(next, fake.RouterFuncs{
-			SetRoutes: func(ctx context.Context, rs rollout.RouteShaper, r rollout.Routes) error {
+			SetRoutes: func(ctx context.Context, rs rollout.ExtrasRouter, r rollout.Routes) error {
 				err := rs.SetRoutes(ctx, r)
 				if err == nil {
 					n++
@@ -269,14 +269,14 @@ func programmedAs(change func(rollout.Routes) rollout.Routes) func(rollout.Traff
 	return func(next rollout.TrafficRouter, _ strategy.Side) rollout.TrafficRouter {
 		var asked rollout.Routes
 		return fake.InterceptRouter(next, fake.RouterFuncs{
-			SetRoutes: func(ctx context.Context, rs rollout.RouteShaper, r rollout.Routes) error {
+			SetRoutes: func(ctx context.Context, rs rollout.ExtrasRouter, r rollout.Routes) error {
 				err := rs.SetRoutes(ctx, change(r))
 				if err == nil {
 					asked = r
 				}
 				return err
 			},
-			Routes: func(ctx context.Context, rs rollout.RouteShaper) (rollout.RoutesStatus, error) {
+			Routes: func(ctx context.Context, rs rollout.ExtrasRouter) (rollout.RoutesStatus, error) {
 				st, err := rs.Routes(ctx)
 				if err == nil && !asked.Extras.IsZero() && st.Extras.Equal(change(asked).Extras) {
 					st.Canary, st.Extras = asked.Canary, asked.Extras

@@ -338,7 +338,7 @@ func (sim *simulation) runner(strat strategy.Strategy, hops *[]rollout.Hop) *rol
 				}
 				return next.SetWeights(ctx, w)
 			},
-			SetRoutes: func(ctx context.Context, next rollout.RouteShaper, r rollout.Routes) error {
+			SetRoutes: func(ctx context.Context, next rollout.ExtrasRouter, r rollout.Routes) error {
 				writes++
 				if writes%3 == 0 {
 					sim.faults.conflicts++
