@@ -18,6 +18,9 @@
 # Modules and those two scripts run two at a time (UPSHIFT_TEST_JOBS), each
 # printed whole when it is done.
 # Extra arguments go to every go test run, e.g. ./test.sh -run Router -count=1 -v
+# Each test binary may run for UPSHIFT_TEST_TIMEOUT (default 30m; go test's
+# own default of 10m is too short for e2e/traefik on a loaded 2-core
+# machine); a -timeout among the extra arguments wins.
 set -euo pipefail
 cd "$(dirname "$0")"
 bash hack/test-binaries.sh
@@ -30,6 +33,7 @@ fi
 mapfile -t modules < <(GOWORK="$PWD/go.work" go list -m -f '{{.Dir}}')
 (( ${#modules[@]} > 1 )) || { echo "no modules from go.work" >&2; exit 1; }
 status=0
+test_timeout=${UPSHIFT_TEST_TIMEOUT:-30m}
 (cd hack/traefik/go-http-auth && GOWORK=off go test -race ./... "$@") || status=$?
 
 # test_module runs one module's tests. Its output goes to a log that is
@@ -50,11 +54,11 @@ test_module() {
     # property tests five times slower, so it runs without -race.
     local pkgs
     mapfile -t pkgs < <(GOWORK=off go list ./... | grep -vx 'github.com/upshift-dev/upshift/strategy')
-    GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race "${pkgs[@]}" "$@" || rc=$?
-    GOWORK=off go test ./strategy "$@" || rc=$?
+    GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race -timeout "$test_timeout" "${pkgs[@]}" "$@" || rc=$?
+    GOWORK=off go test -timeout "$test_timeout" ./strategy "$@" || rc=$?
     return "$rc"
   fi
-  (cd "$dir" && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race ./... "$@") || rc=$?
+  (cd "$dir" && GOWORK=off UPSHIFT_REQUIRE_KUBE=1 go test -race -timeout "$test_timeout" ./... "$@") || rc=$?
   return "$rc"
 }
 

@@ -81,7 +81,7 @@ output() {
         sed -e 's/.*"Output":"//' -e 's/"}$//' -e 's/\\n$//' -e 's/\\t/\t/g' -e 's/\\"/"/g'
     done
 }
-UPSHIFT_REQUIRE_KUBE=1 go test -race -count=1 -json ./... >"$work/test.json" || {
+UPSHIFT_REQUIRE_KUBE=1 go test -race -count=1 -timeout "${UPSHIFT_TEST_TIMEOUT:-30m}" -json ./... >"$work/test.json" || {
   output | head -n 2000 >&2
   fail "the tests of the copy failed"
 }
