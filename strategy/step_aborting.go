@@ -24,9 +24,14 @@ func (r *run) walkBack() {
 		return
 	}
 	gradual := e.opts.AbortRamp == AbortGradual
+	// A canary that lost readiness under its traffic is not walked back
+	// step by step: its share of the requests is failing now. Each hop
+	// goes as far back as the stable side's observed ready capacity
+	// allows, with no interval between hops.
+	dead := r.canaryDead()
 	for {
 		t := int32(0)
-		if gradual && e.canary {
+		if gradual && e.canary && !dead {
 			for j := range e.steps {
 				if w := e.steps[j].SetWeight; w != nil && *w < st.Desired.Weight && *w > t {
 					t = *w
@@ -35,7 +40,7 @@ func (r *run) walkBack() {
 		}
 		var limit int32
 		var interval time.Duration
-		if gradual {
+		if gradual && !dead {
 			limit, interval = e.stepPct, e.interval
 		}
 		if !r.move(t, limit, interval) {
@@ -87,6 +92,17 @@ func (r *run) walkBack() {
 		r.enter(0)
 		r.progress()
 	}
+}
+
+// canaryDead reports, for a walk back, a canary that lost readiness under
+// the traffic the route sends it (pods crashed or failing their readiness
+// checks, not settled): see readiness.
+func (r *run) canaryDead() bool {
+	if r.st.Observed.WeightInvalid {
+		return false
+	}
+	_, canary := r.e.mode.readinessLost(r.facts())
+	return canary
 }
 
 // abort starts the walk back for reason, now (see State.becomeAborting), an
