@@ -12,7 +12,34 @@ const (
 	ConditionPaused      = "Paused"
 	ConditionDegraded    = "Degraded"
 	ConditionAvailable   = "Available"
+	// ConditionSuspended is present once a rollout has been suspended: True
+	// with reason Suspending while it walks back, Suspended once it has;
+	// False with reason Resumed after a Resume (see PhaseSuspended).
+	ConditionSuspended = "Suspended"
 )
+
+// Reasons of a suspension: those of its record (State.Aborted) and of the
+// Suspended condition.
+const (
+	// ReasonSuspended: suspended by the Suspend command; Resume resumes it.
+	ReasonSuspended = "Suspended"
+	// ReasonControlSuspend: suspended by the spec (Control.Suspended);
+	// setting it false again resumes it.
+	ReasonControlSuspend = "ControlSuspend"
+	// ReasonSuspending: a suspended rollout walking back to the stable side.
+	ReasonSuspending = "Suspending"
+	// ReasonResumed: a suspended rollout resumed.
+	ReasonResumed = "Resumed"
+
+	msgSuspending = "suspending: walking traffic and capacity back to the stable side"
+	msgSuspended  = "suspended: all traffic and capacity on the stable side, the canary released"
+	msgResumed    = "resumed after a suspension"
+)
+
+// isSuspension reports whether an abort record's reason is a suspension's.
+func isSuspension(reason string) bool {
+	return reason == ReasonSuspended || reason == ReasonControlSuspend
+}
 
 // Reasons used in conditions, PauseReason and AbortStatus.Reason.
 const (
@@ -98,7 +125,8 @@ func seconds(t time.Time) metav1.Time {
 	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
 }
 
-// conditions brings the four conditions in line with the state.
+// conditions brings the four conditions (and Suspended, once a rollout
+// was suspended) in line with the state.
 func (r *run) conditions() {
 	st := r.st
 	switch st.Phase {
@@ -108,7 +136,13 @@ func (r *run) conditions() {
 		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonAborted, msgDone)
 	case PhaseRolledBack:
 		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonRolledBack, msgDone)
+	case PhaseSuspended:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonSuspended, msgSuspended)
 	case PhaseAborting:
+		if st.suspending() {
+			r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonSuspending, msgSuspending)
+			break
+		}
 		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAborting, msgAborting)
 	case PhaseCompleting:
 		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonCompleting, ReasonCompleting)
@@ -129,7 +163,7 @@ func (r *run) conditions() {
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClockSkew, msgClockSkew)
 	case r.failed && st.Observed.Claimed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClaimed, st.Observed.Error)
-	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget && !isSuspension(st.Aborted.Reason):
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:
 		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, msgDeadline+": ", st.Observed.Error)
@@ -146,6 +180,18 @@ func (r *run) conditions() {
 	default:
 		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
 	}
+	switch {
+	case st.suspending():
+		r.setCond(ConditionSuspended, metav1.ConditionTrue, ReasonSuspending, msgSuspending)
+	case st.Phase == PhaseSuspended:
+		r.setCond(ConditionSuspended, metav1.ConditionTrue, ReasonSuspended, msgSuspended)
+	case !r.hasCond(ConditionSuspended, metav1.ConditionTrue):
+	case st.Phase == PhaseAborted || st.Phase == PhaseRolledBack:
+		// The suspension ended otherwise: an Abort, a rollback.
+		r.setCond(ConditionSuspended, metav1.ConditionFalse, string(st.Phase), msgDone)
+	default:
+		r.setCond(ConditionSuspended, metav1.ConditionFalse, ReasonResumed, msgResumed)
+	}
 	if r.failed {
 		return // the observation is stale: keep Available as it was
 	}
@@ -154,6 +200,16 @@ func (r *run) conditions() {
 	} else {
 		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsReadyCapacity, msgUnavailable)
 	}
+}
+
+// hasCond reports whether the state holds condition typ with status.
+func (r *run) hasCond(typ string, status metav1.ConditionStatus) bool {
+	for i := range r.st.Conditions {
+		if c := &r.st.Conditions[i]; c.Type == typ {
+			return c.Status == status
+		}
+	}
+	return false
 }
 
 // setCond sets a condition, copying the slice before the first change so the

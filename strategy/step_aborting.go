@@ -68,10 +68,24 @@ func (r *run) walkBack() {
 	st.FinishedAt = micro(r.now)
 	st.Pace = Pace{} // a walk back that ends has nothing left to time
 	switch pending := st.PendingRevision; {
+	case st.suspending() && pending != st.StableRevision:
+		st.becomeSuspended()
+		st.Message = msgSuspended
+		if pending != "" {
+			// A Retarget during the suspension: Resume starts the new
+			// revision from its first step.
+			st.CanaryRevision = pending
+			st.PendingRevision = ""
+			st.StepIndex, st.StepsHash = 0, ""
+			st.StartedAt = metav1.MicroTime{}
+			st.ResumeWeight = 0
+		}
 	case pending == "":
+		st.ResumeWeight = 0
 		st.becomeAborted()
 		st.Message = ReasonAborted
 	case pending == st.StableRevision:
+		st.ResumeWeight = 0
 		st.becomeRolledBack()
 		st.CanaryRevision = pending
 		st.PendingRevision = ""
@@ -117,9 +131,10 @@ func (r *run) abort(reason string) {
 }
 
 // markEmergency marks the recorded abort an emergency when
-// Options.AbortRamp asks for it; a Retarget's walk back never is one.
+// Options.AbortRamp asks for it; a Retarget's walk back never is one, nor
+// a suspension's.
 func (r *run) markEmergency() {
-	if a := r.st.Aborted; a != nil && r.e.opts.AbortRamp == AbortEmergency && a.Reason != ReasonRetarget {
+	if a := r.st.Aborted; a != nil && r.e.opts.AbortRamp == AbortEmergency && a.Reason != ReasonRetarget && !isSuspension(a.Reason) {
 		r.st.markEmergency()
 	}
 }
