@@ -14,7 +14,7 @@ func (r *run) walkBack() {
 	if st.Phase != PhaseAborting {
 		return // only a rollout walking back (see abort)
 	}
-	st.Message = msgAborting
+	st.Message = st.walkBackMessage()
 	if r.clearExtras() {
 		// The header route and the mirror go first, in a hop of their own
 		// observed before the weight walks back; sticky sessions follow the
@@ -167,7 +167,7 @@ func (r *run) emergency() bool {
 		r.hopWeight(0)
 	}
 	r.take(stable, 0)
-	st.Message = msgAborting
+	st.Message = st.walkBackMessage()
 	return true
 }
 
@@ -183,13 +183,13 @@ func (r *run) takeRouteWeight() bool {
 	if !r.e.mode.takesRoute(f) {
 		if h := r.e.mode.growForRoute(f); h.scales() {
 			r.take(h, 0) // the stable side first: the route is taken once it is ready
-			r.st.Message = msgAborting
+			r.st.Message = r.st.walkBackMessage()
 			return true
 		}
 		return false
 	}
 	r.hopWeight(r.st.Observed.Weight)
-	r.st.Message = msgAborting
+	r.st.Message = r.st.walkBackMessage()
 	return true
 }
 
@@ -200,3 +200,12 @@ func (r *run) takeRouteWeight() bool {
 // status) must not freeze it. Scaling the canary down below traffic it may
 // still receive does wait for the route to be accepted (awaitRoute).
 func (r *run) inPlace() bool { return r.e.mode.inPlace(r.facts()) && r.extrasApplied() }
+
+// walkBackMessage is the message of a walk back: a suspension's, or an
+// abort's and a rollback's.
+func (s *State) walkBackMessage() string {
+	if s.suspending() {
+		return msgSuspending
+	}
+	return msgAborting
+}
