@@ -128,3 +128,41 @@ func TestSuspendAndResume(t *testing.T) {
 		"ControlResume: spec.control: Resume",
 		"PhaseSuspended: Aborting -> Suspended")
 }
+
+// TestPluginSuspend: the plugin's suspend on a Release at a pause step
+// follows the operator's walk back until the rollout is Suspended (get
+// --watch exits 7 there, 7 being its code for a suspended rollout); its
+// resume clears spec.control.suspended and stops once the suspension
+// ended; the rollout walks back up and holds at its pause step again,
+// which promote-full then passes to success.
+func TestPluginSuspend(t *testing.T) {
+	w, p := pluginWorld(t, strategy.SetWeight(25), strategy.PauseUntilResumed(), strategy.SetWeight(50))
+	ref, _ := refs()
+	w.edit(func(s *v1alpha1.ReleaseSpec) { s.Revision = "v2" })
+	w.waitFor("the pause step at 25", time.Minute, at(25, strategy.PhasePaused))
+
+	watched := p.watch(ref, "--timeout", "3m")
+	r := p.expect(exitOK, "suspend", ref, "--timeout", "2m")
+	outputHas(t, r, ref+": Suspend requested",
+		ref+": Suspend applied; now Suspended, canary weight 0", "(resume continues from weight 25)")
+	r = p.wait(watched, exitSuspended)
+	outputMatches(t, r, field("Phase", "Aborting (suspending)"), field("Phase", "Suspended"),
+		`(?m)^Waiting for:\s+resume: suspended \(resume continues from weight 25\), walked back (now|\S+ ago)$`,
+		sideRow("A", "stable", id("v1"), 100), sideRow("B", "canary", id("v2"), 0))
+	if rel := w.get(); !rel.Spec.Control.Suspended || rel.Status.Rollout.Phase != strategy.PhaseSuspended {
+		t.Fatalf("after suspend: spec.control %+v, phase %s", rel.Spec.Control, rel.Status.Rollout.Phase)
+	}
+
+	r = p.expect(exitOK, "resume", ref, "--timeout", "2m")
+	outputHas(t, r, ref+": control.suspended cleared", ref+": Resume applied; now ")
+	if strings.Contains(r.out, "Resume 2") {
+		t.Errorf("resume of a suspension wrote a resume request too:\n%s", r)
+	}
+	rel := w.waitFor("back at the pause step at 25", time.Minute, at(25, strategy.PhasePaused))
+	if rel.Spec.Control.Suspended || rel.Status.Rollout.PauseReason != strategy.ReasonPauseStep || rel.Status.Rollout.StepIndex != 1 {
+		t.Fatalf("after resume: spec.control %+v, paused (%s) at step %d", rel.Spec.Control, rel.Status.Rollout.PauseReason, rel.Status.Rollout.StepIndex)
+	}
+	r = p.expect(exitOK, "promote-full", ref, "--timeout", "2m")
+	outputHas(t, r, ref+": PromoteFull applied")
+	w.waitFor("v2 released", time.Minute, released)
+}
