@@ -74,7 +74,8 @@ func newControl(o *options, cc controlCmd) *cobra.Command {
 
 It writes the request into the object's control (--control-path, .spec.control
 by default; for a route, the upshift.dev/rollout-control annotation) with a
-JSON merge patch and a fresh token, checks that the API server's answer holds
+JSON merge patch and a fresh token (pause and suspend set a flag instead:
+paused, suspended), checks that the API server's answer holds
 it (a field the object's schema lacks is pruned: an error at once, naming the
 CRD), then follows the object (a watch, for at most --timeout) until the
 rollout reports what it did with it. Exit codes: 0 applied, 6 used up without
