@@ -132,6 +132,10 @@ func TestControlPrunedBySchema(t *testing.T) {
 			"the schema of CustomResourceDefinition oldwidgets.prune.upshift.dev has no field .spec.control.promoteFull",
 			`unknown field "spec.control.promoteFull"`, "its .spec.control is older than strategy.Control: regenerate the schema"}},
 		{"oldwidget/web", "retry", []string{"has no field .spec.control.retry"}},
+		{"widget/web", "suspend", []string{"widget/web: the API server did not keep .spec.control.suspended = true",
+			"the schema of CustomResourceDefinition widgets.prune.upshift.dev has no field .spec.control"}},
+		{"oldwidget/web", "suspend", []string{"oldwidget/web: the API server did not keep .spec.control.suspended = true",
+			"has no field .spec.control.suspended", `unknown field "spec.control.suspended"`, "its .spec.control is older than strategy.Control"}},
 	}
 	for _, c := range cases {
 		t.Run(c.obj+" "+c.cmd, func(t *testing.T) {

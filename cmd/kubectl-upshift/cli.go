@@ -23,6 +23,9 @@ const (
 	exitDegraded = 4
 	exitTimeout  = 5
 	exitIgnored  = 6
+	// exitSuspended: get --watch saw the rollout suspended; it waits for
+	// a person (resume).
+	exitSuspended = 7
 )
 
 // exitError carries an exit code out of a command.
@@ -107,7 +110,8 @@ keeps in the upshift.dev/rollout-state annotation. "claims" shows who holds
 the claims on a rollout's objects, and releases those of a holder that is gone.
 
 Exit codes: 0 done (succeeded, or a request applied), 1 error, 2 aborted,
-3 rolled back, 4 degraded, 5 timeout, 6 request ignored by the rollout.`,
+3 rolled back, 4 degraded, 5 timeout, 6 request ignored by the rollout,
+7 suspended (get --watch).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		// kubectl runs it as `kubectl upshift`: its help says so.

@@ -76,6 +76,10 @@ func TestEnded(t *testing.T) {
 		{"rolled back", rollout{found: true, state: strategy.State{Phase: strategy.PhaseRolledBack, StableRevision: "v1", CanaryRevision: "v1"}}, exitRolledBk, true},
 		{"past the deadline", rollout{found: true, state: strategy.State{Phase: strategy.PhaseProgressing, StableRevision: "v1", CanaryRevision: "v2",
 			Conditions: degraded(strategy.ReasonProgressDeadlineExceeded)}}, exitDegraded, true},
+		{"suspended", rollout{found: true, state: strategy.State{Phase: strategy.PhaseSuspended, StableRevision: "v1", CanaryRevision: "v2", ResumeWeight: 20,
+			Aborted: &strategy.AbortStatus{Reason: strategy.ReasonControlSuspend}}}, exitSuspended, true},
+		{"suspending", rollout{found: true, state: strategy.State{Phase: strategy.PhaseAborting, StableRevision: "v1", CanaryRevision: "v2", ResumeWeight: 20,
+			Aborted: &strategy.AbortStatus{Reason: strategy.ReasonControlSuspend}}}, 0, false},
 		{"adapters failing", rollout{found: true, state: strategy.State{Phase: strategy.PhaseProgressing, StableRevision: "v1", CanaryRevision: "v2",
 			Conditions: degraded(strategy.ReasonObservationFailed)}}, 0, false},
 	}

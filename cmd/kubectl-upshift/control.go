@@ -30,12 +30,31 @@ type controlCmd struct {
 	field string
 	// handled returns the last value of the request the state has seen.
 	handled func(*strategy.Requests) string
+	// long is the part of the help proper to the command.
+	long string
 }
 
 var controls = []controlCmd{
 	{use: "pause", short: "Hold the rollout where it is (sets control.paused)", command: strategy.CommandPause},
-	{use: "resume", short: "Clear control.paused, then end the pause still in force (a pause step, an inconclusive gate, an unhealthy hold)", command: strategy.CommandResume, field: "resume",
-		handled: func(r *strategy.Requests) string { return r.Resume }},
+	{use: "suspend", short: "Walk traffic and capacity back to the stable side and release the canary until resumed (sets control.suspended)", command: strategy.CommandSuspend,
+		long: `suspend sets control.suspended (it stays set until resume clears it) and
+follows the rollout until it reports phase Suspended: all traffic and
+capacity back on the stable side (the walk back of an abort, stable capacity
+first, without Degraded), the canary side at capacity 0, the weight it stood
+at and its step kept. It exits 0 once the rollout is Suspended, and at once
+when there is nothing to suspend (no rollout, or one that ended; an abort's
+walk back ends Aborted): the spec stays suspended, and the next rollout is
+suspended before its first step. The walk back follows the strategy's
+abortRamp: a long one may outlast --timeout (exit 5; the suspension goes
+on, get --watch follows it and exits 7 once it is Suspended).`},
+	{use: "resume", short: "Clear control.suspended and control.paused, then end the pause still in force (a pause step, an inconclusive gate, an unhealthy hold)", command: strategy.CommandResume, field: "resume",
+		handled: func(r *strategy.Requests) string { return r.Resume },
+		long: `resume first clears control.suspended and control.paused, those set, and
+waits until the rollout no longer holds on them. A suspended rollout
+resumes: it walks the canary back up to the weight it stood at (capacity
+first) and enters its step again, and resume stops there (a pause step
+holds it again: resume once more passes it). Otherwise, when a pause is
+still in force, it writes the resume request.`},
 	{use: "promote", short: "Finish the current step now (a pause, a gate, an interval)", command: strategy.CommandPromote, field: "promote",
 		handled: func(r *strategy.Requests) string { return r.Promote }},
 	{use: "promote-full", short: "Walk to weight 100 now, skipping every remaining step", command: strategy.CommandPromoteFull, field: "promoteFull",
@@ -55,7 +74,8 @@ func newControl(o *options, cc controlCmd) *cobra.Command {
 
 It writes the request into the object's control (--control-path, .spec.control
 by default; for a route, the upshift.dev/rollout-control annotation) with a
-JSON merge patch and a fresh token, checks that the API server's answer holds
+JSON merge patch and a fresh token (pause and suspend set a flag instead:
+paused, suspended), checks that the API server's answer holds
 it (a field the object's schema lacks is pruned: an error at once, naming the
 CRD), then follows the object (a watch, for at most --timeout) until the
 rollout reports what it did with it. Exit codes: 0 applied, 6 used up without
@@ -71,6 +91,9 @@ effect (it did not apply to the rollout as it stood), 5 no answer within
 			return control(cmd.Context(), o, t, cc)
 		},
 	}
+	if cc.long != "" {
+		c.Long += "\n\n" + cc.long
+	}
 	c.Flags().DurationVar(&timeout, "timeout", 30*time.Second, "how long to wait for the rollout to answer; 0 does not wait")
 	return c
 }
@@ -83,19 +106,23 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 	wctx, cancel := context.WithTimeout(ctx, max(o.timeout, 0))
 	defer cancel()
 	if cc.command == strategy.CommandResume {
-		// Clear control.paused first: the pause it holds ends, and a pause
-		// step it had taken over is handed back to the step, which the
-		// resume request below then passes.
-		done, err := unpause(ctx, wctx, o, t)
+		// Clear control.suspended and control.paused first: a suspension
+		// ends, the pause it holds ends, and a pause step it had taken
+		// over is handed back to the step, which the resume request below
+		// then passes.
+		done, err := unhold(ctx, wctx, o, t)
 		if done || err != nil {
 			return err
 		}
 	}
 	token := ""
 	fields := map[string]any{}
-	if cc.command == strategy.CommandPause {
+	switch cc.command {
+	case strategy.CommandPause:
 		fields["paused"] = true
-	} else {
+	case strategy.CommandSuspend:
+		fields["suspended"] = true
+	default:
 		token = newToken(o.now())
 		fields[cc.field] = token
 	}
@@ -119,14 +146,29 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 		fmt.Fprintf(o.out, "%s: nothing to hold now (%s); the spec stays paused for the next rollout\n", t, phaseOf(&r.state))
 		return nil
 	}
+	if cc.command == strategy.CommandSuspend && !suspendable(&r.state) {
+		fmt.Fprintf(o.out, "%s: %s\n", t, nothingToSuspend(&r.state))
+		return nil
+	}
 	u, r, err = t.await(wctx, u, func(r *rollout) bool {
-		if cc.command == strategy.CommandPause {
+		switch cc.command {
+		case strategy.CommandPause:
 			return r.state.AwaitingResume && r.state.PauseReason == strategy.ReasonControlPause || !holdable(&r.state)
+		case strategy.CommandSuspend:
+			return !r.stale && (r.state.Phase == strategy.PhaseSuspended || !suspendable(&r.state))
 		}
 		return cc.handled(&r.state.Handled) == token
 	})
 	if err != nil {
+		if cc.command == strategy.CommandSuspend && suspension(&r.state) != "" && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return withCode(exitTimeout, fmt.Errorf("%s: still walking back to the stable side after --timeout %s (canary weight %d): the suspension goes on; get --watch follows it",
+				t, o.timeout, r.state.Observed.Weight))
+		}
 		return timedOut(ctx, o, t, what, err)
+	}
+	if cc.command == strategy.CommandSuspend && r.state.Phase != strategy.PhaseSuspended {
+		fmt.Fprintf(o.out, "%s: %s\n", t, nothingToSuspend(&r.state))
+		return nil
 	}
 	// The state records that the request was seen, and whether it was
 	// ignored (status.ignored); an Event of the controller naming the
@@ -146,35 +188,51 @@ func control(ctx context.Context, o *options, t *target, cc controlCmd) error {
 	return nil
 }
 
-// unpause clears control.paused when it is set and waits until the
-// rollout no longer holds the pause it caused; done reports that nothing
-// is left paused.
-func unpause(ctx, wctx context.Context, o *options, t *target) (done bool, err error) {
+// unhold clears control.suspended and control.paused, those set, and
+// waits until the rollout no longer holds on them; done reports that
+// nothing is left for a resume request: a suspension ended (its step,
+// entered again, is the rollout's own), or nothing is left paused.
+func unhold(ctx, wctx context.Context, o *options, t *target) (done bool, err error) {
 	u, err := t.get(ctx)
 	if err != nil {
 		return false, err
 	}
 	r, err := t.read(u)
-	if err != nil || r.control == nil || !r.control.Paused {
+	if err != nil || r.control == nil || !r.control.Paused && !r.control.Suspended {
 		return false, err
 	}
-	if u, err = t.writeControl(ctx, map[string]any{"paused": false}); err != nil {
+	fields, cleared := map[string]any{}, []string{}
+	if r.control.Suspended {
+		fields["suspended"], cleared = false, append(cleared, "control.suspended")
+	}
+	if r.control.Paused {
+		fields["paused"], cleared = false, append(cleared, "control.paused")
+	}
+	// A suspension the spec caused ends with it; a suspension that the
+	// status does not show yet is not waited for.
+	wasSuspended := !r.stale && suspension(&r.state) == strategy.ReasonControlSuspend
+	if u, err = t.writeControl(ctx, fields); err != nil {
 		return false, err
 	}
-	fmt.Fprintf(o.out, "%s: control.paused cleared\n", t)
+	fmt.Fprintf(o.out, "%s: %s cleared\n", t, strings.Join(cleared, " and "))
 	if o.timeout <= 0 {
-		return false, nil
+		return r.control.Suspended, nil
 	}
 	_, r, err = t.await(wctx, u, func(r *rollout) bool {
-		return !r.stale && !(r.state.AwaitingResume && r.state.PauseReason == strategy.ReasonControlPause)
+		return !r.stale && !(r.state.AwaitingResume && r.state.PauseReason == strategy.ReasonControlPause) &&
+			suspension(&r.state) != strategy.ReasonControlSuspend
 	})
 	if err != nil {
-		return false, timedOut(ctx, o, t, "control.paused cleared", err)
+		return false, timedOut(ctx, o, t, strings.Join(cleared, " and ")+" cleared", err)
 	}
-	if r.state.AwaitingResume {
+	if r.state.AwaitingResume && !wasSuspended {
 		return false, nil // the step's pause (or another): resume it too
 	}
-	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(controlCmd{command: strategy.CommandResume}, &r.state, false, "unpaused"))
+	note := "unpaused"
+	if wasSuspended {
+		note = "resumed"
+	}
+	fmt.Fprintf(o.out, "%s: %s\n", t, outcome(controlCmd{command: strategy.CommandResume}, &r.state, false, note))
 	return true, nil
 }
 
@@ -217,6 +275,37 @@ func holdable(s *strategy.State) bool {
 	return !s.Idle() && !s.Phase.Terminal() && s.Phase != strategy.PhaseAborting
 }
 
+// suspension returns the reason of the suspension s is in (walking back
+// or walked back: strategy.ReasonSuspended or ReasonControlSuspend), ""
+// when it is in none.
+func suspension(s *strategy.State) string {
+	if a := s.Aborted; a != nil && (s.Phase == strategy.PhaseSuspended || s.Phase == strategy.PhaseAborting) &&
+		(a.Reason == strategy.ReasonSuspended || a.Reason == strategy.ReasonControlSuspend) {
+		return a.Reason
+	}
+	if s.Phase == strategy.PhaseSuspended {
+		return strategy.ReasonSuspended
+	}
+	return ""
+}
+
+// suspendable reports whether control.suspended suspends the rollout of
+// s: one that runs (a Retarget's walk back too) or is suspended, not an
+// idle or ended one, nor an abort's walk back (which ends Aborted).
+func suspendable(s *strategy.State) bool {
+	switch {
+	case s.Idle() || s.Phase.Terminal() && s.Phase != strategy.PhaseSuspended:
+		return false
+	case s.Phase == strategy.PhaseAborting:
+		return s.Aborted != nil && (s.Aborted.Reason == strategy.ReasonRetarget || suspension(s) != "")
+	}
+	return true
+}
+
+func nothingToSuspend(s *strategy.State) string {
+	return fmt.Sprintf("nothing to suspend now (%s); the spec stays suspended: the next rollout is suspended before its first step", phaseOf(s))
+}
+
 func phaseOf(s *strategy.State) string {
 	if s.Idle() {
 		return "idle"
@@ -228,7 +317,7 @@ func outcome(cc controlCmd, s *strategy.State, ignored bool, note string) string
 	head := cc.command + " applied"
 	if ignored {
 		head = cc.command + " ignored: it does not apply to the rollout as it stands"
-	} else if note == "" && cc.command != strategy.CommandPause {
+	} else if note == "" && cc.command != strategy.CommandPause && cc.command != strategy.CommandSuspend {
 		head = cc.command + " seen by the rollout"
 	}
 	line := fmt.Sprintf("%s; now %s, canary weight %d", head, phaseOf(s), s.Observed.Weight)
@@ -237,6 +326,14 @@ func outcome(cc controlCmd, s *strategy.State, ignored bool, note string) string
 	}
 	if s.Message != "" && s.Message != string(s.Phase) {
 		line += ": " + s.Message
+	}
+	switch {
+	case s.Phase == strategy.PhaseSuspended && s.StartedAt.IsZero():
+		line += " (resume starts it)"
+	case s.Phase == strategy.PhaseSuspended:
+		line += fmt.Sprintf(" (resume continues from weight %d)", s.ResumeWeight)
+	case s.ResumeWeight > 0:
+		line += fmt.Sprintf(" (walking back up to weight %d)", s.ResumeWeight)
 	}
 	return line
 }
@@ -312,8 +409,10 @@ func (t *target) writeControl(ctx context.Context, fields map[string]any) (*unst
 		for k, v := range fields {
 			cur[k] = v
 		}
-		if p, ok := cur["paused"].(bool); ok && !p {
-			delete(cur, "paused")
+		for _, k := range []string{"paused", "suspended"} {
+			if b, ok := cur[k].(bool); ok && !b {
+				delete(cur, k)
+			}
 		}
 		val, err := json.Marshal(cur)
 		if err != nil {

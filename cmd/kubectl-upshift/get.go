@@ -37,7 +37,9 @@ route whose state a standalone rollout keeps in an annotation
 
 --watch redraws from a watch of the object and of its Events (no polling),
 and exits when the rollout ends: 0 Succeeded (or nothing to roll out),
-2 Aborted, 3 RolledBack, 4 Degraded for good, 5 when --timeout passes first.`,
+2 Aborted, 3 RolledBack, 4 Degraded for good, 5 when --timeout passes first,
+7 Suspended (walked back to the stable side, waiting for resume; while it
+walks back it is followed on).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := resolve(cmd.Context(), o, args[0])
@@ -112,6 +114,8 @@ func ended(r rollout) (int, bool) {
 		return exitAborted, true
 	case s.Phase == strategy.PhaseRolledBack:
 		return exitRolledBk, true
+	case s.Phase == strategy.PhaseSuspended:
+		return exitSuspended, true // it waits for a person: resume
 	case s.Idle():
 		return exitOK, true
 	}

@@ -454,3 +454,58 @@ func TestErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSuspendOnARelease: suspend walks a Release's rollout back and
+// follows it until it is Suspended (get --watch exits 7 there); suspend
+// again answers at once; resume clears control.suspended and the rollout
+// walks back up to its weight and holds at its pause step again, which a
+// second resume passes; on a finished rollout suspend has nothing to do.
+func TestSuspendOnARelease(t *testing.T) {
+	p, env := newPlugin(t)
+	dc := dynamic.NewForConfigOrDie(env.Config)
+	createRelease(t, dc, p.ns, "web")
+	startController(t, env, p.ns, "web")
+	waitState(t, dc, p.ns, "web", pausedAt(1))
+
+	watched := p.watch("release/web", "--timeout", "2m")
+	out := p.mustRun("suspend", "release/web", "--timeout", "1m")
+	mustContain(t, "suspend", out, "release/web: Suspend requested",
+		"Suspend applied; now Suspended, canary weight 0: suspended: all traffic and capacity on the stable side, the canary released (resume continues from weight 20)")
+	res := <-watched
+	if res.code != exitSuspended {
+		t.Fatalf("get --watch of a suspension: exit %d, want %d\n%s\n%s", res.code, exitSuspended, res.out, res.errOut)
+	}
+	mustContain(t, "get --watch", res.out, "Phase:        Suspended", "Step:         2/5: pause until resumed (entered again on resume)",
+		"Waiting for:  resume: suspended (resume continues from weight 20)", "spec.control.suspended is true (resume clears it)",
+		"Suspended:    ControlSuspend", "Suspended    True    Suspended")
+	waitState(t, dc, p.ns, "web", func(s *strategy.State) bool {
+		return s.Phase == strategy.PhaseSuspended && s.Desired.Weight == 0 && s.Desired.CanaryCapacity == 0 && s.ResumeWeight == 20
+	})
+	// Already suspended: it answers at once.
+	out = p.mustRun("suspend", "release/web")
+	mustContain(t, "suspend again", out, "Suspend applied; now Suspended")
+
+	out = p.mustRun("resume", "release/web")
+	mustContain(t, "resume", out, "release/web: control.suspended cleared",
+		"Resume applied; now Paused, canary weight 20, paused (PauseStep)")
+	if strings.Contains(out, "Resume 2") {
+		t.Errorf("resume of a suspension also wrote a resume request:\n%s", out)
+	}
+	waitState(t, dc, p.ns, "web", func(s *strategy.State) bool { return pausedAt(1)(s) && s.Aborted == nil && s.ResumeWeight == 0 })
+	out = p.mustRun("resume", "release/web")
+	mustContain(t, "resume at the pause step", out, "now Paused, canary weight 60, paused (PauseStep)")
+
+	out = p.mustRun("promote-full", "release/web")
+	mustContain(t, "promote-full", out, "PromoteFull applied; now Succeeded")
+	out = p.mustRun("suspend", "release/web")
+	mustContain(t, "suspend when finished", out, "nothing to suspend now (Succeeded); the spec stays suspended")
+	u, err := dc.Resource(releases).Namespace(p.ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := object.Control(u, object.Path{"spec", "control"}); !c.Suspended {
+		t.Errorf("control after suspend: %+v, want suspended", c)
+	}
+	out = p.mustRun("resume", "release/web")
+	mustContain(t, "resume when finished", out, "control.suspended cleared", "now Succeeded")
+}

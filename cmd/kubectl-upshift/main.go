@@ -1,6 +1,6 @@
 // Command kubectl-upshift is the kubectl plugin of upshift: `kubectl
-// upshift get`, `pause`, `resume`, `promote`, `promote-full`, `abort`,
-// `retry`, `claims` (and `claims release`) and `plan`. Installed on the
+// upshift get`, `pause`, `suspend`, `resume`, `promote`, `promote-full`,
+// `abort`, `retry`, `claims` (and `claims release`) and `plan`. Installed on the
 // PATH (go install github.com/upshift-dev/upshift/cmd/kubectl-upshift@latest)
 // kubectl finds it. It reads any object whose status embeds a
 // strategy.State (--state-path, .status.rollout by default), and routes
@@ -26,6 +26,8 @@
 //	   answered the control request
 //	6  the rollout used up the control request without applying it
 //	   (it did not apply to the rollout as it stood)
+//	7  get --watch: the rollout is Suspended (all on the stable side,
+//	   waiting for resume)
 package main
 
 import (

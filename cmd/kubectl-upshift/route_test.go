@@ -71,25 +71,7 @@ func routeRunner(ctx context.Context, t *testing.T, ri dynamic.ResourceInterface
 // TestRouteAnnotations: get, pause, resume and abort on a route whose
 // state a standalone rollout keeps in an annotation.
 func TestRouteAnnotations(t *testing.T) {
-	p, env := newPlugin(t)
-	ri := dynamic.NewForConfigOrDie(env.Config).Resource(httproutes).Namespace(p.ns)
-	strat := strategy.Canary{MaxSurgePercent: 25, Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.PauseUntilResumed(), strategy.SetWeight(60)}}
-	st, _ := stepInstantly(strat, strategy.NewState("v1", "v2"), time.Now())
-	b, _ := json.Marshal(st)
-	route := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-		"metadata": map[string]any{"name": "web", "annotations": map[string]any{gateway.StateAnnotation: string(b)}},
-		"spec": map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}}, "rules": []any{map[string]any{"backendRefs": []any{
-			map[string]any{"name": "web-a", "port": int64(80), "weight": int64(80)},
-			map[string]any{"name": "web-b", "port": int64(80), "weight": int64(20)}}}}},
-	}}
-	if _, err := ri.Create(context.Background(), route, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); routeRunner(ctx, t, ri, "web", strat) }()
-	t.Cleanup(func() { cancel(); <-done })
+	p, ri := startRoute(t)
 
 	out := p.mustRun("get", "httproute/web")
 	mustContain(t, "get", out, fmt.Sprintf("HTTPRoute %s/web", p.ns), "Phase:        Paused",
@@ -117,4 +99,60 @@ func TestRouteAnnotations(t *testing.T) {
 	mustContain(t, "retry", out, "Retry seen by the rollout; now Paused, canary weight 0, paused (ControlPause)")
 	out = p.mustRun("resume", "httproute/web")
 	mustContain(t, "resume", out, "control.paused cleared", "Resume seen by the rollout; now Succeeded")
+}
+
+// startRoute creates the route web, its rollout of v2 (a canary with a
+// pause step at weight 20) stepped to that pause step, and runs its
+// routeRunner.
+func startRoute(t *testing.T) (*plugin, dynamic.ResourceInterface) {
+	p, env := newPlugin(t)
+	ri := dynamic.NewForConfigOrDie(env.Config).Resource(httproutes).Namespace(p.ns)
+	strat := strategy.Canary{MaxSurgePercent: 25, Steps: []strategy.CanaryStep{strategy.SetWeight(20), strategy.PauseUntilResumed(), strategy.SetWeight(60)}}
+	st, _ := stepInstantly(strat, strategy.NewState("v1", "v2"), time.Now())
+	b, _ := json.Marshal(st)
+	route := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+		"metadata": map[string]any{"name": "web", "annotations": map[string]any{gateway.StateAnnotation: string(b)}},
+		"spec": map[string]any{"parentRefs": []any{map[string]any{"name": "gw"}}, "rules": []any{map[string]any{"backendRefs": []any{
+			map[string]any{"name": "web-a", "port": int64(80), "weight": int64(80)},
+			map[string]any{"name": "web-b", "port": int64(80), "weight": int64(20)}}}}},
+	}}
+	if _, err := ri.Create(context.Background(), route, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); routeRunner(ctx, t, ri, "web", strat) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p, ri
+}
+
+// TestRouteSuspend: suspend and resume on a route: the control
+// annotation says suspended, then no longer holds the field at all.
+func TestRouteSuspend(t *testing.T) {
+	p, ri := startRoute(t)
+	out := p.mustRun("suspend", "httproute/web")
+	mustContain(t, "suspend", out, "Suspend applied; now Suspended, canary weight 0", "(resume continues from weight 20)")
+	control := func() map[string]any {
+		u, err := ri.Get(context.Background(), "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c map[string]any
+		if err := json.Unmarshal([]byte(u.GetAnnotations()[gateway.ControlAnnotation]), &c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if c := control(); c["suspended"] != true {
+		t.Fatalf("control annotation after suspend: %v", c)
+	}
+	out = p.mustRun("get", "httproute/web")
+	mustContain(t, "get", out, "Phase:        Suspended", "resume: suspended (resume continues from weight 20)",
+		"spec.control.suspended is true (resume clears it)")
+	out = p.mustRun("resume", "httproute/web")
+	mustContain(t, "resume", out, "control.suspended cleared", "Resume applied; now Paused, canary weight 20, paused (PauseStep)")
+	if c := control(); len(c) != 0 {
+		t.Errorf("control annotation after resume: %v, want {}", c)
+	}
 }

@@ -31,6 +31,7 @@ const (
 	exitRolledBack = 3
 	exitTimeout    = 5
 	exitIgnored    = 6
+	exitSuspended  = 7
 )
 
 // pluginPackage is the plugin's package, a tool of this module (go.mod).

@@ -90,6 +90,9 @@ func Render(w io.Writer, v View) error {
 		fmt.Fprintf(kv, "Step:\t%s\n", step)
 	}
 	fmt.Fprintf(kv, "Waiting for:\t%s\n", waitsFor(&v))
+	if c := v.Control; c != nil && c.Suspended {
+		fmt.Fprintf(kv, "Control:\tspec.control.suspended is true (resume clears it)\n")
+	}
 	if c := v.Control; c != nil && c.Paused {
 		fmt.Fprintf(kv, "Control:\tspec.control.paused is true (resume clears it)\n")
 	}
@@ -101,7 +104,11 @@ func Render(w io.Writer, v View) error {
 		if s.Aborted.Emergency {
 			a += " (emergency: all traffic moved back at once)"
 		}
-		fmt.Fprintf(kv, "Aborted:\t%s\n", a)
+		label := "Aborted"
+		if suspended(s) {
+			label = "Suspended"
+		}
+		fmt.Fprintf(kv, "%s:\t%s\n", label, a)
 	}
 	if r := remaining(&v); r != "" {
 		fmt.Fprintf(kv, "Remaining:\t%s\n", r)
@@ -153,8 +160,21 @@ func phase(s *strategy.State) string {
 		return "Idle"
 	case s.AwaitingResume && s.Phase != strategy.PhasePaused:
 		return string(s.Phase) + " (paused)"
+	case s.Phase == strategy.PhaseAborting && suspended(s):
+		return string(s.Phase) + " (suspending)"
 	}
 	return string(s.Phase)
+}
+
+// suspended reports a suspension: its walk back (phase Aborting) or phase
+// Suspended.
+func suspended(s *strategy.State) bool {
+	if s.Phase == strategy.PhaseSuspended {
+		return true
+	}
+	a := s.Aborted
+	return s.Phase == strategy.PhaseAborting && a != nil &&
+		(a.Reason == strategy.ReasonSuspended || a.Reason == strategy.ReasonControlSuspend)
 }
 
 func revisions(s *strategy.State) string {
@@ -248,15 +268,23 @@ func describeStrategy(st strategy.Strategy) string {
 func currentStep(v *View) string {
 	c, ok := v.Strategy.(strategy.Canary)
 	s := &v.State
-	if !ok || s.Idle() || s.Unobserved || s.Phase.Terminal() || s.Phase == strategy.PhaseAborting {
+	// A suspended rollout enters the step it stood at again on resume.
+	again := s.Phase == strategy.PhaseSuspended && !s.StartedAt.IsZero()
+	if !ok || s.Idle() || s.Unobserved || s.Phase.Terminal() && !again || s.Phase == strategy.PhaseAborting {
 		return ""
 	}
 	n := len(c.Steps)
 	i := int(s.StepIndex)
+	var out string
 	if i >= n {
-		return fmt.Sprintf("%d/%d: promote to 100", n+1, n+1)
+		out = fmt.Sprintf("%d/%d: promote to 100", n+1, n+1)
+	} else {
+		out = fmt.Sprintf("%d/%d: %s", i+1, n+1, describeStep(c.Steps[i]))
 	}
-	return fmt.Sprintf("%d/%d: %s", i+1, n+1, describeStep(c.Steps[i]))
+	if again {
+		out += " (entered again on resume)"
+	}
+	return out
 }
 
 func describeStep(st strategy.CanaryStep) string {
@@ -281,6 +309,14 @@ func waitsFor(v *View) string {
 		return "the first observation of the route and the sides"
 	case s.Idle():
 		return "nothing: no rollout (a new revision starts one)"
+	case s.Phase == strategy.PhaseSuspended && s.StartedAt.IsZero():
+		return "resume: suspended before its first step (resume starts it)"
+	case s.Phase == strategy.PhaseSuspended:
+		what := fmt.Sprintf("resume: suspended (resume continues from weight %d)", s.ResumeWeight)
+		if !s.FinishedAt.IsZero() {
+			what += ", walked back " + ago(s.FinishedAt.Time, v.Now)
+		}
+		return what
 	case s.Phase.Terminal():
 		what := "nothing: " + string(s.Phase)
 		if !s.FinishedAt.IsZero() {
@@ -326,6 +362,9 @@ func waitsFor(v *View) string {
 	}
 	if p := inFlight(s); p != "" {
 		return p
+	}
+	if s.Phase == strategy.PhaseAborting && suspended(s) {
+		return "the next hop of the suspension's walk back to the stable side"
 	}
 	if s.Phase == strategy.PhaseAborting {
 		return "the next hop of the walk back to the stable side"

@@ -139,6 +139,19 @@ func TestRender(t *testing.T) {
 			st = st.Abort(strategy.ReasonAborted, at)
 			return View{Kind: "Release", Name: "web", State: st, Strategy: canary, Now: at}
 		}},
+		{"canary-suspending", func(t *testing.T) View {
+			st, at := drive(t, canary, start, t0, strategy.VerdictPass, atStep(4, strategy.PhasePaused))
+			c := strategy.Control{Suspended: true}
+			st, _ = st.Control(c, at)
+			// The first hop of the walk back asked for, not observed yet.
+			st = canary.Step(st, at).State
+			return View{Kind: "Release", Name: "web", State: st, Strategy: canary, Control: &c, Now: at.Add(time.Second)}
+		}},
+		{"canary-suspended", func(t *testing.T) View {
+			st, at := drive(t, canary, start, t0, strategy.VerdictPass, atStep(4, strategy.PhasePaused))
+			st, at = drive(t, canary, st.Suspend(at), at, strategy.VerdictPass, func(s *strategy.State) bool { return s.Phase == strategy.PhaseSuspended })
+			return View{Kind: "Release", Name: "web", State: st, Strategy: canary, Now: at.Add(5 * time.Minute)}
+		}},
 		{"incremental-interval", func(t *testing.T) View {
 			st, at := drive(t, incremental, start, t0, strategy.VerdictPass, func(s *strategy.State) bool { return s.Observed.Weight == 50 })
 			return View{Kind: "Release", Name: "web", State: st, Strategy: incremental, Now: at.Add(10 * time.Second)}

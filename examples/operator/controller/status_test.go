@@ -178,6 +178,21 @@ func TestSummarize(t *testing.T) {
 		want: v1alpha1.ReleaseStatus{Phase: "Succeeded", A: &v1alpha1.SideStatus{Revision: "v1", Weight: 0},
 			B: &v1alpha1.SideStatus{Revision: "v2", Weight: 100}, Message: "v2 runs on the stable side with all traffic"},
 	}, {
+		name:     "suspended at a pause step",
+		strategy: canary,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v2", StableSide: strategy.SideA,
+			Phase: strategy.PhaseSuspended, StepIndex: 1, StartedAt: metav1.NewMicroTime(t0), ResumeWeight: 25, Message: "suspended",
+			Observed: strategy.Observation{Revisions: true, Stable: side("v1", 100), Canary: side("v2", 0)}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Suspended", Step: "2/5 pause until resumed, suspended (resume continues from weight 25)",
+			A: &v1alpha1.SideStatus{Revision: "v1", Weight: 100}, B: &v1alpha1.SideStatus{Revision: "v2"}, Message: "suspended"},
+	}, {
+		name:     "suspended before its first step, incremental",
+		strategy: incremental,
+		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v2", Phase: strategy.PhaseSuspended,
+			Observed: strategy.Observation{Revisions: true, Stable: side("v1", 100)}}},
+		want: v1alpha1.ReleaseStatus{Phase: "Suspended", Step: "suspended before its first step (resume starts it)",
+			A: &v1alpha1.SideStatus{Revision: "v1", Weight: 100}, B: &v1alpha1.SideStatus{}},
+	}, {
 		name:     "an invalid spec",
 		strategy: canary,
 		status: v1alpha1.ReleaseStatus{Rollout: strategy.State{StableRevision: "v1", CanaryRevision: "v1", Message: "idle",

@@ -58,8 +58,22 @@ func summarize(status *v1alpha1.ReleaseStatus, spec *v1alpha1.ReleaseSpec) {
 	}
 }
 
-// step describes what the rollout does now; empty when none runs.
+// step describes what the rollout does now; empty when none runs. A
+// suspended rollout names the step it stood at and the weight Resume
+// walks back up to.
 func step(s *strategy.State, st v1alpha1.ReleaseStrategy) string {
+	if s.Phase == strategy.PhaseSuspended && !s.Unobserved {
+		if s.StartedAt.IsZero() {
+			return "suspended before its first step (resume starts it)"
+		}
+		d := fmt.Sprintf("suspended (resume continues from weight %d)", s.ResumeWeight)
+		if c := st.Canary; c != nil {
+			if i := int(s.StepIndex); i >= 0 && i < len(c.Steps) {
+				d = fmt.Sprintf("%d/%d %s, %s", i+1, len(c.Steps), describeStep(c.Steps[i]), d)
+			}
+		}
+		return d
+	}
 	if s.Unobserved || (s.Phase != strategy.PhaseProgressing && s.Phase != strategy.PhasePaused) {
 		return ""
 	}

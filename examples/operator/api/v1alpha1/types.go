@@ -202,7 +202,10 @@ type ReleaseStatus struct {
 	// strategies, the weight it walks to ("to weight 40"); ", paused
 	// (reason)" is added while a pause other than a pause step holds it
 	// (a Pause command, spec.control.paused, an unhealthy canary, an
-	// inconclusive gate). Empty when no rollout runs.
+	// inconclusive gate). While suspended, the step it stood at and the
+	// weight a resume walks back up to ("2/5 pause until resumed,
+	// suspended (resume continues from weight 25)"). Empty when no
+	// rollout runs.
 	// +optional
 	Step string `json:"step,omitempty"`
 	// What side A (spec.a) is observed running and the share of the
