@@ -34,12 +34,69 @@ func (s State) pause(reason string, now time.Time) State {
 	return s
 }
 
+// Suspend walks all traffic and capacity back to the stable side and
+// releases the canary (capacity 0, extras dropped), keeping where the
+// rollout stood (State.ResumeWeight, the step): the rollout ends
+// PhaseSuspended, and Resume goes on from there. The walk back is an
+// abort's (Options.AbortRamp; never an emergency), stable capacity first,
+// and Degraded stays clear. A rollout not yet stepped is suspended at
+// once. It does nothing on an idle or finished rollout, nor during an
+// abort's walk back; during a Retarget's walk back it keeps the new
+// revision from starting until Resume.
+func (s State) Suspend(now time.Time) State { return s.suspend(ReasonSuspended, now) }
+
+// suspend is Suspend with the reason recorded (Suspended, or
+// ControlSuspend for the suspension Control.Suspended holds).
+func (s State) suspend(reason string, now time.Time) State {
+	switch {
+	case s.suspended():
+		return s
+	case s.Unobserved:
+		if s.Aborted != nil {
+			return s
+		}
+		s = s.command(now)
+		s.recordAbort(reason, s.LastCommandAt, false)
+		return s
+	case s.Idle() || s.Phase.Terminal():
+		return s
+	case s.Phase == "":
+		s = s.command(now)
+		s.suspendUnstarted(reason, s.LastCommandAt)
+		return s
+	case s.Phase == PhaseAborting:
+		if !s.retargetWalkBack() {
+			return s // an abort's walk back: it ends Aborted
+		}
+		s = s.command(now)
+		s.recordAbort(reason, s.LastCommandAt, true)
+		return s
+	}
+	s = s.command(now)
+	// A rollout resumed and suspended again before it was back where it
+	// stood keeps that weight.
+	s.ResumeWeight = max(s.ResumeWeight, s.Desired.Weight)
+	s.becomeAborting(reason, s.LastCommandAt)
+	return s
+}
+
 // Resume ends a manual pause (the Pause command's, or the one
 // Control.Paused holds, which Control pauses again while the spec asks),
 // an indefinite pause step, an inconclusive gate (which then counts as
 // passed) or a pause for an unhealthy canary (whose count of unhealthy
 // observations starts again).
+//
+// On a suspended rollout it ends the suspension: the canary is walked back
+// up to State.ResumeWeight (capacity first, each hop observed, without the
+// strategy's intervals) and the step it stood at is entered again (a timed
+// pause timed again, a gate analysed again). During the suspension's walk
+// back it turns round there; a rollout suspended before its first Step
+// starts. A third revision a Retarget asked for meanwhile starts from its
+// first step.
 func (s State) Resume(now time.Time) State {
+	if s.suspended() {
+		return s.unsuspend(now)
+	}
 	if !s.AwaitingResume || s.Idle() {
 		return s
 	}
@@ -82,6 +139,17 @@ func (s State) Abort(reason string, now time.Time) State {
 	case s.retargetWalkBack() && s.PendingRevision != s.StableRevision:
 		s = s.command(now)
 		s.recordAbort(reason, s.LastCommandAt, true)
+		return s
+	case s.suspending():
+		// The suspension's walk back goes on, and ends Aborted.
+		s = s.command(now)
+		s.recordAbort(reason, s.LastCommandAt, true)
+		s.ResumeWeight = 0
+		return s
+	case s.Phase == PhaseSuspended && !s.StartedAt.IsZero():
+		s = s.command(now)
+		s.abortSuspended(reason, s.LastCommandAt)
+		s.ResumeWeight = 0
 		return s
 	case s.Idle() || s.Phase.Terminal() || s.Phase == PhaseAborting:
 		return s
@@ -131,6 +199,9 @@ func (s State) PromoteFull(now time.Time) State {
 // once the walk back ends. It does nothing on a state that has not observed
 // the world yet (Unobserved), nor during a Retarget's walk back.
 func (s State) Retry(now time.Time) State {
+	if s.suspended() {
+		return s // Resume ends a suspension
+	}
 	if s.Phase == PhaseAborting && 100-s.Desired.Weight > s.Desired.StableCapacity {
 		return s // an emergency walk back has not scaled the stable side up yet
 	}
@@ -215,6 +286,22 @@ func (s State) Retarget(revision string, now time.Time) State {
 			return s
 		}
 		return s.restart(revision, now)
+	case s.Phase == PhaseSuspended:
+		switch revision {
+		case s.CanaryRevision, "":
+			return s
+		case s.StableRevision:
+			s = s.command(now)
+			s.becomeRolledBack()
+			s.CanaryRevision = revision
+			s.ResumeWeight = 0
+			s.Message = ReasonRolledBack
+			return s
+		}
+		// Still suspended, now toward revision: Resume starts it.
+		s = s.restart(revision, now)
+		s.suspendUnstarted(ReasonSuspended, s.LastCommandAt)
+		return s
 	case s.Phase == PhaseAborted:
 		switch revision {
 		case s.CanaryRevision, "":
@@ -266,5 +353,26 @@ func (s State) restart(revision string, now time.Time) State {
 	s.Gate = ""
 	s.UnhealthyCount = 0
 	s.ReachedAt, s.FinishedAt = metav1.MicroTime{}, metav1.MicroTime{}
+	s.ResumeWeight = 0
+	return s
+}
+
+// unsuspend is Resume on a suspended rollout.
+func (s State) unsuspend(now time.Time) State {
+	s = s.command(now)
+	switch {
+	case s.Phase == PhaseAborting && s.PendingRevision != "":
+		// A Retarget came during the suspension's walk back: its walk back
+		// goes on, and the new revision starts once it ends.
+		s.recordAbort(ReasonRetarget, s.LastCommandAt, true)
+		s.ResumeWeight = 0
+	case s.StartedAt.IsZero():
+		s.becomeNew() // never stepped: the next Step starts it
+	default:
+		s.becomeProgressing()
+		s.FinishedAt = metav1.MicroTime{}
+		s.UnhealthyCount = 0
+		s.Message = msgResumed
+	}
 	return s
 }

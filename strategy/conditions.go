@@ -12,7 +12,34 @@ const (
 	ConditionPaused      = "Paused"
 	ConditionDegraded    = "Degraded"
 	ConditionAvailable   = "Available"
+	// ConditionSuspended is present once a rollout has been suspended: True
+	// with reason Suspending while it walks back, Suspended once it has;
+	// False with reason Resumed after a Resume (see PhaseSuspended).
+	ConditionSuspended = "Suspended"
 )
+
+// Reasons of a suspension: those of its record (State.Aborted) and of the
+// Suspended condition.
+const (
+	// ReasonSuspended: suspended by the Suspend command; Resume resumes it.
+	ReasonSuspended = "Suspended"
+	// ReasonControlSuspend: suspended by the spec (Control.Suspended);
+	// setting it false again resumes it.
+	ReasonControlSuspend = "ControlSuspend"
+	// ReasonSuspending: a suspended rollout walking back to the stable side.
+	ReasonSuspending = "Suspending"
+	// ReasonResumed: a suspended rollout resumed.
+	ReasonResumed = "Resumed"
+
+	msgSuspending = "suspending: walking traffic and capacity back to the stable side"
+	msgSuspended  = "suspended: all traffic and capacity on the stable side, the canary released"
+	msgResumed    = "resumed after a suspension"
+)
+
+// isSuspension reports whether an abort record's reason is a suspension's.
+func isSuspension(reason string) bool {
+	return reason == ReasonSuspended || reason == ReasonControlSuspend
+}
 
 // Reasons used in conditions, PauseReason and AbortStatus.Reason.
 const (
@@ -85,8 +112,8 @@ const (
 	// message that says whether the spec went back to the stable revision
 	// or on to a third one. It is removed, never set False, when the walk
 	// back is cancelled (the spec returns to the canary revision) or ends
-	// (RolledBack, Aborted, or the third revision started): absent means
-	// false.
+	// (RolledBack, Aborted, Suspended, or the third revision started):
+	// absent means false.
 	ConditionRollbackInProgress = "RollbackInProgress"
 	// ReasonDesiredRevisionChanged: the reason of RollbackInProgress, the
 	// desired revision changed while a rollout was in progress.
@@ -95,6 +122,7 @@ const (
 	msgRollbackToStable     = "the desired revision went back to the stable revision: rolling back"
 	msgRollbackToThird      = "the desired revision changed mid-rollout: rolling back to the stable revision, then rolling out the new one"
 	msgRollbackThirdAborted = "the desired revision changed mid-rollout: rolling back to the stable revision; an abort stopped the new one, which a retry starts"
+	msgRollbackThirdHeld    = "the desired revision changed mid-rollout: rolling back to the stable revision; the rollout is suspended, and a resume rolls out the new one"
 )
 
 // Reasons of the declarative control and of the clock check.
@@ -118,7 +146,9 @@ func seconds(t time.Time) metav1.Time {
 	return metav1.Time{Time: time.Unix(t.Unix(), 0).UTC()}
 }
 
-// conditions brings the conditions in line with the state.
+// conditions brings the four conditions (and Suspended, once a rollout
+// was suspended, and RollbackInProgress while it rolls back) in line with
+// the state.
 func (r *run) conditions() {
 	st := r.st
 	switch st.Phase {
@@ -128,7 +158,13 @@ func (r *run) conditions() {
 		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonAborted, msgDone)
 	case PhaseRolledBack:
 		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonRolledBack, msgDone)
+	case PhaseSuspended:
+		r.setCond(ConditionProgressing, metav1.ConditionFalse, ReasonSuspended, msgSuspended)
 	case PhaseAborting:
+		if st.suspending() {
+			r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonSuspending, msgSuspending)
+			break
+		}
 		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonAborting, msgAborting)
 	case PhaseCompleting:
 		r.setCond(ConditionProgressing, metav1.ConditionTrue, ReasonCompleting, ReasonCompleting)
@@ -149,7 +185,7 @@ func (r *run) conditions() {
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClockSkew, msgClockSkew)
 	case r.failed && st.Observed.Claimed:
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonClaimed, st.Observed.Error)
-	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget && !isSuspension(st.Aborted.Reason):
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonAborted, st.Aborted.Reason)
 	case r.overdue && r.failed:
 		r.setCondJoined(ConditionDegraded, metav1.ConditionTrue, ReasonProgressDeadlineExceeded, msgDeadline+": ", st.Observed.Error)
@@ -165,6 +201,18 @@ func (r *run) conditions() {
 		r.setCond(ConditionDegraded, metav1.ConditionTrue, ReasonCanaryReadinessLost, "canary ready capacity is below its traffic")
 	default:
 		r.setCond(ConditionDegraded, metav1.ConditionFalse, ReasonAsExpected, msgDegradedClear)
+	}
+	switch {
+	case st.suspending():
+		r.setCond(ConditionSuspended, metav1.ConditionTrue, ReasonSuspending, msgSuspending)
+	case st.Phase == PhaseSuspended:
+		r.setCond(ConditionSuspended, metav1.ConditionTrue, ReasonSuspended, msgSuspended)
+	case !r.hasCond(ConditionSuspended, metav1.ConditionTrue):
+	case st.Phase == PhaseAborted || st.Phase == PhaseRolledBack:
+		// The suspension ended otherwise: an Abort, a rollback.
+		r.setCond(ConditionSuspended, metav1.ConditionFalse, string(st.Phase), msgDone)
+	default:
+		r.setCond(ConditionSuspended, metav1.ConditionFalse, ReasonResumed, msgResumed)
 	}
 	r.rollbackCondition()
 	if r.failed {
@@ -182,8 +230,9 @@ func (r *run) conditions() {
 // third one: PendingRevision is set), which is when RollbackInProgress is
 // True. It stays true when an Abort stops the third revision during the
 // walk back, and when the change comes during a walk back that an abort
-// had already started (that walk back now ends RolledBack, or Aborted with
-// the third revision as the canary a Retry starts). It is false once a
+// or a suspension had already started (that walk back now ends
+// RolledBack, or with the third revision as the canary that a Retry, or a
+// Resume of the suspension, starts). It is false once a
 // Retarget to the canary revision cancels the walk back, and once the walk
 // back ends.
 func (s *State) RollingBack() bool {
@@ -199,6 +248,8 @@ func (r *run) rollbackCondition() {
 		r.removeCond(ConditionRollbackInProgress)
 	case st.PendingRevision == st.StableRevision:
 		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackToStable)
+	case st.suspending():
+		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackThirdHeld)
 	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
 		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackThirdAborted)
 	default:
@@ -218,6 +269,16 @@ func (r *run) removeCond(typ string) {
 		st.Conditions = append(st.Conditions[:i], st.Conditions[i+1:]...)
 		return
 	}
+}
+
+// hasCond reports whether the state holds condition typ with status.
+func (r *run) hasCond(typ string, status metav1.ConditionStatus) bool {
+	for i := range r.st.Conditions {
+		if c := &r.st.Conditions[i]; c.Type == typ {
+			return c.Status == status
+		}
+	}
+	return false
 }
 
 // setCond sets a condition, copying the slice before the first change so the

@@ -33,6 +33,13 @@ type Control struct {
 	// abort) is never held, nor a finished rollout.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+	// Suspends the rollout while true (State.Suspend, with reason
+	// ControlSuspend): traffic and capacity walk back to the stable side
+	// and the canary is released; false resumes only a suspension that
+	// suspended caused, from where the rollout stood (State.Resume). A
+	// rollout started while it is true is suspended before its first Step.
+	// +optional
+	Suspended bool `json:"suspended,omitempty"`
 	// Walks traffic back to the stable side (an abort, with reason
 	// Aborted), once for each new value. It acts even while paused.
 	// +optional
@@ -90,6 +97,7 @@ const (
 	CommandRetry       = "Retry"
 	CommandPromote     = "Promote"
 	CommandPromoteFull = "PromoteFull"
+	CommandSuspend     = "Suspend"
 )
 
 // Applied is one command that State.Control applied, for the caller to
@@ -162,11 +170,28 @@ func (s State) Control(c Control, now time.Time) (State, []Applied) {
 	})
 	request(CommandPromote, c.Promote, func(r *Requests) *string { return &r.Promote }, func(s State) State { return s.Promote(now) })
 	request(CommandResume, c.Resume, func(r *Requests) *string { return &r.Resume }, func(s State) State {
-		if c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause {
+		if c.Suspended && s.suspendedBy(ReasonControlSuspend) {
+			return s // the spec suspends the rollout: set suspended false instead
+		}
+		if c.Paused && s.AwaitingResume && s.PauseReason == ReasonControlPause && !s.suspended() {
 			return s // the spec holds the rollout: un-pause it instead
 		}
 		return s.Resume(now)
 	})
+	switch {
+	case c.Suspended && !s.suspended():
+		if next := s.suspend(ReasonControlSuspend, now); next.suspended() || next.Aborted != s.Aborted {
+			s = next
+			applied = append(applied, Applied{Command: CommandSuspend})
+		}
+	case c.Suspended && s.suspendedBy(ReasonSuspended):
+		s = s.command(now)
+		s.retakeSuspension(ReasonControlSuspend) // released only by the spec from now on
+		applied = append(applied, Applied{Command: CommandSuspend})
+	case !c.Suspended && s.suspendedBy(ReasonControlSuspend):
+		s = s.Resume(now)
+		applied = append(applied, Applied{Command: CommandResume})
+	}
 	switch {
 	case c.Paused && !s.AwaitingResume:
 		if next := s.pause(ReasonControlPause, now); next.AwaitingResume {

@@ -19,6 +19,7 @@ func genToken(t *rapid.T, label string) string {
 func genControl(t *rapid.T) Control {
 	return Control{
 		Paused:      rapid.Bool().Draw(t, "cPaused"),
+		Suspended:   rapid.IntRange(0, 3).Draw(t, "cSuspended") == 0,
 		Abort:       genToken(t, "cAbort"),
 		Retry:       genToken(t, "cRetry"),
 		Promote:     genToken(t, "cPromote"),

@@ -80,6 +80,7 @@ func populated() strategy.State {
 		Resumed:              true,
 		SteadyRequested:      true,
 		Aborted:              &strategy.AbortStatus{Reason: "p99", At: at(11), Emergency: true},
+		ResumeWeight:         40,
 		UnhealthyCount:       2,
 		HealthCheckedAt:      at(12),
 		Gate:                 "errors",

@@ -26,6 +26,6 @@
 //  13. weight moves forward only while healthy and not commanded back; exact pauses;
 //  14. a rollout left alone ends, waits for a person, or reports Degraded;
 //  15. extras are hops: an abort drops them first; a rollout ends with none;
-//  16. a weight hop waits the Interval after the last one landed, at most twice it;
+//  16. a weight hop waits the Interval after the last one landed, at most twice it (a Resume aside);
 //  17. capacity follows the weight: the stable shrinks, the canary grows just in time.
 package strategy

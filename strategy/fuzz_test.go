@@ -121,7 +121,7 @@ func FuzzStepJSON(f *testing.F) {
 		}
 		before := *s.DeepCopy()
 		states := []strategy.State{
-			s, s.Pause(t5), s.Resume(t5), s.Abort("fuzz", t5), s.Promote(t5), s.PromoteFull(t5), s.Retry(t5),
+			s, s.Pause(t5), s.Resume(t5), s.Abort("fuzz", t5), s.Promote(t5), s.PromoteFull(t5), s.Retry(t5), s.Suspend(t5),
 			s.Retarget("v9", t5), s.Retarget(s.StableRevision, t5),
 		}
 		for _, strat := range fuzzStrategies {

@@ -94,6 +94,7 @@ func goldenState() strategy.State {
 		AwaitingResume: true, PauseReason: strategy.ReasonGateInconclusive, PausedAt: goldenAt(14),
 		PromoteRequested: true, PromoteFullRequested: true, Resumed: true, SteadyRequested: true,
 		Aborted:        &strategy.AbortStatus{Reason: "success rate 0.91 < 0.95", At: goldenAt(15), Emergency: true},
+		ResumeWeight:   40,
 		UnhealthyCount: 2, HealthCheckedAt: goldenAt(16), Gate: "errors", Message: "walking back",
 		FailingSince:  goldenAt(17),
 		Handled:       strategy.Requests{Abort: "a2", Retry: "r2", Promote: "p2", PromoteFull: "f2", Resume: "s2"},
@@ -132,7 +133,7 @@ func goldenValues() []struct {
 	}{
 		{"state", goldenState()},
 		{"state-zero", strategy.State{}},
-		{"control", strategy.Control{Paused: true, Abort: "2026-03-01T12:00:00Z", Retry: "r1", Promote: "p1", PromoteFull: "f1", Resume: "s1"}},
+		{"control", strategy.Control{Paused: true, Suspended: true, Abort: "2026-03-01T12:00:00Z", Retry: "r1", Promote: "p1", PromoteFull: "f1", Resume: "s1"}},
 		{"control-zero", strategy.Control{}},
 		{"incremental", strategy.Incremental{StepPercent: 10, Interval: goldenDuration(time.Minute + 30*time.Second), MaxSurgePercent: 20,
 			Options: goldenOptions()}},

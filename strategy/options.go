@@ -50,7 +50,9 @@ const (
 	// as soon as the stable side is ready for it.
 	AbortImmediate AbortRamp = ""
 	// AbortGradual: the strategy's own hops in reverse (Incremental: at most
-	// StepPercent per Interval; Canary: through the earlier step weights).
+	// StepPercent per Interval; Canary: through the earlier step weights),
+	// as AbortImmediate once the canary has lost readiness under its
+	// traffic (its share of the requests is failing).
 	AbortGradual AbortRamp = "Gradual"
 	// AbortEmergency: all traffic to the stable side at once while it scales
 	// up; for a canary that is failing requests. It is the one documented

@@ -538,8 +538,8 @@ func hopString(d *Decision) string {
 }
 
 // applyCommand applies command c (0..6: Pause, Resume, Abort, Promote,
-// PromoteFull, Retry, Retarget) and reports whether it may move the weight
-// back.
+// PromoteFull, Retry, and Retarget or Suspend) and reports whether it may
+// move the weight back.
 func applyCommand(t *rapid.T, c int, s State, now time.Time) (State, bool) {
 	switch c {
 	case 0:
@@ -555,6 +555,9 @@ func applyCommand(t *rapid.T, c int, s State, now time.Time) (State, bool) {
 	case 5:
 		return s.Retry(now), true
 	default:
+		if rapid.IntRange(0, 3).Draw(t, "suspend") == 0 {
+			return s.Suspend(now), true
+		}
 		return s.Retarget(rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "revision"), now), true
 	}
 }

@@ -53,6 +53,8 @@ func checkRollbackCondition(t TB, strat Strategy, in *State, d *Decision) {
 	switch {
 	case d.State.PendingRevision == d.State.StableRevision:
 		want = msgRollbackToStable
+	case d.State.suspending():
+		want = msgRollbackThirdHeld
 	case d.State.Aborted != nil && d.State.Aborted.Reason != ReasonRetarget:
 		want = msgRollbackThirdAborted
 	}
@@ -178,8 +180,9 @@ func TestRollbackInProgressKeepsCallerState(t *testing.T) {
 }
 
 // TestRollbackInProgressProperty: on random rollouts with random retargets
-// (to the stable revision, the canary, a third one), aborts, retries and
-// faults (a crashing canary among them), every Step leaves
+// (to the stable revision, the canary, a third one), aborts, retries,
+// suspensions, resumes and faults (a crashing canary among them), every
+// Step leaves
 // RollbackInProgress True iff the state is rolling back (see
 // checkRollbackCondition), and a Retarget that changes the revision
 // mid-rollout is a rollback at the next Step unless the walk back ends in
@@ -222,10 +225,15 @@ func TestRollbackInProgressProperty(t *testing.T) {
 					t.Fatalf("Retarget back to the canary %q did not cancel the rollback", rev)
 				}
 			case 8:
-				if rapid.Bool().Draw(t, "abort") {
+				switch rapid.IntRange(0, 3).Draw(t, "command") {
+				case 0:
 					s = s.Abort("test", now)
-				} else {
+				case 1:
 					s = s.Retry(now)
+				case 2:
+					s = s.Suspend(now)
+				default:
+					s = s.Resume(now)
 				}
 			default:
 				sd := &w.canary

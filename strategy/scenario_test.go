@@ -40,7 +40,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 //	at 1m verdict errors Pass|Fail|Inconclusive
 //	at 1m redeploy stable|canary REV (someone else deploys REV on a side, or restarts it)
 //	at 1m stuck canary on|off       (a deploy on the side never rolls out)
-//	at 1m abort|pause|resume|promote|promote-full|retry|retarget REV
+//	at 1m abort|pause|resume|promote|promote-full|retry|suspend|retarget REV
+//	at 1m control-suspended on|off  (the spec's Control.Suspended, applied every Step)
 //	run 30m                         (simulate until a terminal phase, or this long)
 //
 // The timeline shows every hop (a deploy included), every change of phase
@@ -201,6 +202,7 @@ func runScenario(script string) (string, error) {
 			line(strings.Join(events[0].args, " "))
 			events = events[1:]
 		}
+		s, _ = s.Control(w.control, now) // the spec's control, on every reconcile
 		observeWorld(&s, w, now)
 		if !w.noRevisions && !w.failing {
 			for i, sd := range []*side{&w.stable, &w.canary} {
@@ -229,7 +231,7 @@ func runScenario(script string) (string, error) {
 		if s.Phase != before.Phase {
 			what := "phase " + string(s.Phase)
 			switch {
-			case (s.Phase == PhaseAborting || s.Phase == PhaseAborted) && s.Aborted != nil:
+			case (s.Phase == PhaseAborting || s.Phase == PhaseAborted || s.Phase == PhaseSuspended) && s.Aborted != nil:
 				what += " (" + s.Aborted.Reason + ")"
 			case s.Phase == PhaseSucceeded:
 				what += " (stable side " + string(s.StableSide) + ")"
@@ -411,6 +413,16 @@ func scenarioAct(s *State, w *world, a []string, now time.Time) error {
 		*s = s.PromoteFull(now)
 	case "retry":
 		*s = s.Retry(now)
+	case "suspend":
+		*s = s.Suspend(now)
+	case "control-suspended":
+		if err = need(2); err == nil {
+			var on bool
+			if on, err = onOff(a[1]); err == nil {
+				w.control.Suspended = on
+				*s, _ = s.Control(w.control, now)
+			}
+		}
 	case "retarget":
 		if err = need(2); err == nil {
 			*s = s.Retarget(a[1], now)

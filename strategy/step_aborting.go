@@ -24,9 +24,14 @@ func (r *run) walkBack() {
 		return
 	}
 	gradual := e.opts.AbortRamp == AbortGradual
+	// A canary that lost readiness under its traffic is not walked back
+	// step by step: its share of the requests is failing now. Each hop
+	// goes as far back as the stable side's observed ready capacity
+	// allows, with no interval between hops.
+	dead := r.canaryDead()
 	for {
 		t := int32(0)
-		if gradual && e.canary {
+		if gradual && e.canary && !dead {
 			for j := range e.steps {
 				if w := e.steps[j].SetWeight; w != nil && *w < st.Desired.Weight && *w > t {
 					t = *w
@@ -35,7 +40,7 @@ func (r *run) walkBack() {
 		}
 		var limit int32
 		var interval time.Duration
-		if gradual {
+		if gradual && !dead {
 			limit, interval = e.stepPct, e.interval
 		}
 		if !r.move(t, limit, interval) {
@@ -63,10 +68,24 @@ func (r *run) walkBack() {
 	st.FinishedAt = micro(r.now)
 	st.Pace = Pace{} // a walk back that ends has nothing left to time
 	switch pending := st.PendingRevision; {
+	case st.suspending() && pending != st.StableRevision:
+		st.becomeSuspended()
+		st.Message = msgSuspended
+		if pending != "" {
+			// A Retarget during the suspension: Resume starts the new
+			// revision from its first step.
+			st.CanaryRevision = pending
+			st.PendingRevision = ""
+			st.StepIndex, st.StepsHash = 0, ""
+			st.StartedAt = metav1.MicroTime{}
+			st.ResumeWeight = 0
+		}
 	case pending == "":
+		st.ResumeWeight = 0
 		st.becomeAborted()
 		st.Message = ReasonAborted
 	case pending == st.StableRevision:
+		st.ResumeWeight = 0
 		st.becomeRolledBack()
 		st.CanaryRevision = pending
 		st.PendingRevision = ""
@@ -89,6 +108,17 @@ func (r *run) walkBack() {
 	}
 }
 
+// canaryDead reports, for a walk back, a canary that lost readiness under
+// the traffic the route sends it (pods crashed or failing their readiness
+// checks, not settled): see readiness.
+func (r *run) canaryDead() bool {
+	if r.st.Observed.WeightInvalid {
+		return false
+	}
+	_, canary := r.e.mode.readinessLost(r.facts())
+	return canary
+}
+
 // abort starts the walk back for reason, now (see State.becomeAborting), an
 // emergency one if the options ask for it. A rollout already walking back
 // or finished is left as it is.
@@ -101,9 +131,10 @@ func (r *run) abort(reason string) {
 }
 
 // markEmergency marks the recorded abort an emergency when
-// Options.AbortRamp asks for it; a Retarget's walk back never is one.
+// Options.AbortRamp asks for it; a Retarget's walk back never is one, nor
+// a suspension's.
 func (r *run) markEmergency() {
-	if a := r.st.Aborted; a != nil && r.e.opts.AbortRamp == AbortEmergency && a.Reason != ReasonRetarget {
+	if a := r.st.Aborted; a != nil && r.e.opts.AbortRamp == AbortEmergency && a.Reason != ReasonRetarget && !isSuspension(a.Reason) {
 		r.st.markEmergency()
 	}
 }

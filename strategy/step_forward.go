@@ -56,10 +56,20 @@ func (r *run) progress() {
 		return
 	}
 	if st.PromoteFullRequested {
+		st.ResumeWeight = 0
 		if r.move(100, 0, 0) {
 			r.reached()
 		}
 		return
+	}
+	if st.ResumeWeight > 0 {
+		// Resumed from a suspension: back up to where it stood, then the
+		// step it stood at is entered again.
+		if st.Desired.Weight < st.ResumeWeight && !r.move(st.ResumeWeight, 0, 0) {
+			return
+		}
+		st.ResumeWeight = 0
+		r.enter(st.StepIndex) // a pause step holds the rollout again below
 	}
 	if !e.canary {
 		end, waiting := r.intervalRunning(e.interval)

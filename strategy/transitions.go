@@ -9,12 +9,15 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 // transition that canBecome does not allow. The phases and their
 // transitions:
 //
-//	""          -> Progressing (first Step, adoption), Aborting (Retarget, an adopted walk back)
+//	""          -> Progressing (first Step, adoption), Aborting (Retarget, an adopted walk back),
+//	               Suspended (Suspend before the first Step)
 //	Progressing -> Paused, Completing, Aborting
 //	Paused      -> Progressing, Aborting
 //	Completing  -> Succeeded, Aborting
-//	Aborting    -> Aborted, RolledBack, Progressing (Retry, a Retarget cancelled or ended)
+//	Aborting    -> Aborted, RolledBack, Suspended, Progressing (Retry, Resume, a Retarget cancelled or ended)
 //	Aborted     -> Progressing (Retry), RolledBack (Retarget to the stable revision), "" (Retarget)
+//	Suspended   -> Progressing (Resume), "" (Resume of a rollout never started), Aborted (Abort),
+//	               RolledBack (Retarget to the stable revision)
 //	RolledBack  -> "" (Retarget)
 //	Succeeded   -> "" (Retarget)
 //
@@ -27,7 +30,7 @@ func canBecome(from, to Phase) bool {
 	}
 	switch from {
 	case "":
-		return to == PhaseProgressing || to == PhaseAborting
+		return to == PhaseProgressing || to == PhaseAborting || to == PhaseSuspended
 	case PhaseProgressing:
 		return to == PhasePaused || to == PhaseCompleting || to == PhaseAborting
 	case PhasePaused:
@@ -35,7 +38,9 @@ func canBecome(from, to Phase) bool {
 	case PhaseCompleting:
 		return to == PhaseSucceeded || to == PhaseAborting
 	case PhaseAborting:
-		return to == PhaseAborted || to == PhaseRolledBack || to == PhaseProgressing
+		return to == PhaseAborted || to == PhaseRolledBack || to == PhaseProgressing || to == PhaseSuspended
+	case PhaseSuspended:
+		return to == PhaseProgressing || to == "" || to == PhaseAborted || to == PhaseRolledBack
 	case PhaseAborted:
 		return to == PhaseProgressing || to == PhaseRolledBack || to == ""
 	case PhaseRolledBack, PhaseSucceeded:
@@ -67,11 +72,62 @@ func (s *State) becomeProgressing() bool {
 	if !s.become(PhaseProgressing) {
 		return false
 	}
-	if from == PhaseAborting || from == PhaseAborted {
+	if from == PhaseAborting || from == PhaseAborted || from == PhaseSuspended {
 		s.Aborted = nil
 	}
 	return true
 }
+
+// becomeSuspended ends a suspension's walk back: everything is on the
+// stable side. The suspension's record stays, for Resume.
+func (s *State) becomeSuspended() bool { return s.become(PhaseSuspended) }
+
+// suspendUnstarted suspends a rollout that has not been stepped (phase
+// ""), which has nothing to walk back, recording reason and at.
+func (s *State) suspendUnstarted(reason string, at metav1.MicroTime) bool {
+	if s.Phase != "" || !s.become(PhaseSuspended) {
+		return false
+	}
+	s.Aborted = &AbortStatus{Reason: reason, At: at}
+	s.unhold()
+	s.ResumeWeight = 0
+	s.StartedAt = metav1.MicroTime{}
+	return true
+}
+
+// retakeSuspension gives the suspension in force another reason (the spec
+// taking a Suspend command's suspension over as its own).
+func (s *State) retakeSuspension(reason string) bool {
+	if !s.suspended() || !isSuspension(reason) {
+		return false
+	}
+	a := *s.Aborted
+	a.Reason = reason
+	s.Aborted = &a
+	return true
+}
+
+// abortSuspended turns a suspended rollout into an aborted one.
+func (s *State) abortSuspended(reason string, at metav1.MicroTime) bool {
+	if s.Phase != PhaseSuspended || s.StartedAt.IsZero() || !s.become(PhaseAborted) {
+		return false
+	}
+	s.Aborted = &AbortStatus{Reason: reason, At: at}
+	return true
+}
+
+// suspending reports a suspension's walk back.
+func (s *State) suspending() bool {
+	return s.Phase == PhaseAborting && s.Aborted != nil && isSuspension(s.Aborted.Reason)
+}
+
+// suspendedBy reports a suspended rollout whose suspension has reason.
+func (s *State) suspendedBy(reason string) bool {
+	return s.suspended() && s.Aborted != nil && s.Aborted.Reason == reason
+}
+
+// suspended reports a suspended rollout: walking back, or walked back.
+func (s *State) suspended() bool { return s.suspending() || s.Phase == PhaseSuspended }
 
 // becomePaused holds the rollout in a pause: a hold (see hold) or a timed
 // pause step.

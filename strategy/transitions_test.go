@@ -15,18 +15,19 @@ import (
 	"pgregory.net/rapid"
 )
 
-var allPhases = []Phase{"", PhaseProgressing, PhasePaused, PhaseAborting, PhaseAborted, PhaseRolledBack, PhaseCompleting, PhaseSucceeded}
+var allPhases = []Phase{"", PhaseProgressing, PhasePaused, PhaseAborting, PhaseAborted, PhaseRolledBack, PhaseCompleting, PhaseSucceeded, PhaseSuspended}
 
 // TestTransitionTable holds canBecome to the table in transitions.go: every
 // pair of phases, each allowed move listed, every other pair refused.
 func TestTransitionTable(t *testing.T) {
 	allowed := map[Phase][]Phase{
-		"":               {PhaseProgressing, PhaseAborting},
+		"":               {PhaseProgressing, PhaseAborting, PhaseSuspended},
 		PhaseProgressing: {PhasePaused, PhaseCompleting, PhaseAborting},
 		PhasePaused:      {PhaseProgressing, PhaseAborting},
 		PhaseCompleting:  {PhaseSucceeded, PhaseAborting},
-		PhaseAborting:    {PhaseAborted, PhaseRolledBack, PhaseProgressing},
+		PhaseAborting:    {PhaseAborted, PhaseRolledBack, PhaseProgressing, PhaseSuspended},
 		PhaseAborted:     {PhaseProgressing, PhaseRolledBack, ""},
+		PhaseSuspended:   {PhaseProgressing, "", PhaseAborted, PhaseRolledBack},
 		PhaseRolledBack:  {""},
 		PhaseSucceeded:   {""},
 	}
@@ -63,6 +64,10 @@ var transitionFuncs = []transition{
 	{"becomeAborted", func(s *State, _ string, _ metav1.MicroTime) bool { return s.becomeAborted() }},
 	{"becomeRolledBack", func(s *State, _ string, _ metav1.MicroTime) bool { return s.becomeRolledBack() }},
 	{"becomeNew", func(s *State, _ string, _ metav1.MicroTime) bool { return s.becomeNew() }},
+	{"becomeSuspended", func(s *State, _ string, _ metav1.MicroTime) bool { return s.becomeSuspended() }},
+	{"suspendUnstarted", func(s *State, r string, at metav1.MicroTime) bool { return s.suspendUnstarted(r, at) }},
+	{"retakeSuspension", func(s *State, r string, _ metav1.MicroTime) bool { return s.retakeSuspension(r) }},
+	{"abortSuspended", func(s *State, r string, at metav1.MicroTime) bool { return s.abortSuspended(r, at) }},
 	{"hold", func(s *State, r string, at metav1.MicroTime) bool { return s.hold(r, at) }},
 	{"retakeHold", func(s *State, r string, at metav1.MicroTime) bool { return s.retakeHold(r, at) }},
 	{"unhold", func(s *State, _ string, _ metav1.MicroTime) bool { return s.unhold() }},

@@ -38,19 +38,26 @@ const (
 	// allocation reads weight 0, stable capacity 100, canary capacity 0,
 	// ready for the next Retarget.
 	PhaseSucceeded Phase = "Succeeded"
+	// PhaseSuspended: a suspended rollout (State.Suspend, Control.Suspended)
+	// has walked all traffic and capacity back to the stable side and
+	// released the canary (capacity 0, extras dropped). The state keeps
+	// where the rollout stood: Resume walks the canary back up to that
+	// weight, capacity first, and goes on from the same step.
+	PhaseSuspended Phase = "Suspended"
 )
 
 // Terminal reports whether Step will never again ask for a hop in this phase
-// without a command (Retry or Retarget).
+// without a command (Retry, Resume or Retarget). A suspended rollout is
+// terminal in this sense: it waits for a Resume.
 func (p Phase) Terminal() bool {
-	return p == PhaseAborted || p == PhaseRolledBack || p == PhaseSucceeded
+	return p == PhaseAborted || p == PhaseRolledBack || p == PhaseSucceeded || p == PhaseSuspended
 }
 
 // Known reports whether p is one of the phases above or the empty phase.
 func (p Phase) Known() bool {
 	switch p {
 	case "", PhaseProgressing, PhasePaused, PhaseAborting, PhaseAborted,
-		PhaseRolledBack, PhaseCompleting, PhaseSucceeded:
+		PhaseRolledBack, PhaseCompleting, PhaseSucceeded, PhaseSuspended:
 		return true
 	}
 	return false
@@ -337,7 +344,8 @@ type State struct {
 	StableSide Side `json:"stableSide,omitempty"`
 
 	// The rollout's phase: Progressing, Paused, Aborting, Aborted,
-	// RolledBack, Completing or Succeeded; empty when no rollout has run.
+	// RolledBack, Completing, Succeeded or Suspended; empty when no rollout
+	// has run.
 	Phase Phase `json:"phase,omitempty"`
 	// The current canary step, counted from 0. The incremental and
 	// blue-green strategies leave it at 0.
@@ -431,8 +439,15 @@ type State struct {
 	// states written by earlier versions use.)
 	SteadyRequested bool `json:"released,omitempty"`
 
-	// Why and when the rollout was aborted; absent unless it was.
+	// Why and when the rollout was aborted; absent unless it was. A
+	// suspension (reason Suspended or ControlSuspend) is recorded here
+	// too, from the start of its walk back until Resume.
 	Aborted *AbortStatus `json:"aborted,omitempty"`
+	// The canary weight a suspended rollout stood at when it was
+	// suspended: Resume walks back up to it (capacity-safe, without the
+	// strategy's intervals) before the current step goes on, entered
+	// again (a pause timed again, a gate analysed again). 0 otherwise.
+	ResumeWeight int32 `json:"resumeWeight,omitempty"`
 
 	// Consecutive unhealthy observations counted.
 	UnhealthyCount int32 `json:"unhealthyCount,omitempty"`

@@ -96,6 +96,7 @@ func (s *State) valid(m mover, bad func(path string, value any, detail string)) 
 	pct("observed.canary.capacity", s.Observed.Canary.Capacity)
 	pct("observed.canary.ready", s.Observed.Canary.Ready)
 	pct("desiredExtras.mirrorPercent", s.DesiredExtras.MirrorPercent)
+	pct("resumeWeight", s.ResumeWeight)
 	if h := s.DesiredExtras.HeaderRoute; h != nil && h.ExpectedPercent != nil {
 		pct("desiredExtras.headerRoute.expectedPercent", *h.ExpectedPercent)
 	}

@@ -17,6 +17,8 @@ import (
 // succeeds swaps them (swap).
 type world struct {
 	mode CapacityMode
+	// control is the spec's control, applied before every Step.
+	control Control
 	// noRevisions: the sides do not report the revisions they run
 	// (Observation.Revisions unset). By default they do.
 	noRevisions bool

@@ -24,7 +24,7 @@ type Metrics struct {
 }
 
 var phases = []strategy.Phase{strategy.PhaseProgressing, strategy.PhasePaused, strategy.PhaseAborting,
-	strategy.PhaseAborted, strategy.PhaseRolledBack, strategy.PhaseCompleting, strategy.PhaseSucceeded}
+	strategy.PhaseAborted, strategy.PhaseRolledBack, strategy.PhaseCompleting, strategy.PhaseSucceeded, strategy.PhaseSuspended}
 
 // NewMetrics creates the metrics and registers them with registry
 // (controller-runtime's metrics.Registry when nil).
