@@ -104,6 +104,27 @@ const (
 	msgDegradedClear      = "no problem"
 )
 
+// The rollback condition: a walk back because the desired revision changed.
+const (
+	// ConditionRollbackInProgress is True while the rollout walks back
+	// because the desired revision changed mid-rollout (see
+	// State.RollingBack), with reason ReasonDesiredRevisionChanged and a
+	// message that says whether the spec went back to the stable revision
+	// or on to a third one. It is removed, never set False, when the walk
+	// back is cancelled (the spec returns to the canary revision) or ends
+	// (RolledBack, Aborted, Suspended, or the third revision started):
+	// absent means false.
+	ConditionRollbackInProgress = "RollbackInProgress"
+	// ReasonDesiredRevisionChanged: the reason of RollbackInProgress, the
+	// desired revision changed while a rollout was in progress.
+	ReasonDesiredRevisionChanged = "DesiredRevisionChanged"
+
+	msgRollbackToStable     = "the desired revision went back to the stable revision: rolling back"
+	msgRollbackToThird      = "the desired revision changed mid-rollout: rolling back to the stable revision, then rolling out the new one"
+	msgRollbackThirdAborted = "the desired revision changed mid-rollout: rolling back to the stable revision; an abort stopped the new one, which a retry starts"
+	msgRollbackThirdHeld    = "the desired revision changed mid-rollout: rolling back to the stable revision; the rollout is suspended, and a resume rolls out the new one"
+)
+
 // Reasons of the declarative control and of the clock check.
 const (
 	// ReasonControlPause: the pause Control.Paused holds (see State.Control).
@@ -126,7 +147,8 @@ func seconds(t time.Time) metav1.Time {
 }
 
 // conditions brings the four conditions (and Suspended, once a rollout
-// was suspended) in line with the state.
+// was suspended, and RollbackInProgress while it rolls back) in line with
+// the state.
 func (r *run) conditions() {
 	st := r.st
 	switch st.Phase {
@@ -192,6 +214,7 @@ func (r *run) conditions() {
 	default:
 		r.setCond(ConditionSuspended, metav1.ConditionFalse, ReasonResumed, msgResumed)
 	}
+	r.rollbackCondition()
 	if r.failed {
 		return // the observation is stale: keep Available as it was
 	}
@@ -199,6 +222,52 @@ func (r *run) conditions() {
 		r.setCond(ConditionAvailable, metav1.ConditionTrue, ReasonAsExpected, msgAvailable)
 	} else {
 		r.setCond(ConditionAvailable, metav1.ConditionFalse, ReasonTrafficExceedsReadyCapacity, msgUnavailable)
+	}
+}
+
+// RollingBack reports whether the rollout walks back because the desired
+// revision changed mid-rollout (a Retarget to the stable revision or to a
+// third one: PendingRevision is set), which is when RollbackInProgress is
+// True. It stays true when an Abort stops the third revision during the
+// walk back, and when the change comes during a walk back that an abort
+// or a suspension had already started (that walk back now ends
+// RolledBack, or with the third revision as the canary that a Retry, or a
+// Resume of the suspension, starts). It is false once a
+// Retarget to the canary revision cancels the walk back, and once the walk
+// back ends.
+func (s *State) RollingBack() bool {
+	return s.Phase == PhaseAborting && s.PendingRevision != ""
+}
+
+// rollbackCondition sets RollbackInProgress while the state is rolling back
+// (see State.RollingBack) and removes it otherwise.
+func (r *run) rollbackCondition() {
+	st := r.st
+	switch {
+	case !st.RollingBack():
+		r.removeCond(ConditionRollbackInProgress)
+	case st.PendingRevision == st.StableRevision:
+		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackToStable)
+	case st.suspending():
+		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackThirdHeld)
+	case st.Aborted != nil && st.Aborted.Reason != ReasonRetarget:
+		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackThirdAborted)
+	default:
+		r.setCond(ConditionRollbackInProgress, metav1.ConditionTrue, ReasonDesiredRevisionChanged, msgRollbackToThird)
+	}
+}
+
+// removeCond removes a condition, copying the slice first so the caller's
+// state is never modified; a state without it is left as it is.
+func (r *run) removeCond(typ string) {
+	st := r.st
+	for i := range st.Conditions {
+		if st.Conditions[i].Type != typ {
+			continue
+		}
+		r.copyConds()
+		st.Conditions = append(st.Conditions[:i], st.Conditions[i+1:]...)
+		return
 	}
 }
 
@@ -262,7 +331,7 @@ func (r *run) copyConds() {
 		return
 	}
 	r.condCopied = true
-	c := make([]metav1.Condition, len(r.st.Conditions), max(len(r.st.Conditions), 4))
+	c := make([]metav1.Condition, len(r.st.Conditions), max(len(r.st.Conditions), 5))
 	copy(c, r.st.Conditions)
 	r.st.Conditions = c
 }

@@ -131,6 +131,7 @@ func checkDecision(t TB, strat Strategy, in State, d Decision) Decision {
 		t.Fatalf("negative requeue %v", d.RequeueAfter)
 	}
 	checkReleased(t, mode, &in, &d)
+	checkRollbackCondition(t, strat, &in, &d)
 	// The requeue of a caller without notifications is the decided one, or
 	// a shorter poll after a hop: never longer, never zero when the decided
 	// one is not, and never shorter than the first poll (or the decided

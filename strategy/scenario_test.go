@@ -46,7 +46,8 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output of the sc
 //
 // The timeline shows every hop (a deploy included), every change of phase
 // (with the reason of an abort, and the physical side that is stable after
-// a success) or of the Degraded condition, and what the sides are observed
+// a success) or of the Degraded condition, every change of the
+// RollbackInProgress condition ("removed" once it goes), and what the sides are observed
 // running when that changes ("observed canary v3 rolling" while a deploy
 // rolls out). The world must keep invariants 6 to 8 of the package doc's
 // "# Invariants": a scenario fails if the data plane routes traffic to a
@@ -87,7 +88,8 @@ type scenarioEvent struct {
 }
 
 // runScenario plays a script and returns its timeline: one line per hop,
-// change of phase or change of the Degraded condition.
+// change of phase, change of the Degraded condition or of the
+// RollbackInProgress condition.
 func runScenario(script string) (string, error) {
 	var (
 		strat  Strategy
@@ -180,6 +182,7 @@ func runScenario(script string) (string, error) {
 		fmt.Fprintf(&out, "+%s %s (%d,%d) w%d\n", now.Sub(start), what, a.StableCapacity, a.CanaryCapacity, a.Weight)
 	}
 	degraded := ""
+	rollback := scenarioRollback(&s)                            // RollbackInProgress, "" while absent
 	phase := s.Phase                                            // the phase the timeline last showed
 	runs := [2]string{sideRuns(&w.stable), sideRuns(&w.canary)} // what the sides were last observed running
 	breach := func() error {
@@ -240,6 +243,14 @@ func runScenario(script string) (string, error) {
 			degraded = c
 			line("degraded " + c)
 		}
+		if c := scenarioRollback(&s); c != rollback {
+			rollback = c
+			if c == "" {
+				line("rollback in progress removed")
+			} else {
+				line("rollback in progress: " + c)
+			}
+		}
 		w.apply(&d, lag)
 		if s.StableSide != before.StableSide {
 			w.swap()
@@ -283,6 +294,17 @@ func sideRuns(sd *side) string {
 		r += " rolling"
 	}
 	return r
+}
+
+// scenarioRollback is the RollbackInProgress condition as a timeline shows
+// it: its status, reason and message, or "" while it is absent.
+func scenarioRollback(s *State) string {
+	for _, c := range s.Conditions {
+		if c.Type == ConditionRollbackInProgress {
+			return fmt.Sprintf("%s %s (%s)", c.Status, c.Reason, c.Message)
+		}
+	}
+	return ""
 }
 
 func scenarioCondition(s *State, typ string) string {

@@ -483,7 +483,8 @@ type State struct {
 	// is treated as that time.
 	LastCommandAt metav1.MicroTime `json:"lastCommandAt,omitzero"`
 
-	// The rollout's conditions: Progressing, Paused, Degraded, Available.
+	// The rollout's conditions: Progressing, Paused, Degraded, Available,
+	// and RollbackInProgress while a change of revision walks it back.
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 

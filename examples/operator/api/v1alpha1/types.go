@@ -165,9 +165,11 @@ type ReleaseStatus struct {
 	// The generation of the spec the status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-	// The rollout's conditions (Progressing, Paused, Degraded, Available)
-	// and Released, each with the observedGeneration of the spec it
-	// reflects, for kubectl wait.
+	// The rollout's conditions (Progressing, Paused, Degraded, Available,
+	// and RollbackInProgress while a change of spec.revision walks the
+	// rollout back; removed once that is cancelled or ends) and Released,
+	// each with the observedGeneration of the spec it reflects, for
+	// kubectl wait.
 	// +optional
 	// +listType=map
 	// +listMapKey=type
