@@ -70,6 +70,11 @@ type Config struct {
 	// route once from APIReader (see NewRouter). Nil: every read goes
 	// through the client. NewRouterForClientset ignores it.
 	APIReader client.Reader
+	// Retry, when set, is a retry in the data plane that the Router
+	// attaches to the rules it moves, in the same update as their weights,
+	// and takes back once it is unset (see Retry, RetryAnnotation). It
+	// needs HTTPRoutes.
+	Retry *Retry
 }
 
 // Validate names every problem with the configuration.
@@ -103,6 +108,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Mirror != MirrorGatewayAPI && c.Mirror != MirrorTraefikService {
 		errs = append(errs, fmt.Errorf("%w: mirror: %q is not %q or %q", ErrInvalid, c.Mirror, MirrorGatewayAPI, MirrorTraefikService))
+	}
+	if c.Retry != nil {
+		if err := c.Retry.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		for i, r := range c.Routes {
+			if r.kind() == KindGRPCRoute {
+				errs = append(errs, fmt.Errorf("%w: routes[%d].kind: retry is attached to HTTPRoutes only, not to %s", ErrInvalid, i, KindGRPCRoute))
+			}
+		}
 	}
 	if c.MirrorMaxBodySize < -1 {
 		errs = append(errs, fmt.Errorf("%w: mirrorMaxBodySize: %d: want -1 (unlimited), 0 (1 MiB) or a size in bytes", ErrInvalid, c.MirrorMaxBodySize))
@@ -430,6 +445,9 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 			if err := also.check(ref, rt); err != nil {
 				return err
 			}
+			if _, err := r.applyRetry(ref, rt.deepCopy()); err != nil {
+				return err
+			}
 		}
 	}
 	for _, ref := range also.order(r.cfg.Routes) {
@@ -441,16 +459,27 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 }
 
 func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights, edit func(route) (bool, error)) error {
-	return updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+	var last route
+	err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+		last = rt
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
+			return false, err
+		}
+		// The retry first, so that the extra rules rebuilt below copy it.
+		retried, err := r.applyRetry(ref, rt) // retry.go
+		if err != nil {
 			return false, err
 		}
 		changed, err := r.setWeightsIn(ctx, ref, rt, w) // extras.go
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}
-		return withEdit(changed, rt, edit)
+		return withEdit(changed || retried, rt, edit)
 	})
+	if err != nil {
+		return err
+	}
+	return r.checkRetryKept(ref, last)
 }
 
 // routeEdit is a change of one route made in the same update as the
