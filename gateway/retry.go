@@ -299,6 +299,9 @@ func (r *Router) applyRetry(ref RouteRef, rt route) (bool, error) {
 		}
 	}
 	want := r.cfg.Retry.record()
+	if want != nil && want.Mode == RetryGatewayAPI && r.retryPrunedOn(ref) {
+		want = nil // reported once; the record must not claim it now
+	}
 	if rec == nil && want == nil {
 		return false, nil
 	}
@@ -405,16 +408,33 @@ func editRetry(rule *gwv1.HTTPRouteRule, rec, want *retryRecord) bool {
 
 // checkRetryKept reports the rules[].retry the API server dropped from rt,
 // as the update returned it: a cluster with Gateway API's standard CRDs.
+// The Router remembers it: from then on it attaches no rules[].retry to
+// that route and takes its record back with the next write, so that the
+// route does not claim a retry it lacks and a walk back is not refused.
 func (r *Router) checkRetryKept(ref RouteRef, rt route) error {
-	if r.cfg.Retry == nil || r.cfg.Retry.Mode != RetryGatewayAPI || rt.http == nil {
+	if r.cfg.Retry == nil || r.cfg.Retry.Mode != RetryGatewayAPI || rt.http == nil || r.retryPrunedOn(ref) {
 		return nil
 	}
 	for _, i := range r.movedRules(ref, rt) {
 		if rt.http.Spec.Rules[i].Retry == nil {
+			r.mu.Lock()
+			if r.retryPruned == nil {
+				r.retryPruned = map[RouteRef]bool{}
+			}
+			r.retryPruned[ref.key()] = true
+			r.mu.Unlock()
 			return rollout.Permanent(&RetryPrunedError{Route: ref, Rule: i})
 		}
 	}
 	return nil
+}
+
+// retryPrunedOn reports whether the API server dropped the Router's
+// rules[].retry from ref.
+func (r *Router) retryPrunedOn(ref RouteRef) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.retryPruned[ref.key()]
 }
 
 // RetryUnsafeError: a RetryGatewayAPI retry without Retry.NonIdempotent
@@ -464,7 +484,10 @@ func (e *RetryConflictError) Is(target error) bool { return target == ErrInvalid
 // API's standard channel, which has no such field. The weights of that
 // write were applied; the retry was not. Install the experimental-channel
 // CRDs or use RetryTraefikMiddleware. It matches rollout.ErrUnsupported
-// and is rollout.Permanent.
+// and is rollout.Permanent, so a rollout aborts at that hop. It is
+// returned once per Router and route: the Router then attaches no
+// rules[].retry there (its walk back is not refused) and takes its record
+// back with the next write.
 type RetryPrunedError struct {
 	Route RouteRef
 	Rule  int

@@ -182,6 +182,9 @@ type Router struct {
 	// delete (see sweepMirrors); true at the start, since an earlier
 	// process may have left one.
 	sweep bool
+	// retryPruned (under mu): the routes whose rules[].retry the API
+	// server dropped (see checkRetryKept).
+	retryPruned map[RouteRef]bool
 }
 
 // acceptance remembers when a route's current generation was first seen
