@@ -45,7 +45,7 @@ const (
 // NonIdempotent a RetryGatewayAPI retry goes only on rules whose every
 // match restricts the method to GET, HEAD, PUT, DELETE, OPTIONS or TRACE
 // (else a *RetryUnsafeError): a POST answered 503 after it took effect
-// must not run twice.
+// must not run twice. See docs/design/gateway.md (Retry) for the figures.
 type Retry struct {
 	// Mode is RetryTraefikMiddleware or RetryGatewayAPI; required.
 	Mode RetryMode `json:"mode"`
