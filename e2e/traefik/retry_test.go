@@ -237,8 +237,12 @@ func TestRetryDeadBackend(t *testing.T) {
 	restart()
 
 	// The Router attaches the retry in the same update as the weights.
+	// Each try goes to the endpoint Traefik's round robin picks next, the
+	// dead one about half the time: 30 tries leave a GET sent to it a
+	// 2^-29 chance of failing. Traefik answers 500 (not 502) for some
+	// connections cut mid-request, so 500 is retried too.
 	retry := gateway.Retry{Mode: gateway.RetryTraefikMiddleware, Middleware: "upshift-retry",
-		Attempts: 20, Codes: []int{502, 503, 504}}
+		Attempts: 30, Codes: []int{500, 502, 503, 504}}
 	mw, err := gateway.TraefikRetryMiddleware(ns, retry)
 	if err != nil {
 		t.Fatal(err)
