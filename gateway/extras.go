@@ -91,6 +91,9 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 	if err := validateRoutes(rs); err != nil {
 		return rollout.Permanent(err)
 	}
+	if err := r.checkRetryMiddleware(ctx); err != nil { // retry.go
+		return err
+	}
 	mirror := rs.Extras.MirrorPercent > 0
 	traefik := r.cfg.Mirror == MirrorTraefikService
 	peers := map[RouteRef][]peerRoute{}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,12 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/rollout"
@@ -50,7 +55,8 @@ type Retry struct {
 	// Mode is RetryTraefikMiddleware or RetryGatewayAPI; required.
 	Mode RetryMode `json:"mode"`
 	// Middleware names the Traefik Middleware (RetryTraefikMiddleware
-	// only; required there).
+	// only; required there), which the Router reads before it writes
+	// (get on middlewares.traefik.io, a Router built with NewRouter).
 	Middleware string `json:"middleware,omitempty"`
 	// Attempts counts every try, the first included (Traefik's attempts;
 	// Gateway API's attempts, which counts retries, gets Attempts-1); 0
@@ -499,3 +505,72 @@ func (e *RetryPrunedError) Error() string {
 
 // Is makes errors.Is(err, rollout.ErrUnsupported) true.
 func (e *RetryPrunedError) Is(target error) bool { return target == rollout.ErrUnsupported }
+
+// MiddlewareGVK is the kind of the Traefik Middleware a
+// RetryTraefikMiddleware retry names.
+var MiddlewareGVK = schema.GroupVersionKind{Group: traefikGroup, Version: "v1alpha1", Kind: "Middleware"}
+
+// checkRetryMiddleware reads the Middleware of a RetryTraefikMiddleware
+// retry in the namespace of every managed route, before anything is
+// written: Traefik does not check that an ExtensionRef names a Middleware
+// that exists, keeps the route Accepted, and serves none of the rule's
+// requests while it is missing.
+func (r *Router) checkRetryMiddleware(ctx context.Context) error {
+	rr := r.cfg.Retry
+	if rr == nil || rr.Mode != RetryTraefikMiddleware {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, ref := range r.cfg.Routes {
+		if seen[ref.Namespace] {
+			continue
+		}
+		seen[ref.Namespace] = true
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(MiddlewareGVK)
+		err := r.objs.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: rr.Middleware}, u)
+		e := &RetryMiddlewareError{Route: ref, Middleware: rr.Middleware}
+		switch {
+		case apierrors.IsNotFound(err):
+			e.NotFound, e.Reason = true, "not found; apply it first (TraefikRetryMiddleware builds it)"
+			return e // it may be applied in a moment: not Permanent
+		case meta.IsNoMatchError(err):
+			e.Reason = fmt.Sprintf("the API server does not serve traefik.io Middlewares: %v", err)
+			return rollout.Permanent(e)
+		case apierrors.IsForbidden(err):
+			return rollout.Permanent(fmt.Errorf("gateway: %s: Middleware %s/%s: forbidden (the Router needs get on middlewares.traefik.io for Config.Retry): %w", ref, ref.Namespace, rr.Middleware, err))
+		case err != nil:
+			return fmt.Errorf("gateway: %s: Middleware %s/%s: %w", ref, ref.Namespace, rr.Middleware, err)
+		}
+		if _, ok, _ := unstructured.NestedMap(u.Object, "spec", "retry"); !ok {
+			e.Reason = "it has no spec.retry"
+			return rollout.Permanent(e)
+		}
+	}
+	return nil
+}
+
+// RetryMiddlewareError: the Middleware a RetryTraefikMiddleware retry
+// names cannot be used from Route's namespace (Reason: not found, not a
+// retry, or the kind not served). Nothing is written. With NotFound it
+// matches rollout.ErrNotFound and is not Permanent (the Middleware may be
+// applied next); otherwise it matches ErrInvalid and is Permanent.
+type RetryMiddlewareError struct {
+	Route      RouteRef
+	Middleware string
+	NotFound   bool
+	Reason     string
+}
+
+func (e *RetryMiddlewareError) Error() string {
+	return fmt.Sprintf("gateway: %s: Middleware %s/%s: %s", e.Route, e.Route.Namespace, e.Middleware, e.Reason)
+}
+
+// Is makes errors.Is(err, rollout.ErrNotFound) true with NotFound, and
+// errors.Is(err, ErrInvalid) without.
+func (e *RetryMiddlewareError) Is(target error) bool {
+	if e.NotFound {
+		return target == rollout.ErrNotFound
+	}
+	return target == ErrInvalid
+}

@@ -35,6 +35,9 @@ func ExampleRetry() {
 		panic(err)
 	}
 	fmt.Println("apply:", mw.GetKind(), mw.GetNamespace()+"/"+mw.GetName(), mw.Object["spec"])
+	if err := c.Create(ctx, mw); err != nil { // the Router refuses a Middleware that is not there
+		panic(err)
+	}
 
 	router, err := gateway.NewRouter(c, gateway.Config{Routes: []gateway.RouteRef{{Namespace: "shop", Name: "web"}}, A: a, B: b, Retry: &retry})
 	if err != nil {

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/upshift-dev/upshift/gateway"
@@ -26,10 +30,21 @@ func TestRetryOnKube(t *testing.T) {
 
 	t.Run("traefik", func(t *testing.T) {
 		ns := env.Namespace(t)
+		installMiddlewareCRD(t, c)
 		newRoute(t, c, ns, "web")
 		ref := gateway.RouteRef{Namespace: ns, Name: "web"}
 		before := getRetryRoute(t, c, ref)
 		r := retryRouter(t, c, ref, &traefikRetry)
+		if err := r.SetWeights(ctx, rollout.Weights{A: 90, B: 10}); !errors.Is(err, rollout.ErrNotFound) {
+			t.Fatalf("SetWeights before the Middleware is applied: %v", err)
+		}
+		mw, err := gateway.TraefikRetryMiddleware(ns, traefikRetry)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, mw); err != nil {
+			t.Fatal(err)
+		}
 		if err := r.SetWeights(ctx, rollout.Weights{A: 90, B: 10}); err != nil {
 			t.Fatal(err)
 		}
@@ -78,4 +93,44 @@ func TestRetryOnKube(t *testing.T) {
 			t.Errorf("after the walk back: annotations %v, weights %v/%v", rt.Annotations, *rt.Spec.Rules[0].BackendRefs[0].Weight, *rt.Spec.Rules[0].BackendRefs[1].Weight)
 		}
 	})
+}
+
+// installMiddlewareCRD installs a CustomResourceDefinition of Traefik's
+// Middleware kind (traefik.io/v1alpha1, any spec) on the test API server,
+// once, and waits until it is served.
+func installMiddlewareCRD(t *testing.T, c client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "middlewares.traefik.io"},
+		"spec": map[string]any{
+			"group": "traefik.io",
+			"names": map[string]any{"kind": "Middleware", "listKind": "MiddlewareList", "plural": "middlewares", "singular": "middleware"},
+			"scope": "Namespaced",
+			"versions": []any{map[string]any{
+				"name": "v1alpha1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+				}},
+			}},
+		},
+	}}
+	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gateway.MiddlewareGVK.GroupVersion().WithKind("MiddlewareList"))
+		err := c.List(ctx, l)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Middleware CRD is not served: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

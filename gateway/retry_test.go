@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"pgregory.net/rapid"
@@ -66,10 +67,15 @@ func retryRouteRules() []gwv1.HTTPRouteRule {
 
 // retryWorld is a fake API server (which keeps rules[].retry, as the
 // experimental-channel CRDs do) holding shop/web with rules.
+// It holds the Middleware of traefikRetry too.
 func retryWorld(t fataler, rules []gwv1.HTTPRouteRule) (client.Client, gateway.RouteRef) {
 	rt := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"},
 		Spec: gwv1.HTTPRouteSpec{CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}}, Rules: rules}}
-	c := fakeclient.NewClientBuilder().WithScheme(retryScheme).WithObjects(rt).Build()
+	mw, err := gateway.TraefikRetryMiddleware("shop", traefikRetry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := fakeclient.NewClientBuilder().WithScheme(retryScheme).WithObjects(rt, mw).Build()
 	return c, gateway.RouteRef{Namespace: "shop", Name: "web"}
 }
 
@@ -290,6 +296,46 @@ func TestRouterRetryRefusals(t *testing.T) {
 				t.Fatalf("SetRoutes: %v (%T)", err, err)
 			}
 		})
+	}
+}
+
+// TestRouterRetryMiddlewareChecked: the Router reads the Middleware before
+// it writes the filter: Traefik keeps a route whose ExtensionRef names a
+// missing Middleware Accepted and serves none of the rule's requests.
+func TestRouterRetryMiddlewareChecked(t *testing.T) {
+	ctx := context.Background()
+	c, ref := retryWorld(t, retryRouteRules())
+	before := getRetryRoute(t, c, ref)
+	missing := traefikRetry
+	missing.Middleware = "not-applied"
+	r := retryRouter(t, c, ref, &missing)
+	for _, call := range []func() error{
+		func() error { return r.SetWeights(ctx, rollout.Weights{A: 90, B: 10}) },
+		func() error { return r.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 90, B: 10}}) },
+	} {
+		err := call()
+		var me *gateway.RetryMiddlewareError
+		if !errors.As(err, &me) || !me.NotFound || !errors.Is(err, rollout.ErrNotFound) || rollout.IsPermanent(err) {
+			t.Fatalf("missing Middleware: %v (%T); want a *RetryMiddlewareError, NotFound, not permanent", err, err)
+		}
+	}
+	// Not a retry Middleware.
+	other := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "traefik.io/v1alpha1", "kind": "Middleware",
+		"metadata": map[string]any{"namespace": "shop", "name": "not-applied"}, "spec": map[string]any{"stripPrefix": map[string]any{}}}}
+	if err := c.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	err := r.SetWeights(ctx, rollout.Weights{A: 90, B: 10})
+	var me *gateway.RetryMiddlewareError
+	if !errors.As(err, &me) || me.NotFound || !errors.Is(err, gateway.ErrInvalid) || !rollout.IsPermanent(err) {
+		t.Fatalf("a Middleware without spec.retry: %v (%T)", err, err)
+	}
+	if d := cmp.Diff(before, getRetryRoute(t, c, ref)); d != "" {
+		t.Errorf("route written (-before +after):\n%s", d)
+	}
+	// The clientset cannot read it: refused at construction.
+	if _, err := gateway.NewRouterForClientset(nil, gateway.Config{Routes: []gateway.RouteRef{ref}, A: stable, B: canary, Retry: &traefikRetry}); !errors.Is(err, gateway.ErrInvalid) || !strings.Contains(err.Error(), "retry.mode:") {
+		t.Errorf("NewRouterForClientset: %v", err)
 	}
 }
 

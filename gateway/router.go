@@ -246,8 +246,12 @@ func NewRouter(c client.Client, cfg Config) (*Router, error) {
 }
 
 // NewRouterForClientset returns a Router that uses the gateway-api typed
-// clientset.
+// clientset. It refuses a RetryTraefikMiddleware retry, whose Middleware
+// it cannot read.
 func NewRouterForClientset(cs versioned.Interface, cfg Config) (*Router, error) {
+	if cfg.Retry != nil && cfg.Retry.Mode == RetryTraefikMiddleware {
+		return nil, fmt.Errorf("%w: retry.mode: %s needs a Router built with NewRouter (it reads the Middleware)", ErrInvalid, RetryTraefikMiddleware)
+	}
 	r, err := newRouter(csRoutes{cs: cs}, cfg)
 	if err != nil {
 		return nil, err
@@ -435,6 +439,9 @@ func (r *Router) SetWeights(ctx context.Context, w rollout.Weights) error {
 func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeEdit) error {
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
+	}
+	if err := r.checkRetryMiddleware(ctx); err != nil { // retry.go
+		return err
 	}
 	if len(r.cfg.Routes) > 1 {
 		for _, ref := range r.cfg.Routes {
