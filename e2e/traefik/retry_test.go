@@ -236,6 +236,11 @@ func TestRetryDeadBackend(t *testing.T) {
 	}
 	restart()
 
+	// Why the Router reads the Middleware first: a filter naming a missing
+	// one leaves the route Accepted while Traefik serves none of the
+	// rule's requests.
+	missingMiddleware(t, c, ref, p.url)
+
 	// The Router attaches the retry in the same update as the weights.
 	// Each try goes to the endpoint Traefik's round robin picks next, the
 	// dead one about half the time: 30 tries leave a GET sent to it a
@@ -362,4 +367,55 @@ func serveStable(t *testing.T, c client.Client, ns string, ks ...*killable) {
 				Protocol: ptr(corev1.ProtocolTCP)}},
 		})
 	}
+}
+
+// missingMiddleware writes, by hand, an ExtensionRef filter to a Middleware
+// that does not exist on the route's rule, shows that Traefik keeps the
+// route Accepted and fails every request, then takes the filter out and
+// waits until the requests pass again.
+func missingMiddleware(t *testing.T, c client.Client, ref gateway.RouteRef, url string) {
+	t.Helper()
+	ctx := context.Background()
+	edit := func(f func(*gwv1.HTTPRoute)) {
+		t.Helper()
+		var rt gwv1.HTTPRoute
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &rt); err != nil {
+			t.Fatal(err)
+		}
+		f(&rt)
+		if err := c.Update(ctx, &rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edit(func(rt *gwv1.HTTPRoute) {
+		rt.Spec.Rules[0].Filters = append(rt.Spec.Rules[0].Filters, gwv1.HTTPRouteFilter{Type: gwv1.HTTPRouteFilterExtensionRef,
+			ExtensionRef: &gwv1.LocalObjectReference{Group: "traefik.io", Kind: "Middleware", Name: "not-applied"}})
+	})
+	waitAccepted(t, c, ref)
+	var last error
+	poll(t, "requests fail with a missing Middleware", func() (bool, string) {
+		last = send(http.DefaultClient, http.MethodGet, url+"/")
+		return last != nil, "GETs still answered"
+	})
+	// Every request fails now, not one by chance.
+	failed := 0
+	for range 20 {
+		if send(http.DefaultClient, http.MethodGet, url+"/") != nil {
+			failed++
+		}
+	}
+	t.Logf("a filter naming a missing Middleware: route Accepted, %d of 20 GETs failed (%v)", failed, last)
+	if failed != 20 {
+		t.Errorf("%d of 20 GETs failed with a missing Middleware, want 20", failed)
+	}
+	edit(func(rt *gwv1.HTTPRoute) { rt.Spec.Rules[0].Filters = nil })
+	waitAccepted(t, c, ref)
+	poll(t, "requests pass again", func() (bool, string) {
+		for range 20 {
+			if err := send(http.DefaultClient, http.MethodGet, url+"/"); err != nil {
+				return false, err.Error()
+			}
+		}
+		return true, ""
+	})
 }
