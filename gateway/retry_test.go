@@ -422,6 +422,50 @@ func TestRouterRetryExtras(t *testing.T) {
 	}
 }
 
+// TestRouterRetryAddedToExtras: extra rules programmed without a retry get
+// it with the next SetWeights of a Router that has one, and lose it with
+// the next of a Router without; Routes reports the extras programmed
+// throughout.
+func TestRouterRetryAddedToExtras(t *testing.T) {
+	ctx := context.Background()
+	c, ref := retryWorld(t, retryRouteRules())
+	x := strategy.TrafficExtras{HeaderRoute: &strategy.HeaderRoute{Matches: []strategy.HeaderMatch{{Name: "X-Beta", Value: "1"}}}}
+	plain := retryRouter(t, c, ref, nil)
+	if err := plain.SetRoutes(ctx, rollout.Routes{Weights: rollout.Weights{A: 80, B: 20}, Canary: strategy.SideB, Extras: x}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() (with, rules int) {
+		rt := getRetryRoute(t, c, ref)
+		for _, rule := range rt.Spec.Rules {
+			for _, f := range rule.Filters {
+				if cmp.Equal(f, mwFilter("upshift-retry")) {
+					with++
+				}
+			}
+		}
+		return with, len(rt.Spec.Rules)
+	}
+	for _, step := range []struct {
+		r    *gateway.Router
+		w    int32
+		want func(rules int) int
+	}{
+		{retryRouter(t, c, ref, &traefikRetry), 30, func(rules int) int { return rules - 1 }},
+		{plain, 40, func(int) int { return 0 }},
+	} {
+		if err := step.r.SetWeights(ctx, rollout.Weights{A: 100 - step.w, B: step.w}); err != nil {
+			t.Fatal(err)
+		}
+		if with, rules := count(); with != step.want(rules) {
+			t.Errorf("weight %d: %d of %d rules carry the filter, want %d", step.w, with, rules, step.want(rules))
+		}
+		st, err := step.r.Routes(ctx)
+		if err != nil || !st.Extras.Equal(x) || st.Weights != (rollout.Weights{A: 100 - step.w, B: step.w}) {
+			t.Errorf("weight %d: Routes %+v, %v", step.w, st, err)
+		}
+	}
+}
+
 // TestRetryProperty: whatever the other rules hold, SetWeights with a retry
 // leaves them byte-identical and puts the retry exactly once on each moved
 // rule, or refuses with a typed error and writes nothing; dropping the
