@@ -24,6 +24,7 @@
 // update and watch on the managed routes by name. When other annotations
 // leave the state no room, a walk back still returns traffic and the
 // rollout reports Degraded (StateRefused). [Router.SetRoutes] adds header
-// routes, mirrors and sticky sessions as rules the Router owns. See
+// routes, mirrors and sticky sessions as rules the Router owns, and
+// [Config].Retry a data-plane retry on the rules it moves ([Retry]). See
 // docs/design/gateway.md for the rules, the traffic extras and the watch.
 package gateway

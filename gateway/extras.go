@@ -91,6 +91,9 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 	if err := validateRoutes(rs); err != nil {
 		return rollout.Permanent(err)
 	}
+	if err := r.checkRetryMiddleware(ctx); err != nil { // retry.go
+		return err
+	}
 	mirror := rs.Extras.MirrorPercent > 0
 	traefik := r.cfg.Mirror == MirrorTraefikService
 	peers := map[RouteRef][]peerRoute{}
@@ -103,6 +106,9 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 			return err
 		}
 		if err := also.check(ref, rt); err != nil {
+			return err
+		}
+		if _, err := r.applyRetry(ref, rt); err != nil {
 			return err
 		}
 		if mirror && traefik {
@@ -134,17 +140,27 @@ func (r *Router) setRoutes(ctx context.Context, rs rollout.Routes, also *routeEd
 	for _, ref := range also.order(r.cfg.Routes) {
 		s, edit := r.askFor(ref, rs), also.on(ref)
 		s.peers = peers[ref.key()]
+		var last route
 		err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+			last = rt
 			if err := r.checkWriter(ctx, ref, rt); err != nil {
+				return false, err
+			}
+			// The retry first, so that the extra rules copy it.
+			retried, err := r.applyRetry(ref, rt)
+			if err != nil {
 				return false, err
 			}
 			changed, err := r.applyExtras(rt, s)
 			if err != nil {
 				return false, rollout.Permanent(withRoute(err, ref))
 			}
-			return withEdit(changed, rt, edit)
+			return withEdit(changed || retried, rt, edit)
 		})
 		if err != nil {
+			return err
+		}
+		if err := r.checkRetryKept(ref, last); err != nil {
 			return err
 		}
 	}

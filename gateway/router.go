@@ -70,6 +70,11 @@ type Config struct {
 	// route once from APIReader (see NewRouter). Nil: every read goes
 	// through the client. NewRouterForClientset ignores it.
 	APIReader client.Reader
+	// Retry, when set, is a retry in the data plane that the Router
+	// attaches to the rules it moves, in the same update as their weights,
+	// and takes back once it is unset (see Retry, RetryAnnotation). It
+	// needs HTTPRoutes.
+	Retry *Retry
 }
 
 // Validate names every problem with the configuration.
@@ -103,6 +108,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Mirror != MirrorGatewayAPI && c.Mirror != MirrorTraefikService {
 		errs = append(errs, fmt.Errorf("%w: mirror: %q is not %q or %q", ErrInvalid, c.Mirror, MirrorGatewayAPI, MirrorTraefikService))
+	}
+	if c.Retry != nil {
+		if err := c.Retry.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		for i, r := range c.Routes {
+			if r.kind() == KindGRPCRoute {
+				errs = append(errs, fmt.Errorf("%w: routes[%d].kind: retry is attached to HTTPRoutes only, not to %s", ErrInvalid, i, KindGRPCRoute))
+			}
+		}
 	}
 	if c.MirrorMaxBodySize < -1 {
 		errs = append(errs, fmt.Errorf("%w: mirrorMaxBodySize: %d: want -1 (unlimited), 0 (1 MiB) or a size in bytes", ErrInvalid, c.MirrorMaxBodySize))
@@ -167,6 +182,9 @@ type Router struct {
 	// delete (see sweepMirrors); true at the start, since an earlier
 	// process may have left one.
 	sweep bool
+	// retryPruned (under mu): the routes whose rules[].retry the API
+	// server dropped (see checkRetryKept).
+	retryPruned map[RouteRef]bool
 }
 
 // acceptance remembers when a route's current generation was first seen
@@ -228,8 +246,12 @@ func NewRouter(c client.Client, cfg Config) (*Router, error) {
 }
 
 // NewRouterForClientset returns a Router that uses the gateway-api typed
-// clientset.
+// clientset. It refuses a RetryTraefikMiddleware retry, whose Middleware
+// it cannot read.
 func NewRouterForClientset(cs versioned.Interface, cfg Config) (*Router, error) {
+	if cfg.Retry != nil && cfg.Retry.Mode == RetryTraefikMiddleware {
+		return nil, fmt.Errorf("%w: retry.mode: %s needs a Router built with NewRouter (it reads the Middleware)", ErrInvalid, RetryTraefikMiddleware)
+	}
 	r, err := newRouter(csRoutes{cs: cs}, cfg)
 	if err != nil {
 		return nil, err
@@ -418,6 +440,9 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 	if w.A < 0 || w.B < 0 || w.A+w.B != 100 {
 		return rollout.Permanent(fmt.Errorf("%w: weights A=%d B=%d must be non-negative and sum to 100", ErrInvalid, w.A, w.B))
 	}
+	if err := r.checkRetryMiddleware(ctx); err != nil { // retry.go
+		return err
+	}
 	if len(r.cfg.Routes) > 1 {
 		for _, ref := range r.cfg.Routes {
 			rt, err := r.api.get(ctx, ref)
@@ -428,6 +453,9 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 				return rollout.Permanent(withRoute(err, ref))
 			}
 			if err := also.check(ref, rt); err != nil {
+				return err
+			}
+			if _, err := r.applyRetry(ref, rt.deepCopy()); err != nil {
 				return err
 			}
 		}
@@ -441,16 +469,27 @@ func (r *Router) setWeights(ctx context.Context, w rollout.Weights, also *routeE
 }
 
 func (r *Router) setRoute(ctx context.Context, ref RouteRef, w rollout.Weights, edit func(route) (bool, error)) error {
-	return updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+	var last route
+	err := updateRoute(ctx, r.api, ref, r.cfg.MaxConflictRetries, func(rt route) (bool, error) {
+		last = rt
 		if err := r.checkWriter(ctx, ref, rt); err != nil { // claim.go
+			return false, err
+		}
+		// The retry first, so that the extra rules rebuilt below copy it.
+		retried, err := r.applyRetry(ref, rt) // retry.go
+		if err != nil {
 			return false, err
 		}
 		changed, err := r.setWeightsIn(ctx, ref, rt, w) // extras.go
 		if err != nil {
 			return false, rollout.Permanent(withRoute(err, ref))
 		}
-		return withEdit(changed, rt, edit)
+		return withEdit(changed || retried, rt, edit)
 	})
+	if err != nil {
+		return err
+	}
+	return r.checkRetryKept(ref, last)
 }
 
 // routeEdit is a change of one route made in the same update as the
