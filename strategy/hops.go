@@ -176,9 +176,10 @@ func (r *run) finish() {
 // counting the other side at the larger of its desired and observed
 // capacity. In the Replicas mode a side is scaled down only while the other
 // side's ready capacity keeps the total within MaxUnavailablePercent, the
-// other side counted at what the same repair shrinks it to. The
-// mover decides what its mode repairs (no route without a router, no side
-// without capacity setters).
+// other side counted at what the same repair shrinks it to, and only once
+// it has settled (one still moving may be shrinking). The mover decides
+// what its mode repairs (no route without a router, no side without
+// capacity setters).
 func (r *run) repair() {
 	st := r.st
 	if !st.HopAt.IsZero() && r.now.Before(after(st.HopAt, r.e.opts.pollInterval())) {

@@ -131,9 +131,15 @@ func (replicasMover) repair(f facts, _ bool) (weight, stable, canary bool) {
 }
 
 // replicasScaleDown lets a repair scale a side down only while the other
-// side's ready capacity keeps the total within MaxUnavailablePercent.
+// side's ready capacity keeps the total within MaxUnavailablePercent. The
+// other side counts only once it has settled, as in next: one still moving
+// may lose what it shows (a write whose state was lost may be shrinking it).
 func replicasScaleDown(f facts, c, _ int32, other SideObservation) bool {
-	return c+min(other.Ready, other.Capacity) >= 100-f.maxUnavailable
+	ready := int32(0)
+	if other.Settled {
+		ready = min(other.Ready, other.Capacity)
+	}
+	return c+ready >= 100-f.maxUnavailable
 }
 
 // completion has no stable side to drain: the walk has already scaled it to

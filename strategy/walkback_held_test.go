@@ -75,3 +75,52 @@ func TestWalkBackWaitsForAMovingStableSide(t *testing.T) {
 		})
 	}
 }
+
+// In the Replicas mode (no router: traffic follows ready replicas) a
+// repair scales a side down on the strength of the other side's ready
+// capacity only once that side has settled: one still moving may be
+// shrinking (here the scale-down to 1 of a reconcile whose state was lost,
+// not yet visible in its capacity), so the canary scaled to 0 on the
+// strength of the 100 the stable side shows would leave 8 ready where
+// MaxUnavailablePercent 6 asks for 94. The state is an older save restored
+// (desired 0/100/0); the canary side, which held 100 as the stable side of
+// a later rollout, runs another revision, so the rollout walks back. Found
+// by TestNeverUnsafe (testdata/rapid/TestNeverUnsafe_1).
+func TestReplicasRepairWaitsForAMovingStableSide(t *testing.T) {
+	strat := BlueGreen{Options: Options{Capacity: CapacityReplicas, MaxUnavailablePercent: 6}}
+	desired := Allocation{Weight: 0, StableCapacity: 100, CanaryCapacity: 0}
+	canary := SideObservation{Capacity: 100, Ready: 98, Settled: false, Revision: "v3", Updated: true}
+	stableSide := func(capacity, ready int32, settled bool) SideObservation {
+		return SideObservation{Capacity: capacity, Ready: ready, Settled: settled, Revision: "v1", Updated: true}
+	}
+	// The stable side as observed at each step, and the hops asked.
+	for _, tc := range []struct {
+		name  string
+		steps []SideObservation
+		want  []string
+	}{
+		{"settled", []SideObservation{stableSide(100, 100, true)}, []string{"canary 0"}},
+		{"moving", []SideObservation{stableSide(100, 100, false), stableSide(100, 100, false), stableSide(1, 8, true), stableSide(100, 100, true)},
+			[]string{"none", "none", "stable 100", "canary 0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := revState(PhaseProgressing, desired, 0, tc.steps[0], canary)
+			s.Observed.WeightApplied = false // no router
+			now := t0
+			var got []string
+			for _, stable := range tc.steps {
+				now = now.Add(time.Minute)
+				s.Observed.At, s.Observed.Stable = micro(now), stable
+				d := checkStep(t, strat, s, now)
+				if d.State.Phase != PhaseAborting {
+					t.Fatalf("phase %s, want %s (the canary side runs v3): %s", d.State.Phase, PhaseAborting, d.State.Message)
+				}
+				got = append(got, hopString(&d))
+				s = d.State
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("hops (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
