@@ -29,7 +29,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -541,15 +540,16 @@ func (w *world) get() *v1alpha1.Release {
 	return &rel
 }
 
-// edit changes the Release's spec.
+// edit changes the Release's spec with a JSON merge patch of what change
+// changed, as kubectl patch does: no resourceVersion precondition, so the
+// operator's status writes meanwhile (several a second during a walk)
+// cannot make it fail with a conflict.
 func (w *world) edit(change func(*v1alpha1.ReleaseSpec)) {
 	w.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		rel := w.get()
-		change(&rel.Spec)
-		return w.c.Update(context.Background(), rel)
-	})
-	if err != nil {
+	rel := w.get()
+	base := rel.DeepCopy()
+	change(&rel.Spec)
+	if err := w.c.Patch(context.Background(), rel, client.MergeFrom(base)); err != nil {
 		w.t.Fatal(err)
 	}
 }
