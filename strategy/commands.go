@@ -286,7 +286,7 @@ func (s State) Retarget(revision string, now time.Time) State {
 			return s
 		}
 		return s.restart(revision, now)
-	case s.Phase == PhaseSuspended:
+	case s.Phase == PhaseAborted || s.Phase == PhaseSuspended:
 		switch revision {
 		case s.CanaryRevision, "":
 			return s
@@ -298,21 +298,13 @@ func (s State) Retarget(revision string, now time.Time) State {
 			s.Message = ReasonRolledBack
 			return s
 		}
-		// Still suspended, now toward revision: Resume starts it.
+		suspended := s.Phase == PhaseSuspended
 		s = s.restart(revision, now)
-		s.suspendUnstarted(ReasonSuspended, s.LastCommandAt)
-		return s
-	case s.Phase == PhaseAborted:
-		switch revision {
-		case s.CanaryRevision, "":
-			return s
-		case s.StableRevision:
-			s = s.command(now)
-			s.becomeRolledBack()
-			s.CanaryRevision = revision
-			return s
+		if suspended {
+			// Still suspended, now toward revision: Resume starts it.
+			s.suspendUnstarted(ReasonSuspended, s.LastCommandAt)
 		}
-		return s.restart(revision, now)
+		return s
 	case revision == "":
 		return s
 	case revision == s.CanaryRevision && s.PendingRevision == "":

@@ -313,7 +313,7 @@ func TestCommands(t *testing.T) {
 		{"retargeting", "Retarget to nothing", retarget(""), nil},
 		{"aborting", "Retarget to another", retarget("v3"), func(s *strategy.State) { cmdAt(s); s.PendingRevision = "v3" }},
 		{"aborting", "Retarget to the canary", retarget("v2"), nil},
-		{"aborted", "Retarget to the stable", retarget("v1"), rolledBackTo("v1")},
+		{"aborted", "Retarget to the stable", retarget("v1"), func(s *strategy.State) { rolledBackTo("v1")(s); s.Message = strategy.ReasonRolledBack }},
 		{"aborted", "Retarget to the canary", retarget("v2"), nil},
 		{"aborted", "Retarget to another", retarget("v3"), restartedWith("v3")},
 		{"rolledBack", "Retarget to the stable", retarget("v1"), nil},

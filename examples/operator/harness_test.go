@@ -364,9 +364,8 @@ func (e errorTB) Fatalf(format string, args ...any) {
 	e.t.Errorf(format, args...)
 }
 
-// countWrites counts the writes of the Release from now on, until the
-// returned func is called, which returns the count.
-func (w *world) countWrites() func() int {
+// watchReleases watches the namespace's Releases from now on.
+func (w *world) watchReleases() watch.Interface {
 	w.t.Helper()
 	var list v1alpha1.ReleaseList
 	if err := w.c.List(context.Background(), &list, client.InNamespace(w.ns)); err != nil {
@@ -381,6 +380,14 @@ func (w *world) countWrites() func() int {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	return wi
+}
+
+// countWrites counts the writes of the Release from now on, until the
+// returned func is called, which returns the count.
+func (w *world) countWrites() func() int {
+	w.t.Helper()
+	wi := w.watchReleases()
 	n := 0
 	done := make(chan struct{})
 	go func() {

@@ -57,19 +57,7 @@ func (s statusSeen) String() string {
 // until the returned func is called, which returns them.
 func (w *world) watchStatus() func() []statusSeen {
 	w.t.Helper()
-	var list v1alpha1.ReleaseList
-	if err := w.c.List(context.Background(), &list, client.InNamespace(w.ns)); err != nil {
-		w.t.Fatal(err)
-	}
-	wc, err := client.NewWithWatch(w.env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	wi, err := wc.Watch(context.Background(), &v1alpha1.ReleaseList{}, client.InNamespace(w.ns),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	wi := w.watchReleases()
 	var (
 		mu   sync.Mutex
 		seen []statusSeen
