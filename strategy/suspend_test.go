@@ -32,12 +32,7 @@ func TestSuspendCommands(t *testing.T) {
 	}
 	suspend := func(s strategy.State) strategy.State { return s.Suspend(t9) }
 
-	tests := []struct {
-		fixture string
-		name    string
-		cmd     func(strategy.State) strategy.State
-		want    func(*strategy.State) // nil: the command is a no-op
-	}{
+	tests := []commandCase{
 		// Suspend walks back from anywhere a rollout goes forward, and
 		// remembers the weight it stood at.
 		{"progressing", "Suspend", suspend, suspending},
@@ -128,26 +123,7 @@ func TestSuspendCommands(t *testing.T) {
 			s.Aborted = &strategy.AbortStatus{Reason: strategy.ReasonSuspended, At: mt(t9)}
 		}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.fixture+"/"+tt.name, func(t *testing.T) {
-			in, ok := fx[tt.fixture]
-			if !ok {
-				t.Fatalf("no fixture %q", tt.fixture)
-			}
-			before := *in.DeepCopy()
-			got := tt.cmd(in)
-			want := *in.DeepCopy()
-			if tt.want != nil {
-				tt.want(&want)
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("%s on %s (-want +got):\n%s", tt.name, tt.fixture, diff)
-			}
-			if diff := cmp.Diff(before, in); diff != "" {
-				t.Errorf("the command changed its input (-before +after):\n%s", diff)
-			}
-		})
-	}
+	runCommandCases(t, fx, tests)
 }
 
 // TestSuspendResumeWalk walks a canary through a suspension and back: the

@@ -208,12 +208,7 @@ func TestCommands(t *testing.T) {
 		}
 	}
 
-	tests := []struct {
-		fixture string
-		name    string
-		cmd     func(strategy.State) strategy.State
-		want    func(*strategy.State) // nil: the command is a no-op
-	}{
+	tests := []commandCase{
 		// Pause holds anything but an abort or a finished rollout.
 		{"fresh", "Pause", pause, paused},
 		{"progressing", "Pause", pause, paused},
@@ -322,6 +317,21 @@ func TestCommands(t *testing.T) {
 		{"succeeded", "Retarget to the old stable", retarget("v1"), restartedWith("v1")},
 		{"succeeded", "Retarget to nothing", retarget(""), nil},
 	}
+	runCommandCases(t, fx, tests)
+}
+
+// commandCase is a command applied to a fixture, and what it changes.
+type commandCase struct {
+	fixture string
+	name    string
+	cmd     func(strategy.State) strategy.State
+	want    func(*strategy.State) // nil: the command is a no-op
+}
+
+// runCommandCases checks that each command's result is its fixture with
+// exactly the changes want makes, and that the fixture is left as it was.
+func runCommandCases(t *testing.T, fx map[string]strategy.State, tests []commandCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.fixture+"/"+tt.name, func(t *testing.T) {
 			in, ok := fx[tt.fixture]
