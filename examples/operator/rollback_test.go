@@ -61,6 +61,7 @@ func (w *world) watchStatus() func() []statusSeen {
 	var (
 		mu   sync.Mutex
 		seen []statusSeen
+		rvs  = map[string]bool{} // the resourceVersions seen
 		done = make(chan struct{})
 	)
 	go func() {
@@ -77,12 +78,27 @@ func (w *world) watchStatus() func() []statusSeen {
 			}
 			mu.Lock()
 			seen = append(seen, s)
+			rvs[rel.ResourceVersion] = true
 			mu.Unlock()
 		}
 	}()
 	var once sync.Once
 	stop := func() []statusSeen {
-		once.Do(func() { wi.Stop(); <-done })
+		once.Do(func() {
+			// The watch delivers every write in order, but later than a
+			// read: wait for the write the Release holds now.
+			rv := w.get().ResourceVersion
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				mu.Lock()
+				caught := rvs[rv]
+				mu.Unlock()
+				if caught {
+					break
+				}
+			}
+			wi.Stop()
+			<-done
+		})
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]statusSeen(nil), seen...)
